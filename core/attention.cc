@@ -1,0 +1,103 @@
+#include "core/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/hd.h"
+#include "core/parallel.h"
+
+namespace ip {
+namespace {
+constexpr Index64 kChunk = 4096;  // tokens per parallel chunk; fixed so sums never depend on threads
+}
+
+std::vector<Index64> tokens_of_groups(std::span<const std::int32_t> groups, int group_size, Index64 tokens) {
+  std::vector<std::int32_t> sorted(groups.begin(), groups.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Index64> out;
+  out.reserve(sorted.size() * group_size);
+  for (std::int32_t g : sorted) {
+    const Index64 b = static_cast<Index64>(g) * group_size, e = std::min(tokens, b + group_size);
+    IP_REQUIRE(g >= 0 && b < tokens, "attention: group {} outside the context of {} tokens", g, tokens);
+    for (Index64 t = b; t < e; ++t) out.push_back(t);
+  }
+  return out;
+}
+
+AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> values, MatrixView<const float> queries,
+                          std::span<const Index64> tokens, bool want_probs) {
+  const Index64 T = keys.rows, Da = keys.cols, Dv = values.cols, Ha = queries.rows;
+  IP_REQUIRE(T > 0, "attention: empty context");
+  IP_REQUIRE(values.rows == T, "attention: {} values for {} keys", values.rows, T);
+  IP_REQUIRE(queries.cols == Da, "attention: query dimension {} does not match key dimension {}", queries.cols, Da);
+  IP_REQUIRE(Ha >= 1, "attention: no query heads");
+  const bool dense = tokens.empty();
+  const Index64 n = dense ? T : static_cast<Index64>(tokens.size());
+  auto token = [&](Index64 i) { return dense ? i : tokens[i]; };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Da));
+
+  // Logits [n, Ha], then per-chunk maxima.
+  Tensor<float> logits({n, Ha});
+  const Index64 chunks = (n + kChunk - 1) / kChunk;
+  std::vector<float> cmax(chunks * Ha, -INFINITY);
+  parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
+    const Index64 c = b / kChunk;
+    for (Index64 i = b; i < e; ++i) {
+      const float* k = keys.row(token(i));
+      IP_REQUIRE(token(i) >= 0 && token(i) < T, "attention: token {} outside [0, {})", token(i), T);
+      for (Index64 h = 0; h < Ha; ++h) {
+        const float* q = queries.row(h);
+        float acc = 0.0f;
+        IP_SIMD_REDUCE(+ : acc)
+        for (Index64 d = 0; d < Da; ++d) acc += q[d] * k[d];
+        const float l = acc * scale;
+        logits.data()[i * Ha + h] = l;
+        cmax[c * Ha + h] = std::max(cmax[c * Ha + h], l);
+      }
+    }
+  });
+  std::vector<float> mx(Ha, -INFINITY);
+  for (Index64 c = 0; c < chunks; ++c)
+    for (Index64 h = 0; h < Ha; ++h) mx[h] = std::max(mx[h], cmax[c * Ha + h]);
+
+  // Exponentials, per-chunk sums and weighted value sums, combined in chunk order.
+  std::vector<double> csum(chunks * Ha, 0.0);
+  std::vector<double> cout(chunks * Ha * Dv, 0.0);
+  parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
+    const Index64 c = b / kChunk;
+    double* o = cout.data() + c * Ha * Dv;
+    for (Index64 i = b; i < e; ++i) {
+      const float* v = values.row(token(i));
+      for (Index64 h = 0; h < Ha; ++h) {
+        const float p = std::exp(logits.data()[i * Ha + h] - mx[h]);
+        logits.data()[i * Ha + h] = p;
+        csum[c * Ha + h] += p;
+        double* oh = o + h * Dv;
+        for (Index64 d = 0; d < Dv; ++d) oh[d] += static_cast<double>(p) * v[d];
+      }
+    }
+  });
+  std::vector<double> sum(Ha, 0.0);
+  std::vector<double> acc(Ha * Dv, 0.0);
+  for (Index64 c = 0; c < chunks; ++c)
+    for (Index64 h = 0; h < Ha; ++h) {
+      sum[h] += csum[c * Ha + h];
+      for (Index64 d = 0; d < Dv; ++d) acc[h * Dv + d] += cout[(c * Ha + h) * Dv + d];
+    }
+
+  AttentionOutput res;
+  res.out.reshape({Ha, Dv});
+  for (Index64 h = 0; h < Ha; ++h)
+    for (Index64 d = 0; d < Dv; ++d) res.out.data()[h * Dv + d] = static_cast<float>(acc[h * Dv + d] / sum[h]);
+  if (want_probs) {
+    res.probs.reshape({Ha, n});
+    parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
+      for (Index64 i = b; i < e; ++i)
+        for (Index64 h = 0; h < Ha; ++h)
+          res.probs.data()[h * n + i] = static_cast<float>(logits.data()[i * Ha + h] / sum[h]);
+    });
+  }
+  return res;
+}
+
+}  // namespace ip

@@ -1,0 +1,46 @@
+// The backend interface: every stage of the pipeline, implemented on the CPU here (cpu_backend.cc)
+// and on the GPU in kernels/. The pipeline and the runner only ever talk to this interface.
+//
+// Inputs are host views; a device backend keeps its own resident copies. Outputs come back to the host.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/attention.h"
+#include "core/pool.h"
+#include "core/score.h"
+#include "core/stats.h"
+
+namespace ip {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;    // "cpu", "cuda"
+  virtual std::string device() const = 0;  // human-readable device description
+
+  // Weights, pooling and quantization of one request's index keys.
+  virtual PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                                  const float* query_ref) = 0;
+  // Compressed scores of every group (index.groups() floats).
+  virtual void score_index(const PooledIndex& index, const IndexQuery& q, float* out) = 0;
+  // Exact scores of every token (keys.rows floats).
+  virtual void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) = 0;
+  // Exact top-k ids, best first, ties to the lower id.
+  virtual std::vector<std::int32_t> topk(const float* scores, Index64 n, Index64 k) = 0;
+  // Attention over the listed tokens (empty: dense), with probabilities when asked.
+  virtual AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> values,
+                                    MatrixView<const float> queries, std::span<const Index64> tokens,
+                                    bool want_probs) = 0;
+  // Feeds one step's attention mass and selection into the access statistics.
+  virtual void update_stats(AccessStats& stats, std::span<const float> step_mass,
+                            std::span<const std::pair<Index64, Index64>> selected_ranges) = 0;
+};
+
+// The CPU backend on `threads` threads (0: all hardware threads).
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+}  // namespace ip

@@ -1,0 +1,143 @@
+#include "core/pipeline.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/metrics.h"
+#include "core/topk.h"
+
+namespace ip {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool needs_query_ref(const WeightParams& wp) {
+  return (wp.scheme == Weighting::cosine || wp.scheme == Weighting::hybrid) &&
+         wp.cosine_reference == CosineReference::query;
+}
+
+}  // namespace
+
+void validate_pipeline(const PipelineParams& p, const Workload& w) {
+  const Index64 T = w.tokens();
+  IP_REQUIRE(T >= 1, "pipeline: empty context");
+  IP_REQUIRE(p.pool.group_size >= 1, "pool.group_size = {} (must be >= 1)", p.pool.group_size);
+  IP_REQUIRE(p.topk_tokens >= 1, "select.topk_tokens = {} (must be >= 1)", p.topk_tokens);
+  IP_REQUIRE(p.topk_tokens <= T, "select.topk_tokens = {} exceeds the context of {} tokens", p.topk_tokens, T);
+  IP_REQUIRE(p.rebuild_every >= 1, "pool.rebuild_every = {} (must be >= 1)", p.rebuild_every);
+  IP_REQUIRE(p.stats_decay >= 0.0f && p.stats_decay <= 1.0f, "pool.tfidf_decay = {} outside [0, 1]", p.stats_decay);
+  IP_REQUIRE(p.query_ema >= 0.0f && p.query_ema < 1.0f, "pool.query_ema = {} outside [0, 1)", p.query_ema);
+}
+
+RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
+  validate_pipeline(p, w);
+  const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
+  const MatrixView<const float> keys = w.index_keys.mat();
+  const WeightParams& wp = p.pool.weights;
+  const bool learns = uses_stats(wp.scheme) || needs_query_ref(wp);
+
+  RequestResult res;
+  res.tokens = T;
+  res.group_size = effective_group_size(p.pool);
+  const int G = res.group_size;
+  res.groups = num_groups(T, G);
+  res.k_groups = groups_for_budget(p.topk_tokens, G);
+  res.selected.reserve(static_cast<std::size_t>(Q * res.k_groups));
+
+  AccessStats stats(T, p.stats_decay);
+  std::vector<float> query_ref;  // EMA of past queries (mean over heads); empty until one step has run
+  std::vector<float> group_scores(res.groups), token_scores(T), oracle_scores(res.groups), step_mass(T);
+
+  for (Index64 q = 0; q < Q; ++q) {
+    StepRecord rec;
+    // 1. (Re)build the index when the scheme learns from history, or on the first step.
+    if (q == 0 || (learns && q % p.rebuild_every == 0)) {
+      PoolParams pp = p.pool;
+      if (needs_query_ref(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
+      const auto t0 = Clock::now();
+      res.index = be.build_index(keys, pp, &stats, query_ref.empty() ? nullptr : query_ref.data());
+      rec.pool_ms = ms_since(t0);
+      ++res.rebuilds;
+    }
+    const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * H};
+
+    // 2. Compressed scoring and selection.
+    auto t0 = Clock::now();
+    be.score_index(res.index, iq, group_scores.data());
+    rec.score_ms = ms_since(t0);
+    t0 = Clock::now();
+    const auto sel = be.topk(group_scores.data(), res.groups, res.k_groups);
+    rec.topk_ms = ms_since(t0);
+    res.selected.insert(res.selected.end(), sel.begin(), sel.end());
+    const auto sel_tokens = tokens_of_groups(sel, G, T);
+
+    // 3. Block-sparse attention over the selected groups.
+    AttentionOutput sparse;
+    if (w.has_attention()) {
+      t0 = Clock::now();
+      sparse = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), sel_tokens, true);
+      rec.attention_ms = ms_since(t0);
+    }
+
+    // 4. Fidelity against the exact indexer, the block oracle and dense attention.
+    rec.token_recall = rec.block_recall = rec.mass_recall = rec.output_error = kNaN;
+    if (p.fidelity) {
+      t0 = Clock::now();
+      be.score_tokens(keys, iq, token_scores.data());
+      const auto exact = be.topk(token_scores.data(), T, p.topk_tokens);
+      group_max_scores(token_scores.data(), T, G, oracle_scores.data());
+      const auto oracle = be.topk(oracle_scores.data(), res.groups, res.k_groups);
+      rec.token_recall = token_recall(sel, G, exact);
+      rec.block_recall = block_recall(sel, oracle);
+      if (w.has_attention()) {
+        const auto dense = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
+        rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
+        rec.output_error = output_error(sparse.out.mat(), dense.out.mat());
+      }
+      rec.fidelity_ms = ms_since(t0);
+    }
+
+    // 5. Feedback: this step's attention mass (mean over heads; uniform over the selection when the
+    //    workload has no attention stage) and selection go into the access statistics.
+    std::fill(step_mass.begin(), step_mass.end(), 0.0f);
+    const Index64 n = static_cast<Index64>(sel_tokens.size());
+    for (Index64 i = 0; i < n; ++i) {
+      float m = 0.0f;
+      if (w.has_attention()) {
+        const Index64 Ha = sparse.probs.dim(0);
+        for (Index64 h = 0; h < Ha; ++h) m += sparse.probs.data()[h * n + i];
+        m /= static_cast<float>(Ha);
+      } else {
+        m = 1.0f / static_cast<float>(n);
+      }
+      step_mass[sel_tokens[i]] = m;
+    }
+    std::vector<std::pair<Index64, Index64>> ranges;
+    ranges.reserve(sel.size());
+    for (std::int32_t g : sel) ranges.emplace_back(Index64{g} * G, std::min(T, (Index64{g} + 1) * G));
+    be.update_stats(stats, step_mass, ranges);
+    if (needs_query_ref(wp)) {
+      if (query_ref.empty()) query_ref.assign(D, 0.0f);
+      const float a = q == 0 ? 0.0f : p.query_ema;  // the first query starts the average
+      for (Index64 d = 0; d < D; ++d) {
+        float m = 0.0f;
+        for (Index64 j = 0; j < H; ++j) m += iq.heads(j, d);
+        query_ref[d] = a * query_ref[d] + (1.0f - a) * (m / static_cast<float>(H));
+      }
+    }
+    res.steps.push_back(rec);
+  }
+
+  res.index_bytes = static_cast<double>(res.index.bytes());
+  res.exact_index_bytes = static_cast<double>(T) * (D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision));
+  res.macs_per_query = scoring_macs(res.index.rows.rows, H, D);
+  res.exact_macs_per_query = scoring_macs(T, H, D);
+  return res;
+}
+
+}  // namespace ip

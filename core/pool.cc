@@ -1,0 +1,168 @@
+#include "core/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/parallel.h"
+
+namespace ip {
+namespace {
+
+// Groups per parallel chunk: fixed, so results never depend on the thread count.
+constexpr Index64 kGroupsPerChunk = 2048;
+
+// True when n rows of D floats are all finite (no exponent field of all ones); vectorizes.
+bool rows_finite(const float* k, Index64 ld, int n, int D) {
+  std::uint32_t bad = 0;
+  for (int r = 0; r < n; ++r) {
+    const float* row = k + r * ld;
+    for (int d = 0; d < D; ++d) {
+      std::uint32_t u;
+      std::memcpy(&u, row + d, sizeof u);
+      bad |= static_cast<std::uint32_t>((u & 0x7F800000u) == 0x7F800000u);
+    }
+  }
+  return bad == 0;
+}
+
+// Weights of the n tokens of group g into w (scratch: D + 2G floats).
+void group_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                   const float* query_ref, Index64 g, int G, int n, float* w, float* scratch) {
+  const WeightParams& wp = p.weights;
+  const Index64 first = g * G;
+  const int D = static_cast<int>(keys.cols);
+  const float* k = keys.row(first);
+  const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
+  const float* mref = wp.cosine_reference == CosineReference::query ? query_ref : nullptr;
+  switch (wp.scheme) {
+    case Weighting::uniform:
+    case Weighting::maxmin:
+    case Weighting::exact:
+      for (int r = 0; r < n; ++r) w[r] = 1.0f;
+      return;
+    case Weighting::positional:
+      positional_group_weights(n, G, wp.positional_lambda, bias, w);
+      return;
+    case Weighting::cosine:
+      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, w);
+      return;
+    case Weighting::tfidf:
+      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, w);
+      return;
+    case Weighting::hybrid: {
+      float* v = scratch + D;
+      for (int r = 0; r < n; ++r) w[r] = 1.0f;
+      positional_group_weights(n, G, wp.positional_lambda, bias, v);
+      hybrid_multiply(v, n, wp.alpha_positional, w);
+      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, v);
+      hybrid_multiply(v, n, wp.alpha_cosine, w);
+      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, v);
+      hybrid_multiply(v, n, wp.alpha_tfidf, w);
+      return;
+    }
+  }
+}
+
+// Runs fn(g, n, w, scratch, out_row_buffer) for every group, in parallel chunks.
+template <class Fn>
+void for_each_group(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                    const float* query_ref, Fn&& fn) {
+  const int G = effective_group_size(p);
+  const Index64 T = keys.rows;
+  const Index64 groups = num_groups(T, G);
+  const int D = static_cast<int>(keys.cols);
+  parallel_for(groups, kGroupsPerChunk, [&](Index64 gb, Index64 ge) {
+    std::vector<float> w(G), scratch(D + G), buf(2 * D);
+    for (Index64 g = gb; g < ge; ++g) {
+      const int n = static_cast<int>(std::min<Index64>(G, T - g * G));
+      // The group is in L1 now: checking it here costs no extra pass over memory.
+      if (!rows_finite(keys.row(g * G), keys.ld, n, D)) {
+        for (Index64 t = g * G; t < g * G + n; ++t)
+          IP_REQUIRE(rows_finite(keys.row(t), keys.ld, 1, D), "pooling: index key of token {} contains NaN or infinity", t);
+      }
+      group_weights(keys, p, stats, query_ref, g, G, n, w.data(), scratch.data());
+      fn(g, n, w.data(), buf.data());
+    }
+  });
+}
+
+}  // namespace
+
+int effective_group_size(const PoolParams& p) { return p.weights.scheme == Weighting::exact ? 1 : p.group_size; }
+
+Index64 num_groups(Index64 tokens, int group_size) { return (tokens + group_size - 1) / group_size; }
+
+void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                          const float* query_ref) {
+  IP_REQUIRE(keys.rows > 0, "pooling: empty context (0 tokens)");
+  IP_REQUIRE(keys.cols > 0, "pooling: key dimension is 0");
+  IP_REQUIRE(p.group_size >= 1, "pooling: group size G = {} (must be >= 1)", p.group_size);
+  const WeightParams& wp = p.weights;
+  const int G = effective_group_size(p);
+  IP_REQUIRE(wp.positional_bias.empty() || static_cast<int>(wp.positional_bias.size()) == G,
+             "pooling: positional bias has {} entries for group size {}", wp.positional_bias.size(), G);
+  IP_REQUIRE(std::isfinite(wp.positional_lambda), "pooling: positional lambda is not finite");
+  IP_REQUIRE(wp.eps > 0.0f && std::isfinite(wp.eps), "pooling: eps = {} (must be > 0)", wp.eps);
+  IP_REQUIRE(wp.cosine_power > 0.0f && std::isfinite(wp.cosine_power), "pooling: cosine power = {} (must be > 0)",
+             wp.cosine_power);
+  for (float b : wp.positional_bias) IP_REQUIRE(std::isfinite(b), "pooling: positional bias is not finite");
+  if (uses_stats(wp.scheme)) {
+    IP_REQUIRE(stats != nullptr, "pooling: weighting '{}' needs access statistics", to_string(wp.scheme));
+    IP_REQUIRE(stats->tokens() == keys.rows, "pooling: access statistics cover {} tokens, the context has {}",
+               stats->tokens(), keys.rows);
+  }
+  const bool needs_query =
+      (wp.scheme == Weighting::cosine || wp.scheme == Weighting::hybrid) && wp.cosine_reference == CosineReference::query;
+  IP_REQUIRE(!needs_query || query_ref != nullptr, "pooling: cosine reference 'query' needs a query reference");
+}
+
+std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                                   const float* query_ref) {
+  validate_pool_inputs(keys, p, stats, query_ref);
+  std::vector<float> out(keys.rows);
+  const int G = effective_group_size(p);
+  for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float*) {
+    std::copy(w, w + n, out.begin() + g * G);
+  });
+  return out;
+}
+
+PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                        const float* query_ref) {
+  validate_pool_inputs(keys, p, stats, query_ref);
+  PooledIndex idx;
+  idx.method = p.weights.scheme;
+  idx.group_size = effective_group_size(p);
+  idx.tokens = keys.rows;
+  const int D = static_cast<int>(keys.cols);
+  const Index64 groups = idx.groups();
+  resize(idx.rows, p.precision, groups * idx.rows_per_group(), D);
+  const int G = idx.group_size;
+  if (idx.method == Weighting::maxmin) {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float*, float* buf) {
+      maxmin_group(keys.row(g * G), keys.ld, n, D, buf, buf + D);
+      quantize_row(buf, 2 * g, idx.rows);
+      quantize_row(buf + D, 2 * g + 1, idx.rows);
+    });
+  } else if (idx.method == Weighting::exact) {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int, const float*, float*) {
+      quantize_row(keys.row(g), g, idx.rows);
+    });
+  } else {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float* buf) {
+      pool_group(keys.row(g * G), keys.ld, n, D, w, buf);
+      quantize_row(buf, g, idx.rows);
+    });
+  }
+  return idx;
+}
+
+Tensor<float> pool_fp32(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                        const float* query_ref) {
+  PoolParams q = p;
+  q.precision = Precision::fp32;
+  return dequantize(build_index(keys, q, stats, query_ref).rows);
+}
+
+}  // namespace ip

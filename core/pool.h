@@ -1,0 +1,60 @@
+// Pooling: from T index keys to the stored index (composites, bounds or the keys themselves).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/quant.h"
+#include "core/stats.h"
+#include "core/tensor.h"
+#include "core/weights.h"
+
+namespace ip {
+
+struct PoolParams {
+  int group_size = 4;  // G >= 1; forced to 1 for Weighting::exact
+  WeightParams weights;
+  Precision precision = Precision::fp32;
+};
+
+// The stored index of one request.
+//   composites / exact: entries = groups, one row each.
+//   maxmin:             entries = groups, two rows each (row 2g = max, row 2g+1 = min).
+struct PooledIndex {
+  Weighting method = Weighting::uniform;
+  int group_size = 1;
+  Index64 tokens = 0;
+  QuantizedMatrix rows;
+
+  Index64 groups() const { return (tokens + group_size - 1) / group_size; }
+  int rows_per_group() const { return method == Weighting::maxmin ? 2 : 1; }
+  // First token and one past the last token of group g.
+  Index64 group_begin(Index64 g) const { return g * group_size; }
+  Index64 group_end(Index64 g) const { return std::min(tokens, (g + 1) * group_size); }
+  // Exact storage of the index, and per token of context.
+  std::size_t bytes() const { return rows.bytes(); }
+  double bytes_per_token() const { return tokens ? static_cast<double>(bytes()) / static_cast<double>(tokens) : 0.0; }
+};
+
+int effective_group_size(const PoolParams& p);
+Index64 num_groups(Index64 tokens, int group_size);
+
+// Checks keys and parameters; throws ip::Error naming the problem (empty context, G = 0, non-finite
+// keys, bias of the wrong length, statistics of the wrong length).
+void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                          const float* query_ref);
+
+// Per-token weights of the scheme (for inspection and tests; pooling computes them fused).
+// `stats` is needed by tfidf/hybrid, `query_ref` (D floats) by cosine with reference = query.
+std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                                   const float* query_ref);
+
+// Builds the index: weights, pooling and quantization fused per group, parallel over groups.
+PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                        const float* query_ref);
+
+// fp32 composites of groups [0, groups) without quantization (for tests and export).
+Tensor<float> pool_fp32(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                        const float* query_ref);
+
+}  // namespace ip

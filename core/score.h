@@ -1,0 +1,46 @@
+// DSA-style multi-head index scoring: s = sum_j h_j * max(0, q_j . k).
+#pragma once
+
+#include "core/hd.h"
+#include "core/pool.h"
+#include "core/tensor.h"
+
+namespace ip {
+
+// A decode query for the indexer: H heads of dimension D and H non-negative head weights.
+struct IndexQuery {
+  MatrixView<const float> heads;  // [H, D]
+  const float* head_weights = nullptr;  // [H]
+};
+
+// Combines H per-head dot products into one score.
+IP_HOST_DEVICE float head_weighted_relu(const float* dots, const float* hw, int H) {
+  float s = 0.0f;
+  for (int j = 0; j < H; ++j) s += hw[j] * (dots[j] > 0.0f ? dots[j] : 0.0f);
+  return s;
+}
+
+// Quest-style upper bound of q . k over a box [lo, hi]: sum_d max(q_d hi_d, q_d lo_d).
+IP_HOST_DEVICE float box_upper_bound(const float* q, const float* hi, const float* lo, int D) {
+  float s = 0.0f;
+  for (int d = 0; d < D; ++d) {
+    const float a = q[d] * hi[d], b = q[d] * lo[d];
+    s += a > b ? a : b;
+  }
+  return s;
+}
+
+void validate_query(const IndexQuery& q, Index64 dim);
+
+// Exact score of every token: out[t] = s(t), T floats.
+void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out);
+
+// Compressed score of every group of the index: out[g] = s(g) (maxmin: the upper bound), groups floats.
+void score_index(const PooledIndex& index, const IndexQuery& q, float* out);
+
+// Multiply-adds of scoring one query against `rows` stored rows.
+inline double scoring_macs(Index64 rows, Index64 heads, Index64 dim) {
+  return static_cast<double>(rows) * static_cast<double>(heads) * static_cast<double>(dim);
+}
+
+}  // namespace ip

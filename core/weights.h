@@ -1,0 +1,137 @@
+// Weighting schemes (DESIGN.md, "Default definitions") and the per-group math they share with the
+// CUDA kernels. Group g covers tokens [gG, min(T, gG+G)); r = i - gG is a token's slot in its group.
+//
+//   uniform     w_i = 1
+//   positional  w_i = exp(lambda * r / max(1, G-1)), or w_i = exp(b_r) with an explicit bias vector b
+//   cosine      w_i = max(eps, cos(k_i, m))^p, m = the group's mean key (or an EMA of past queries)
+//   tfidf       w_i = eps + tf_i * idf_i, tf_i = a_i / max_{j in g} a_j (0 when that max is 0),
+//               idf_i = ln((1+N)/(1+n_i)) + 1; with no history (N = 0) w_i = 1
+//   hybrid      w_i = prod_s (w_{s,i} / mean_g w_s)^alpha_s over positional, cosine, tfidf
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/hd.h"
+
+namespace ip {
+
+// How a group of keys becomes index entries. The first five pool into one composite per group;
+// `maxmin` keeps element-wise max and min per group (Quest-style upper-bound scoring);
+// `exact` keeps every key (no compression: the exact indexer, group size 1).
+enum class Weighting { uniform, positional, cosine, tfidf, hybrid, maxmin, exact };
+
+std::string_view to_string(Weighting w);
+Weighting parse_weighting(std::string_view s);  // throws ip::Error naming the accepted values
+inline bool uses_stats(Weighting w) { return w == Weighting::tfidf || w == Weighting::hybrid; }
+
+enum class CosineReference { group_mean, query };
+std::string_view to_string(CosineReference r);
+CosineReference parse_cosine_reference(std::string_view s);
+
+struct WeightParams {
+  Weighting scheme = Weighting::uniform;
+  float positional_lambda = 1.0f;
+  std::vector<float> positional_bias;  // if non-empty (size G), w_i = exp(b[r_i]) replaces lambda
+  float eps = 1e-3f;                    // floor of cosine weights and additive term of tfidf weights
+  float cosine_power = 1.0f;
+  CosineReference cosine_reference = CosineReference::group_mean;
+  float alpha_positional = 1.0f;  // hybrid exponents
+  float alpha_cosine = 1.0f;
+  float alpha_tfidf = 1.0f;
+};
+
+// ---- per-group math, shared with the kernels -------------------------------------------------------
+
+// Positional weights of n tokens in a group of nominal size G (n < G for a partial last group).
+IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const float* bias, float* w) {
+  const float denom = static_cast<float>(G - 1 > 1 ? G - 1 : 1);
+  for (int r = 0; r < n; ++r) w[r] = bias ? expf(bias[r]) : expf(lambda * static_cast<float>(r) / denom);
+}
+
+// Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
+// `scratch` holds D floats for it).
+IP_HOST_DEVICE void cosine_group_weights(const float* keys, long long ld, int n, int D, const float* m,
+                                         float eps, float power, float* scratch, float* w) {
+  if (!m) {
+    for (int d = 0; d < D; ++d) scratch[d] = 0.0f;
+    for (int r = 0; r < n; ++r)
+      for (int d = 0; d < D; ++d) scratch[d] += keys[r * ld + d];
+    const float inv = 1.0f / static_cast<float>(n);
+    for (int d = 0; d < D; ++d) scratch[d] *= inv;
+    m = scratch;
+  }
+  float mm = 0.0f;
+  IP_SIMD_REDUCE(+ : mm)
+  for (int d = 0; d < D; ++d) mm += m[d] * m[d];
+  for (int r = 0; r < n; ++r) {
+    float kk = 0.0f, km = 0.0f;
+    IP_SIMD_REDUCE(+ : kk, km)
+    for (int d = 0; d < D; ++d) {
+      const float k = keys[r * ld + d];
+      kk += k * k;
+      km += k * m[d];
+    }
+    const float denom = sqrtf(kk) * sqrtf(mm);
+    const float c = denom > 0.0f ? km / denom : 0.0f;
+    const float base = c > eps ? c : eps;
+    w[r] = power == 1.0f ? base : powf(base, power);
+  }
+}
+
+// TF-IDF weights of n tokens from their decayed attention mass a, selection counts cnt and the number
+// of past steps N.
+IP_HOST_DEVICE void tfidf_group_weights(const float* a, const std::uint32_t* cnt, int n, long long N, float eps,
+                                        float* w) {
+  if (N == 0) {
+    for (int r = 0; r < n; ++r) w[r] = 1.0f;
+    return;
+  }
+  float amax = 0.0f;
+  for (int r = 0; r < n; ++r) amax = a[r] > amax ? a[r] : amax;
+  for (int r = 0; r < n; ++r) {
+    const float tf = amax > 0.0f ? a[r] / amax : 0.0f;
+    const float idf = logf((1.0f + static_cast<float>(N)) / (1.0f + static_cast<float>(cnt[r]))) + 1.0f;
+    w[r] = eps + tf * idf;
+  }
+}
+
+// w <- w * (v / mean(v))^alpha, the hybrid product's factor for one scheme.
+IP_HOST_DEVICE void hybrid_multiply(const float* v, int n, float alpha, float* w) {
+  float mean = 0.0f;
+  for (int r = 0; r < n; ++r) mean += v[r];
+  mean /= static_cast<float>(n);
+  for (int r = 0; r < n; ++r) {
+    const float x = v[r] / mean;
+    w[r] *= alpha == 1.0f ? x : powf(x, alpha);
+  }
+}
+
+// Composite c = sum_i w_i k_i / sum_i w_i of n keys.
+IP_HOST_DEVICE void pool_group(const float* keys, long long ld, int n, int D, const float* w, float* out) {
+  float wsum = 0.0f;
+  for (int r = 0; r < n; ++r) wsum += w[r];
+  const float inv = 1.0f / wsum;
+  for (int d = 0; d < D; ++d) out[d] = 0.0f;
+  for (int r = 0; r < n; ++r) {
+    const float wr = w[r] * inv;
+    const float* k = keys + r * ld;
+    for (int d = 0; d < D; ++d) out[d] += wr * k[d];
+  }
+}
+
+// Element-wise max and min of n keys (Quest-style bounds).
+IP_HOST_DEVICE void maxmin_group(const float* keys, long long ld, int n, int D, float* hi, float* lo) {
+  for (int d = 0; d < D; ++d) hi[d] = lo[d] = keys[d];
+  for (int r = 1; r < n; ++r)
+    for (int d = 0; d < D; ++d) {
+      const float k = keys[r * ld + d];
+      hi[d] = k > hi[d] ? k : hi[d];
+      lo[d] = k < lo[d] ? k : lo[d];
+    }
+}
+
+}  // namespace ip
