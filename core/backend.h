@@ -22,9 +22,9 @@ class Backend {
   virtual std::string name() const = 0;    // "cpu", "cuda"
   virtual std::string device() const = 0;  // human-readable device description
 
-  // Weights, pooling and quantization of one request's index keys.
-  virtual PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
-                                  const float* query_ref) = 0;
+  // Weights, pooling and quantization of one request's index keys into `out` (storage reused on rebuilds).
+  virtual void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                           const float* query_ref, PooledIndex& out) = 0;
   // Compressed scores of every group (index.groups() floats).
   virtual void score_index(const PooledIndex& index, const IndexQuery& q, float* out) = 0;
   // Exact scores of every token (keys.rows floats).

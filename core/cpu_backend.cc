@@ -16,9 +16,9 @@ class CpuBackend final : public Backend {
   std::string device() const override {
     return fmt::format("CPU, {} threads of {} hardware threads", num_threads(), std::thread::hardware_concurrency());
   }
-  PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
-                          const float* query_ref) override {
-    return ip::build_index(keys, p, stats, query_ref);
+  void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
+                   PooledIndex& out) override {
+    ip::build_index(keys, p, stats, query_ref, out);
   }
   void score_index(const PooledIndex& index, const IndexQuery& q, float* out) override { ip::score_index(index, q, out); }
   void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) override {

@@ -60,7 +60,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
       PoolParams pp = p.pool;
       if (needs_query_ref(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
       const auto t0 = Clock::now();
-      res.index = be.build_index(keys, pp, &stats, query_ref.empty() ? nullptr : query_ref.data());
+      be.build_index(keys, pp, &stats, query_ref.empty() ? nullptr : query_ref.data(), res.index);
       rec.pool_ms = ms_since(t0);
       ++res.rebuilds;
     }

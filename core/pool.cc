@@ -130,8 +130,14 @@ std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParam
 
 PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                         const float* query_ref) {
-  validate_pool_inputs(keys, p, stats, query_ref);
   PooledIndex idx;
+  build_index(keys, p, stats, query_ref, idx);
+  return idx;
+}
+
+void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
+                 PooledIndex& idx) {
+  validate_pool_inputs(keys, p, stats, query_ref);
   idx.method = p.weights.scheme;
   idx.group_size = effective_group_size(p);
   idx.tokens = keys.rows;
@@ -139,23 +145,32 @@ PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const
   const Index64 groups = idx.groups();
   resize(idx.rows, p.precision, groups * idx.rows_per_group(), D);
   const int G = idx.group_size;
+  QuantizedMatrix& q = idx.rows;
+  const bool fp32 = q.precision == Precision::fp32;
+  // fp32 rows are written in place; other formats go through a row buffer and are encoded.
+  auto row_out = [&](Index64 r, float* buf) { return fp32 ? reinterpret_cast<float*>(q.row_bytes(r)) : buf; };
+  auto row_done = [&](Index64 r, const float* buf) {
+    if (!fp32) quantize_row(buf, r, q);
+  };
   if (idx.method == Weighting::maxmin) {
     for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float*, float* buf) {
-      maxmin_group(keys.row(g * G), keys.ld, n, D, buf, buf + D);
-      quantize_row(buf, 2 * g, idx.rows);
-      quantize_row(buf + D, 2 * g + 1, idx.rows);
+      float* hi = row_out(2 * g, buf);
+      float* lo = row_out(2 * g + 1, buf + D);
+      maxmin_group(keys.row(g * G), keys.ld, n, D, hi, lo);
+      row_done(2 * g, hi);
+      row_done(2 * g + 1, lo);
     });
   } else if (idx.method == Weighting::exact) {
     for_each_group(keys, p, stats, query_ref, [&](Index64 g, int, const float*, float*) {
-      quantize_row(keys.row(g), g, idx.rows);
+      quantize_row(keys.row(g), g, q);
     });
   } else {
     for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float* buf) {
-      pool_group(keys.row(g * G), keys.ld, n, D, w, buf);
-      quantize_row(buf, g, idx.rows);
+      float* out = row_out(g, buf);
+      pool_group(keys.row(g * G), keys.ld, n, D, w, out);
+      row_done(g, out);
     });
   }
-  return idx;
 }
 
 Tensor<float> pool_fp32(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

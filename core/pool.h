@@ -50,8 +50,11 @@ std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParam
                                    const float* query_ref);
 
 // Builds the index: weights, pooling and quantization fused per group, parallel over groups.
+// The second form reuses `out`'s storage when its shape and precision already fit (index rebuilds).
 PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                         const float* query_ref);
+void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
+                 PooledIndex& out);
 
 // fp32 composites of groups [0, groups) without quantization (for tests and export).
 Tensor<float> pool_fp32(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

@@ -44,8 +44,9 @@ void resize(QuantizedMatrix& q, Precision p, Index64 rows, Index64 cols) {
   q.precision = p;
   q.rows = rows;
   q.cols = cols;
+  // resize() keeps existing storage when the size is unchanged (index rebuilds write every byte again).
   q.payload.resize(static_cast<std::size_t>(rows * cols * element_bytes(p)));
-  q.scales.assign(scale_bytes(p) ? static_cast<std::size_t>(rows) : 0, 0.0f);
+  q.scales.resize(scale_bytes(p) ? static_cast<std::size_t>(rows) : 0);
 }
 
 void quantize_row(const float* x, Index64 r, QuantizedMatrix& q) {

@@ -115,8 +115,9 @@ IP_HOST_DEVICE void pool_group(const float* keys, long long ld, int n, int D, co
   float wsum = 0.0f;
   for (int r = 0; r < n; ++r) wsum += w[r];
   const float inv = 1.0f / wsum;
-  for (int d = 0; d < D; ++d) out[d] = 0.0f;
-  for (int r = 0; r < n; ++r) {
+  const float w0 = w[0] * inv;
+  for (int d = 0; d < D; ++d) out[d] = w0 * keys[d];
+  for (int r = 1; r < n; ++r) {
     const float wr = w[r] * inv;
     const float* k = keys + r * ld;
     for (int d = 0; d < D; ++d) out[d] += wr * k[d];

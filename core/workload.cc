@@ -60,8 +60,11 @@ Layout make_layout(const WorkloadSpec& s, Index64 T, std::uint64_t base) {
   }
   Rng prng(hash_key(base, kNeedlePos));
   const Index64 free = T - std::min<Index64>(s.sinks, T);
-  for (int n = 0; n < s.needles && free > 0; ++n) {
-    const Index64 pos = std::min<Index64>(s.sinks, T) + static_cast<Index64>(prng.below(free));
+  for (int n = 0; n < s.needles && n < free; ++n) {
+    Index64 pos;
+    do {  // each needle gets its own token: redraw on a collision (same draws as before when none occurs)
+      pos = std::min<Index64>(s.sinks, T) + static_cast<Index64>(prng.below(free));
+    } while (L.kind[pos] == TokenKind::needle);
     L.kind[pos] = TokenKind::needle;
     L.topic[pos] = n;
   }

@@ -93,11 +93,10 @@ std::vector<KeyInfo> make_keys() {
          p.threads = parse_i32(v);
          IP_REQUIRE(p.threads >= 0, "threads must be >= 0");
        }},
-      {"workload.source", "synthetic", "'synthetic' (the generator below); HDF5 import comes with the runner",
-       [](P& p, const std::string& v) {
-         IP_REQUIRE(v == "synthetic", "'{}': only 'synthetic' is supported by this build", v);
-         p.source = v;
-       }},
+      {"workload.source", "synthetic",
+       "'synthetic' (the generator below) or the path of an HDF5 file with index_keys [T,D], index_queries\n"
+       "                                          [Q,H,D], head_weights [Q,H] (and optionally attn_keys, attn_queries, values)",
+       [](P& p, const std::string& v) { p.source = v; }},
       {"workload.tokens", "65536", "context length T of the longest request (tokens; units Ki, Mi)",
        [](P& p, const std::string& v) { p.workload.tokens = parse_int(v); }},
       {"workload.dim", "128", "index key dimension D", [](P& p, const std::string& v) { p.workload.dim = parse_i32(v); }},

@@ -84,7 +84,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   if (!ro.quiet)
     std::fprintf(stderr, "%s\n%zu points from %s\n", version_string().c_str(), sweep.points.size(),
                  sweep.config_path.c_str());
-  const auto rows = run_sweep(sweep, ro);
+  WorkloadCache cache;
+  preload_imports(sweep, cache);  // a bad import file fails here, before any point runs
+  const auto rows = run_sweep(sweep, ro, cache);
   std::cout << summary_table(sweep, rows);
   if (!out_path.empty()) {
     write_csv(out_path, sweep, rows, argv_line);
@@ -97,7 +99,10 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
 
 int main(int argc, char** argv) {
   std::string argv_line;
-  for (int i = 0; i < argc; ++i) argv_line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) argv_line += ' ';
+    argv_line += argv[i];
+  }
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "experiments/import.h"
 #include "indexpool/build_config.h"
 #if IP_HAVE_CUDA
 #include "kernels/device.h"
@@ -53,7 +54,11 @@ std::string point_label(const Point& p) {
   return s.empty() ? "(single point)" : s;
 }
 
-PointSummary run_point(const Point& p, std::map<std::string, std::vector<Workload>>& cache) {
+std::string source_key(const Point& p) {
+  return p.source == "synthetic" ? "synthetic " + spec_key(p.workload) : "file " + p.source;
+}
+
+PointSummary run_point(const Point& p, WorkloadCache& cache) {
   PointSummary out;
   const auto t0 = std::chrono::steady_clock::now();
   if (p.backend == "cuda") {
@@ -62,8 +67,9 @@ PointSummary run_point(const Point& p, std::map<std::string, std::vector<Workloa
     return out;
   }
   auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
-  auto& reqs = cache[spec_key(p.workload)];
+  auto& reqs = cache[source_key(p)];
   if (reqs.empty()) {
+    IP_REQUIRE(p.source == "synthetic", "workload '{}' was not preloaded", p.source);
     for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
   }
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
@@ -146,9 +152,21 @@ std::string devices_string() {
 #endif
 }
 
-std::vector<PointSummary> run_sweep(const Sweep& sweep, const RunOptions& opt) {
+void preload_imports(const Sweep& sweep, WorkloadCache& cache) {
+  for (const auto& p : sweep.points) {
+    if (p.source == "synthetic") continue;
+    auto& reqs = cache[source_key(p)];
+    if (!reqs.empty()) continue;
+    try {
+      reqs.push_back(import_workload(p.source));
+    } catch (const Error& e) {
+      throw Error(fmt::format("workload.source: {}", e.what()));
+    }
+  }
+}
+
+std::vector<PointSummary> run_sweep(const Sweep& sweep, const RunOptions& opt, WorkloadCache& cache) {
   std::vector<PointSummary> rows;
-  std::map<std::string, std::vector<Workload>> cache;
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = sweep.points.size();
   for (std::size_t i = 0; i < n; ++i) {

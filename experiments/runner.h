@@ -1,6 +1,7 @@
 // Runs the points of a sweep and summarizes each one.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,14 @@ struct RunOptions {
   bool quiet = false;
 };
 
+// Workloads by source: generated requests keyed by their spec, imported files keyed by path.
+using WorkloadCache = std::map<std::string, std::vector<Workload>>;
+
+// Imports (and so validates) every HDF5 source the sweep names, before any point runs.
+void preload_imports(const Sweep& sweep, WorkloadCache& cache);
+
 // Runs every point in order; prints progress to stderr unless quiet.
-std::vector<PointSummary> run_sweep(const Sweep& sweep, const RunOptions& opt);
+std::vector<PointSummary> run_sweep(const Sweep& sweep, const RunOptions& opt, WorkloadCache& cache);
 
 // The readable summary table (stdout of `indexpool run`).
 std::string summary_table(const Sweep& sweep, const std::vector<PointSummary>& rows);

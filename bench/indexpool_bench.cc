@@ -1,0 +1,200 @@
+// CPU benchmark of the IndexPool pipeline's memory-bound stages at T = 1Mi tokens, D = 128, G = 4.
+//
+// Every figure is printed next to a baseline measured in the same run (these machines are shared and
+// noisy): pooling and compressed scoring as GB/s and as a fraction of this machine's memcpy bandwidth;
+// compressed scoring as a speedup over exact scoring of the same tokens; peak resident memory of one
+// full pipeline point as a multiple of its input size. Timings: median of --reps repetitions.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "core/backend.h"
+#include "core/parallel.h"
+#include "core/pipeline.h"
+#include "core/workload.h"
+
+namespace po = boost::program_options;
+using namespace ip;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class Fn>
+double median_seconds(int reps, Fn&& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double gbps(double bytes, double s) { return bytes / s / 1e9; }
+
+// Peak RSS of one full pipeline point (generation, index, scoring, attention, fidelity), in a child
+// process so that nothing else this program allocates is counted. Returns {peak bytes, input bytes}.
+std::pair<double, double> peak_memory_point(Index64 tokens, int dim, int steps) {
+  int fd[2];
+  if (pipe(fd) != 0) return {0, 0};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    WorkloadSpec s;
+    s.tokens = tokens;
+    s.dim = dim;
+    s.steps = steps;
+    const Workload w = generate_request(s, 0);
+    auto be = make_cpu_backend(0);
+    PipelineParams p;
+    p.pool.group_size = 4;
+    run_request(*be, w, p);
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double out[2] = {static_cast<double>(ru.ru_maxrss) * 1024.0, static_cast<double>(w.input_bytes())};
+    if (write(fd[1], out, sizeof out) != sizeof out) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  double in[2] = {0, 0};
+  const ssize_t got = read(fd[0], in, sizeof in);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got != sizeof in || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return {0, 0};
+  return {in[0], in[1]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description opts("indexpool_bench [options]");
+  Index64 tokens = 1 << 20;
+  int dim = 128, group = 4, reps = 7;
+  std::vector<int> heads_list{1, 8, 64};
+  bool skip_memory = false;
+  // clang-format off
+  opts.add_options()
+    ("help,h", "describe the benchmark")
+    ("tokens", po::value(&tokens)->default_value(tokens), "context length T (tokens)")
+    ("dim", po::value(&dim)->default_value(dim), "index key dimension D")
+    ("group-size", po::value(&group)->default_value(group), "G")
+    ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
+    ("heads", po::value(&heads_list)->multitoken(), "indexer heads H for the scoring rows (default 1 8 64)")
+    ("skip-memory", po::bool_switch(&skip_memory), "skip the peak-memory point");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "indexpool_bench: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::printf("CPU benchmark: pooling and scoring throughput against same-run memcpy bandwidth, compressed vs\n"
+                "exact scoring speedup, peak memory of one pipeline point.\n\n");
+    std::cout << opts;
+    return 0;
+  }
+  if (tokens < 1 || dim < 1 || group < 1 || reps < 1) {
+    std::fprintf(stderr, "indexpool_bench: --tokens, --dim, --group-size and --reps must be >= 1\n");
+    return 2;
+  }
+
+  std::printf("IndexPool CPU benchmark: T = %lld tokens, D = %d, G = %d, fp32, median of %d reps\n",
+              static_cast<long long>(tokens), dim, group, reps);
+  std::printf("machine: %u hardware threads\n\n", std::thread::hardware_concurrency());
+
+  // Peak memory first, in a child, before this process allocates anything large.
+  if (!skip_memory) {
+    std::printf("peak memory of one pipeline point (T = %lld, D = %d, 8 index heads, 4 attention heads, 4 steps):\n",
+                static_cast<long long>(tokens), dim);
+    std::fflush(stdout);
+    const auto [peak, input] = peak_memory_point(tokens, dim, 4);
+    if (peak > 0)
+      std::printf("  input %.1f MiB, peak RSS %.1f MiB = %.2fx input (target < 3x)\n\n", input / (1 << 20),
+                  peak / (1 << 20), peak / input);
+    else
+      std::printf("  measurement failed (child process did not report)\n\n");
+  }
+
+  WorkloadSpec s;
+  s.tokens = tokens;
+  s.dim = dim;
+  s.steps = 1;
+  s.attn_dim = 0;
+  s.index_heads = *std::max_element(heads_list.begin(), heads_list.end());
+  const Workload w = generate_request(s, 0);
+  const MatrixView<const float> keys = w.index_keys.mat();
+  const double key_bytes = static_cast<double>(w.index_keys.bytes());
+
+  for (int threads : {1, 0}) {
+    set_num_threads(threads);
+    const int nt = num_threads();
+    std::printf("== %d thread%s ==\n", nt, nt == 1 ? "" : "s");
+
+    // Baseline: memcpy of the key array into a pre-touched buffer (read + write bytes).
+    std::vector<float> dst(static_cast<std::size_t>(w.index_keys.size()), 1.0f);
+    const double copy_s = median_seconds(reps, [&] {
+      parallel_for(w.index_keys.size(), 1 << 20, [&](Index64 b, Index64 e) {
+        std::memcpy(dst.data() + b, w.index_keys.data() + b, static_cast<std::size_t>(e - b) * sizeof(float));
+      });
+    });
+    const double copy_bw = gbps(2.0 * key_bytes, copy_s);
+    std::printf("  %-34s %8.2f GB/s  (read + write, %.0f MiB)\n", "memcpy baseline", copy_bw, key_bytes / (1 << 20));
+
+    // Pooling: reads T*D floats, writes ceil(T/G)*D floats.
+    for (Weighting scheme : {Weighting::uniform, Weighting::positional, Weighting::cosine}) {
+      PoolParams pp;
+      pp.group_size = group;
+      pp.weights.scheme = scheme;
+      PooledIndex idx = build_index(keys, pp, nullptr, nullptr);  // warm-up
+      const double t = median_seconds(reps, [&] { build_index(keys, pp, nullptr, nullptr, idx); });
+      const double bytes = key_bytes + static_cast<double>(idx.bytes());
+      std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms, %.1f M tokens/s)\n",
+                  fmt::format("pool {} G={}", to_string(scheme), group).c_str(), gbps(bytes, t),
+                  100.0 * gbps(bytes, t) / copy_bw, t * 1e3, static_cast<double>(tokens) / t / 1e6);
+    }
+
+    // Scoring: compressed (ceil(T/G) composites) vs exact (T keys), same query.
+    PoolParams pp;
+    pp.group_size = group;
+    const PooledIndex idx = build_index(keys, pp, nullptr, nullptr);
+    std::vector<float> out(static_cast<std::size_t>(tokens));
+    for (int H : heads_list) {
+      const IndexQuery q{w.index_queries.slice(0).rows_range(0, H), w.head_weights.data()};
+      score_index(idx, q, out.data());
+      const double tc = median_seconds(reps, [&] { score_index(idx, q, out.data()); });
+      score_tokens(keys, q, out.data());
+      const double te = median_seconds(reps, [&] { score_tokens(keys, q, out.data()); });
+      const double bc = static_cast<double>(idx.bytes()), be = key_bytes;
+      std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms, %.1f GFLOP/s)\n",
+                  fmt::format("score compressed H={}", H).c_str(), gbps(bc, tc), 100.0 * gbps(bc, tc) / copy_bw,
+                  tc * 1e3, 2.0 * static_cast<double>(idx.rows.rows) * H * dim / tc / 1e9);
+      std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms)\n", fmt::format("score exact H={}", H).c_str(),
+                  gbps(be, te), 100.0 * gbps(be, te) / copy_bw, te * 1e3);
+      std::printf("  %-34s %8.2fx  (byte ratio %.2fx)\n", fmt::format("compressed vs exact speedup H={}", H).c_str(),
+                  te / tc, be / bc);
+    }
+    std::printf("\n");
+  }
+  std::printf("GB/s = 1e9 bytes per second; pooling counts keys read + composites written, scoring counts the\n"
+              "index bytes read, memcpy counts bytes read + written. Targets (issue 2): pooling and compressed\n"
+              "scoring >= 50%% of memcpy on one core; compressed scoring >= 3.5x faster than exact at G = 4.\n");
+  return 0;
+}

@@ -1,0 +1,140 @@
+// run_request: determinism across thread counts, and the exact indexer as a perfect selector.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/backend.h"
+#include "core/parallel.h"
+#include "core/pipeline.h"
+#include "core/workload.h"
+#include "tests/core/test_helpers.h"
+
+namespace {
+
+using ip::Precision;
+using ip::Weighting;
+
+ip::Workload small_workload(bool attention = true) {
+  ip::WorkloadSpec s;
+  s.tokens = 9000;  // > 4096 so scoring, pooling and attention run several parallel chunks
+  s.dim = 16;
+  s.index_heads = 4;
+  s.attn_dim = attention ? 16 : 0;
+  s.attn_heads = 2;
+  s.value_dim = 8;
+  s.steps = 4;
+  s.topics = 16;
+  s.seed = 77;
+  return ip::generate_request(s, 0);
+}
+
+ip::PipelineParams pipeline(Weighting w, Precision p, int G = 4, ip::Index64 k = 256) {
+  ip::PipelineParams pp;
+  pp.pool.weights.scheme = w;
+  pp.pool.group_size = G;
+  pp.pool.precision = p;
+  pp.topk_tokens = k;
+  return pp;
+}
+
+// Bit equality of the measured (non-timing) fields; NaN == NaN here.
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_same_result(const ip::RequestResult& a, const ip::RequestResult& b) {
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t q = 0; q < a.steps.size(); ++q) {
+    EXPECT_TRUE(same_bits(a.steps[q].token_recall, b.steps[q].token_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(a.steps[q].block_recall, b.steps[q].block_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(a.steps[q].mass_recall, b.steps[q].mass_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(a.steps[q].output_error, b.steps[q].output_error)) << "step " << q;
+  }
+  EXPECT_EQ(a.selected, b.selected);
+  EXPECT_EQ(a.index.rows.payload, b.index.rows.payload);
+  EXPECT_EQ(a.index.rows.scales, b.index.rows.scales);
+  EXPECT_EQ(a.rebuilds, b.rebuilds);
+}
+
+TEST(Pipeline, OneAndTwoThreadsGiveIdenticalResults) {
+  const auto w = small_workload();
+  // hybrid + query-referenced cosine: statistics, the query EMA and rebuilds every step all take part.
+  auto p = pipeline(Weighting::hybrid, Precision::fp8);
+  p.pool.weights.cosine_reference = ip::CosineReference::query;
+  auto one = ip::make_cpu_backend(1);
+  const auto a = ip::run_request(*one, w, p);
+  auto two = ip::make_cpu_backend(2);
+  const auto b = ip::run_request(*two, w, p);
+  ip::set_num_threads(0);
+  expect_same_result(a, b);
+  EXPECT_EQ(a.rebuilds, 4);  // a learning scheme with rebuild_every = 1 rebuilds on every step
+}
+
+TEST(Pipeline, TfidfWithoutAttentionIsAlsoDeterministic) {
+  const auto w = small_workload(false);
+  const auto p = pipeline(Weighting::tfidf, Precision::int8, 8, 200);
+  auto one = ip::make_cpu_backend(1);
+  const auto a = ip::run_request(*one, w, p);
+  auto two = ip::make_cpu_backend(2);
+  const auto b = ip::run_request(*two, w, p);
+  ip::set_num_threads(0);
+  expect_same_result(a, b);
+  EXPECT_TRUE(std::isnan(a.steps[0].mass_recall));  // no attention stage -> not measured
+}
+
+TEST(Pipeline, ExactFp32IndexerIsPerfect) {
+  const auto w = small_workload();
+  auto be = ip::make_cpu_backend(2);
+  const auto r = ip::run_request(*be, w, pipeline(Weighting::exact, Precision::fp32, 4, 300));
+  ip::set_num_threads(0);
+  EXPECT_EQ(r.group_size, 1);
+  EXPECT_EQ(r.groups, 9000);
+  EXPECT_EQ(r.k_groups, 300);
+  ASSERT_EQ(r.steps.size(), 4u);
+  for (size_t q = 0; q < r.steps.size(); ++q) {
+    EXPECT_EQ(r.steps[q].token_recall, 1.0) << "step " << q;
+    EXPECT_EQ(r.steps[q].block_recall, 1.0) << "step " << q;
+    EXPECT_GT(r.steps[q].mass_recall, 0.0) << "step " << q;
+  }
+  EXPECT_EQ(r.rebuilds, 1);  // exact does not learn: built once
+  // Index = the keys in fp32: 9000 * 16 * 4 bytes, equal to the uncompressed size.
+  EXPECT_EQ(r.index_bytes, 9000.0 * 16 * 4);
+  EXPECT_EQ(r.exact_index_bytes, 9000.0 * 16 * 4);
+  EXPECT_EQ(r.macs_per_query, 9000.0 * 4 * 16);  // rows * H * D
+}
+
+TEST(Pipeline, CompressedAccounting) {
+  // G = 4 over 9000 tokens: 2250 groups; k = 256 -> 64 groups; fp8 rows of 16 + 4 bytes.
+  const auto w = small_workload();
+  auto be = ip::make_cpu_backend(2);
+  auto p = pipeline(Weighting::uniform, Precision::fp8);
+  p.fidelity = false;
+  const auto r = ip::run_request(*be, w, p);
+  ip::set_num_threads(0);
+  EXPECT_EQ(r.groups, 2250);
+  EXPECT_EQ(r.k_groups, 64);
+  EXPECT_EQ(r.selected.size(), 4u * 64);
+  EXPECT_EQ(r.index_bytes, 2250.0 * 20);
+  EXPECT_EQ(r.exact_index_bytes, 9000.0 * 20);
+  EXPECT_EQ(r.macs_per_query, 2250.0 * 4 * 16);
+  EXPECT_TRUE(std::isnan(r.steps[0].token_recall));  // fidelity off -> not measured
+  for (std::int32_t g : r.selected) {
+    EXPECT_GE(g, 0);
+    EXPECT_LT(g, 2250);
+  }
+}
+
+TEST(Pipeline, BadParametersThrowNamingTheSetting) {
+  const auto w = small_workload(false);
+  auto be = ip::make_cpu_backend(1);
+  auto p = pipeline(Weighting::uniform, Precision::fp32, 4, 9001);
+  EXPECT_IP_ERROR(ip::run_request(*be, w, p), "select.topk_tokens = 9001 exceeds the context of 9000 tokens");
+  p = pipeline(Weighting::uniform, Precision::fp32, 0);
+  EXPECT_IP_ERROR(ip::run_request(*be, w, p), "group_size = 0");
+  p = pipeline(Weighting::uniform, Precision::fp32);
+  p.topk_tokens = 0;
+  EXPECT_IP_ERROR(ip::run_request(*be, w, p), "select.topk_tokens = 0");
+  ip::set_num_threads(0);
+}
+
+}  // namespace

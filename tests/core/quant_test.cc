@@ -1,0 +1,165 @@
+// QuantizedMatrix: layout, scales, and round-trip error bounds per format on random data.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/quant.h"
+#include "tests/core/test_helpers.h"
+
+namespace {
+
+using iptest::view;
+using ip::Precision;
+
+// R rows of D values whose magnitudes spread over [2^-8, 2^8] with random signs (all normal in fp16).
+std::vector<float> spread_data(int R, int D, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> e(-8.0f, 8.0f);
+  std::bernoulli_distribution neg(0.5);
+  std::vector<float> x(static_cast<size_t>(R) * D);
+  for (auto& v : x) v = (neg(gen) ? -1.0f : 1.0f) * std::exp2(e(gen));
+  return x;
+}
+
+std::vector<float> normal_data(int R, int D, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  std::vector<float> x(static_cast<size_t>(R) * D);
+  for (auto& v : x) v = n(gen);
+  return x;
+}
+
+std::vector<float> round_trip(const std::vector<float>& x, int R, int D, Precision p) {
+  const auto q = ip::quantize(view(x, R, D), p);
+  const auto y = ip::dequantize(q);
+  return std::vector<float>(y.data(), y.data() + y.size());
+}
+
+float row_amax(const std::vector<float>& x, int r, int D) {
+  float m = 0;
+  for (int d = 0; d < D; ++d) m = std::max(m, std::fabs(x[r * D + d]));
+  return m;
+}
+
+constexpr int R = 64, D = 96;
+
+TEST(Quant, Fp32IsExact) {
+  const auto x = normal_data(R, D, 1);
+  const auto y = round_trip(x, R, D, Precision::fp32);
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+TEST(Quant, Fp16RelativeErrorAtMostHalfUlp) {
+  // 10 explicit mantissa bits: |err| <= 2^-11 |x| for normal values.
+  const auto x = spread_data(R, D, 2);
+  const auto y = round_trip(x, R, D, Precision::fp16);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_LE(std::fabs(y[i] - x[i]), std::ldexp(std::fabs(x[i]), -11)) << i;
+}
+
+TEST(Quant, Fp16SubnormalAbsoluteErrorAtMostHalfStep) {
+  // Below 2^-14 the step is 2^-24: |err| <= 2^-25.
+  std::vector<float> x;
+  for (int i = 0; i < 1000; ++i) x.push_back(std::ldexp(static_cast<float>(i) * 0.37f, -24));
+  const auto y = round_trip(x, 10, 100, Precision::fp16);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_LE(std::fabs(y[i] - x[i]), std::ldexp(1.0f, -25)) << i;
+}
+
+TEST(Quant, Bf16RelativeErrorAtMostHalfUlp) {
+  // 7 explicit mantissa bits: |err| <= 2^-8 |x|.
+  for (const auto& x : {spread_data(R, D, 3), normal_data(R, D, 4)}) {
+    const auto y = round_trip(x, R, D, Precision::bf16);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_LE(std::fabs(y[i] - x[i]), std::ldexp(std::fabs(x[i]), -8)) << i;
+  }
+}
+
+TEST(Quant, Int8AbsoluteErrorAtMostHalfScale) {
+  // scale = max|x| / 127 per row; |err| <= scale / 2, plus 1e-6 |x| for the fp32 products x / scale, q * scale.
+  for (const auto& x : {spread_data(R, D, 5), normal_data(R, D, 6)}) {
+    const auto q = ip::quantize(view(x, R, D), Precision::int8);
+    const auto y = ip::dequantize(q);
+    for (int r = 0; r < R; ++r) {
+      const float scale = row_amax(x, r, D) / 127.0f;
+      EXPECT_FLOAT_EQ(q.scale(r), scale);
+      for (int d = 0; d < D; ++d) {
+        const float xi = x[r * D + d];
+        ASSERT_LE(std::fabs(y.data()[r * D + d] - xi), scale / 2 + 1e-6f * std::fabs(xi)) << r << "," << d;
+      }
+    }
+  }
+}
+
+TEST(Quant, Fp8ErrorWithinRelativeAndSubnormalBound) {
+  // scale = max|x| / 448; |err| <= |x| / 16 (3 mantissa bits) + scale * 2^-10 (half the subnormal step),
+  // plus 1e-6 |x| for the fp32 scaling.
+  for (const auto& x : {spread_data(R, D, 7), normal_data(R, D, 8)}) {
+    const auto q = ip::quantize(view(x, R, D), Precision::fp8);
+    const auto y = ip::dequantize(q);
+    for (int r = 0; r < R; ++r) {
+      const float scale = row_amax(x, r, D) / 448.0f;
+      EXPECT_FLOAT_EQ(q.scale(r), scale);
+      for (int d = 0; d < D; ++d) {
+        const float xi = std::fabs(x[r * D + d]);
+        ASSERT_LE(std::fabs(y.data()[r * D + d] - x[r * D + d]), xi / 16 + std::ldexp(scale, -10) + 1e-6f * xi)
+            << r << "," << d;
+      }
+    }
+  }
+}
+
+TEST(Quant, Int8KnownRowIsStoredAsExpected) {
+  // Row {127, -63.5, 1.5, 0}: scale = 127/127 = 1; q = rint = {127, -64 (tie to even), 2 (tie to even), 0}.
+  const std::vector<float> x = {127.0f, -63.5f, 1.5f, 0.0f};
+  const auto q = ip::quantize(view(x, 1, 4), Precision::int8);
+  EXPECT_EQ(q.scale(0), 1.0f);
+  const auto* s = reinterpret_cast<const std::int8_t*>(q.row_bytes(0));
+  EXPECT_EQ(s[0], 127);
+  EXPECT_EQ(s[1], -64);
+  EXPECT_EQ(s[2], 2);
+  EXPECT_EQ(s[3], 0);
+}
+
+TEST(Quant, Fp8KnownRowIsStoredAsExpected) {
+  // Row {896, 2, -1}: scale = 896/448 = 2; x/scale = {448, 1, -0.5} -> codes {0x7E, 0x38, 0xB0}.
+  const std::vector<float> x = {896.0f, 2.0f, -1.0f};
+  const auto q = ip::quantize(view(x, 1, 3), Precision::fp8);
+  EXPECT_EQ(q.scale(0), 2.0f);
+  EXPECT_EQ(q.row_bytes(0)[0], 0x7E);
+  EXPECT_EQ(q.row_bytes(0)[1], 0x38);
+  EXPECT_EQ(q.row_bytes(0)[2], 0xB0);  // -0.5: sign | exp 6 (0110) | m0
+  const auto y = ip::dequantize(q);
+  EXPECT_EQ(y.data()[0], 896.0f);
+  EXPECT_EQ(y.data()[1], 2.0f);
+  EXPECT_EQ(y.data()[2], -1.0f);
+}
+
+TEST(Quant, AllZeroRowHasZeroScaleAndDecodesToZero) {
+  const std::vector<float> x = {0, 0, 0, 1, -2, 4};  // row 0 zero, row 1 not
+  for (Precision p : {Precision::int8, Precision::fp8}) {
+    const auto q = ip::quantize(view(x, 2, 3), p);
+    EXPECT_EQ(q.scale(0), 0.0f) << ip::to_string(p);
+    const auto y = ip::dequantize(q);
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(y.data()[d], 0.0f) << ip::to_string(p);
+    EXPECT_EQ(y.data()[5], 4.0f) << ip::to_string(p);  // the row maximum is exact in both
+  }
+}
+
+TEST(Quant, LayoutSizes) {
+  // R x D elements of 4/2/2/1/1 bytes, plus one fp32 scale per row for int8 and fp8.
+  struct Case { Precision p; int elem, scale; std::size_t bytes; };
+  for (const Case c : {Case{Precision::fp32, 4, 0, 5 * 7 * 4}, Case{Precision::fp16, 2, 0, 5 * 7 * 2},
+                       Case{Precision::bf16, 2, 0, 5 * 7 * 2}, Case{Precision::int8, 1, 4, 5 * 7 + 5 * 4},
+                       Case{Precision::fp8, 1, 4, 5 * 7 + 5 * 4}}) {
+    EXPECT_EQ(ip::element_bytes(c.p), c.elem);
+    EXPECT_EQ(ip::scale_bytes(c.p), c.scale);
+    ip::QuantizedMatrix q;
+    ip::resize(q, c.p, 5, 7);
+    EXPECT_EQ(q.bytes(), c.bytes) << ip::to_string(c.p);
+    EXPECT_EQ(q.payload.size(), static_cast<std::size_t>(5 * 7 * c.elem));
+    EXPECT_EQ(ip::parse_precision(ip::to_string(c.p)), c.p);
+  }
+}
+
+}  // namespace

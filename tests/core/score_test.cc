@@ -1,0 +1,179 @@
+// Index scoring: s = sum_j h_j max(0, q_j . k) for tokens, composites and maxmin bounds.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/pool.h"
+#include "core/score.h"
+#include "tests/core/test_helpers.h"
+
+namespace {
+
+using iptest::view;
+using ip::Precision;
+using ip::Weighting;
+
+ip::PoolParams params(Weighting scheme, int G, Precision prec = Precision::fp32) {
+  ip::PoolParams p;
+  p.group_size = G;
+  p.weights.scheme = scheme;
+  p.precision = prec;
+  return p;
+}
+
+std::vector<float> randn(int n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(gen);
+  return x;
+}
+
+TEST(Score, MultiHeadHandComputed) {
+  // q0 = (1, 2), q1 = (-1, 1), h = (0.5, 2).
+  //   k0 = (1, 1):  q0.k = 3, q1.k = 0   -> 0.5*3 + 2*0 = 1.5
+  //   k1 = (2, -1): q0.k = 0, q1.k = -3  -> 0 (both clamped)
+  //   k2 = (-1, 3): q0.k = 5, q1.k = 4   -> 0.5*5 + 2*4 = 10.5
+  const std::vector<float> keys = {1, 1, 2, -1, -1, 3};
+  const std::vector<float> q = {1, 2, -1, 1};
+  const float h[2] = {0.5f, 2.0f};
+  float s[3];
+  ip::score_tokens(view(keys, 3, 2), ip::IndexQuery{view(q, 2, 2), h}, s);
+  EXPECT_EQ(s[0], 1.5f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_EQ(s[2], 10.5f);
+}
+
+TEST(Score, ThreeHeadsOneNegativeDot) {
+  // q0 = (1,0,0), q1 = (0,1,0), q2 = (0,0,1), h = (1, 2, 4); k = (3, -5, 0.5):
+  //   1*3 + 2*max(0,-5) + 4*0.5 = 3 + 0 + 2 = 5
+  const std::vector<float> keys = {3, -5, 0.5f};
+  const std::vector<float> q = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const float h[3] = {1, 2, 4};
+  float s;
+  ip::score_tokens(view(keys, 1, 3), ip::IndexQuery{view(q, 3, 3), h}, &s);
+  EXPECT_EQ(s, 5.0f);
+}
+
+TEST(Score, SingleHeadIsTheClampedDotProduct) {
+  // H = 1, h = 1, q = (1, 1, 1): k0 = (1,2,3) -> 6; k1 = -k0 -> -6 clamped to 0; k2 = (2,-1,0.5) -> 1.5.
+  const std::vector<float> keys = {1, 2, 3, -1, -2, -3, 2, -1, 0.5f};
+  const std::vector<float> q = {1, 1, 1};
+  const float one = 1.0f, half = 0.5f;
+  float s[3];
+  ip::score_tokens(view(keys, 3, 3), ip::IndexQuery{view(q, 1, 3), &one}, s);
+  EXPECT_EQ(s[0], 6.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_EQ(s[2], 1.5f);
+  // h = 0.5 halves the positive scores.
+  ip::score_tokens(view(keys, 3, 3), ip::IndexQuery{view(q, 1, 3), &half}, s);
+  EXPECT_EQ(s[0], 3.0f);
+  EXPECT_EQ(s[2], 0.75f);
+}
+
+TEST(Score, HeadWeightedReluFunction) {
+  const float dots[3] = {2.0f, -7.0f, 0.25f}, hw[3] = {3.0f, 100.0f, 4.0f};
+  EXPECT_EQ(ip::head_weighted_relu(dots, hw, 3), 7.0f);  // 3*2 + 0 + 4*0.25
+}
+
+TEST(Score, CompressedScoreOfUniformCompositeIsTheScoreOfTheMean) {
+  // G = 2, k0 = (2, 0), k1 = (0, 4): c = (1, 2). q = (3, 1), h = 1 -> 3*1 + 1*2 = 5.
+  const std::vector<float> keys = {2, 0, 0, 4};
+  const std::vector<float> q = {3, 1};
+  const float one = 1.0f;
+  const auto idx = ip::build_index(view(keys, 2, 2), params(Weighting::uniform, 2), nullptr, nullptr);
+  float s = -1;
+  ip::score_index(idx, ip::IndexQuery{view(q, 1, 2), &one}, &s);
+  EXPECT_EQ(s, 5.0f);
+}
+
+TEST(Score, GroupSizeOneCompressedEqualsExact) {
+  // Uniform pooling with G = 1 stores the keys themselves, so both paths score identical rows.
+  const int T = 300, D = 24, H = 4;  // T > 256 crosses a scoring block
+  const auto keys = randn(T * D, 11), q = randn(H * D, 12);
+  const std::vector<float> h = {0.5f, 1.0f, 0.25f, 2.0f};
+  const ip::IndexQuery iq{view(q, H, D), h.data()};
+  for (Weighting w : {Weighting::uniform, Weighting::exact}) {
+    const auto idx = ip::build_index(view(keys, T, D), params(w, 1), nullptr, nullptr);
+    std::vector<float> a(T), b(T);
+    ip::score_index(idx, iq, a.data());
+    ip::score_tokens(view(keys, T, D), iq, b.data());
+    for (int t = 0; t < T; ++t) ASSERT_EQ(a[t], b[t]) << ip::to_string(w) << " token " << t;
+  }
+}
+
+TEST(Score, MaxminBoundHandComputed) {
+  // Group (1,-2), (3,4): hi = (3,4), lo = (1,-2). q = (1,-1): bound = max(3,1) + max(-4,2) = 5 >= token
+  // scores 1+2 = 3 and 3-4 = -1.
+  const std::vector<float> keys = {1, -2, 3, 4};
+  const std::vector<float> q = {1, -1};
+  const float one = 1.0f;
+  const auto idx = ip::build_index(view(keys, 2, 2), params(Weighting::maxmin, 2), nullptr, nullptr);
+  float s = -1;
+  ip::score_index(idx, ip::IndexQuery{view(q, 1, 2), &one}, &s);
+  EXPECT_EQ(s, 5.0f);
+  const float hi[2] = {3, 4}, lo[2] = {1, -2};
+  EXPECT_EQ(ip::box_upper_bound(q.data(), hi, lo, 2), 5.0f);
+}
+
+TEST(Score, MaxminUpperBoundDominatesEveryTokenInItsGroup) {
+  const int T = 1003, D = 16, H = 3, G = 8;  // partial last group of 3 tokens
+  const auto keys = randn(T * D, 21), q = randn(H * D, 22);
+  const std::vector<float> h = {0.3f, 1.0f, 2.0f};
+  const ip::IndexQuery iq{view(q, H, D), h.data()};
+  const auto idx = ip::build_index(view(keys, T, D), params(Weighting::maxmin, G), nullptr, nullptr);
+  std::vector<float> ub(idx.groups()), s(T);
+  ip::score_index(idx, iq, ub.data());
+  ip::score_tokens(view(keys, T, D), iq, s.data());
+  // Mathematically ub >= s; 1e-4 absorbs different fp32 summation orders (scores are O(10)).
+  for (int t = 0; t < T; ++t) ASSERT_GE(ub[t / G] + 1e-4f, s[t]) << "token " << t;
+}
+
+TEST(Score, EveryPrecisionStaysWithinItsQuantisationBoundOfFp32) {
+  // ReLU is 1-Lipschitz, so |s_p - s_fp32| <= sum_j h_j sum_d |q_jd| e_d, with e_d the element bound:
+  //   fp16 |c_d| 2^-11 + 2^-25, bf16 |c_d| 2^-8, int8 scale/2 (scale = max|c|/127),
+  //   fp8 |c_d|/16 + scale 2^-10 (scale = max|c|/448); plus 1e-5 sum_j h_j sum_d |q_jd c_d| for fp32 rounding.
+  const int T = 517, D = 32, H = 4, G = 4;
+  const auto keys = randn(T * D, 31), q = randn(H * D, 32);
+  const std::vector<float> h = {0.25f, 0.5f, 1.0f, 1.5f};
+  const ip::IndexQuery iq{view(q, H, D), h.data()};
+  const auto c = ip::pool_fp32(view(keys, T, D), params(Weighting::uniform, G), nullptr, nullptr);
+  const ip::Index64 groups = c.dim(0);
+  std::vector<float> ref(groups);
+  ip::score_index(ip::build_index(view(keys, T, D), params(Weighting::uniform, G), nullptr, nullptr), iq, ref.data());
+  for (Precision p : {Precision::fp16, Precision::bf16, Precision::int8, Precision::fp8}) {
+    std::vector<float> got(groups);
+    ip::score_index(ip::build_index(view(keys, T, D), params(Weighting::uniform, G, p), nullptr, nullptr), iq,
+                    got.data());
+    for (ip::Index64 g = 0; g < groups; ++g) {
+      const float* cg = c.data() + g * D;
+      float amax = 0;
+      for (int d = 0; d < D; ++d) amax = std::max(amax, std::fabs(cg[d]));
+      double bound = 0, mag = 0;
+      for (int j = 0; j < H; ++j)
+        for (int d = 0; d < D; ++d) {
+          const double a = std::fabs(cg[d]), qa = h[j] * std::fabs(q[j * D + d]);
+          double e = 0;
+          switch (p) {
+            case Precision::fp16: e = a * 0x1p-11 + 0x1p-25; break;
+            case Precision::bf16: e = a * 0x1p-8; break;
+            case Precision::int8: e = amax / 127.0 / 2; break;
+            case Precision::fp8: e = a / 16 + amax / 448.0 * 0x1p-10; break;
+            default: break;
+          }
+          bound += qa * e;
+          mag += qa * a;
+        }
+      ASSERT_LE(std::fabs(got[g] - ref[g]), bound + 1e-5 * mag + 1e-6) << ip::to_string(p) << " group " << g;
+    }
+  }
+}
+
+TEST(Score, MacsCount) {
+  EXPECT_EQ(ip::scoring_macs(1000, 64, 128), 8192000.0);  // 1000 * 64 * 128
+}
+
+}  // namespace

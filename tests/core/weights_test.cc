@@ -1,0 +1,234 @@
+// Weighting schemes (DESIGN.md "Default definitions"): compute_weights() and the per-group functions.
+// Expected values are written out by hand; tolerances are relative to the value unless stated.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/pool.h"
+#include "core/stats.h"
+#include "core/weights.h"
+#include "tests/core/test_helpers.h"
+
+namespace {
+
+using iptest::view;
+using ip::Weighting;
+
+ip::PoolParams params(Weighting scheme, int G) {
+  ip::PoolParams p;
+  p.group_size = G;
+  p.weights.scheme = scheme;
+  return p;
+}
+
+void expect_rel(const std::vector<float>& got, const std::vector<double>& want, double rel = 1e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], rel * std::fabs(want[i])) << "index " << i;
+}
+
+// Keys that make no difference to position-only schemes: T = 7, D = 2.
+const std::vector<float> kSeven = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+
+TEST(Weights, UniformIsOneForEveryTokenIncludingThePartialGroup) {
+  // T = 7, G = 3: groups {0,1,2} {3,4,5} {6}; w_i = 1.
+  const auto w = ip::compute_weights(view(kSeven, 7, 2), params(Weighting::uniform, 3), nullptr, nullptr);
+  ASSERT_EQ(w.size(), 7u);
+  for (float x : w) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(Weights, PositionalLambdaWithG4UsesRankOverThree) {
+  // G = 4, lambda = 1.5: w_r = exp(1.5 r / 3) = exp(0.5 r) = 1, 1.6487213, 2.7182818, 4.4816891.
+  // T = 6: the partial group {4,5} restarts at r = 0 and keeps denominator G-1 = 3.
+  ip::PoolParams p = params(Weighting::positional, 4);
+  p.weights.positional_lambda = 1.5f;
+  const auto w = ip::compute_weights(view(kSeven, 6, 2), p, nullptr, nullptr);
+  expect_rel(w, {1.0, 1.6487212707, 2.7182818285, 4.4816890703, 1.0, 1.6487212707});
+}
+
+TEST(Weights, PositionalDefaultLambdaPerGroupFunction) {
+  // lambda = 1 (default), G = 4: exp(0), exp(1/3) = 1.3956124, exp(2/3) = 1.9477340, exp(1) = 2.7182818.
+  EXPECT_EQ(ip::WeightParams{}.positional_lambda, 1.0f);
+  std::vector<float> w(4);
+  ip::positional_group_weights(4, 4, 1.0f, nullptr, w.data());
+  expect_rel(w, {1.0, 1.3956124251, 1.9477340411, 2.7182818285});
+}
+
+TEST(Weights, PositionalDenominatorIsAtLeastOne) {
+  // G = 1: denominator max(1, 0) = 1, the only slot r = 0 -> exp(0) = 1 (not 0/0).
+  float w1 = -1.0f;
+  ip::positional_group_weights(1, 1, 5.0f, nullptr, &w1);
+  EXPECT_EQ(w1, 1.0f);
+  // G = 2: denominator max(1, 1) = 1 -> w = {1, exp(lambda)} = {1, exp(0.5)}.
+  std::vector<float> w2(2);
+  ip::positional_group_weights(2, 2, 0.5f, nullptr, w2.data());
+  expect_rel(w2, {1.0, 1.6487212707});
+  // Through compute_weights with G = 1 every token is its own group: all ones.
+  ip::PoolParams p = params(Weighting::positional, 1);
+  p.weights.positional_lambda = 3.0f;
+  for (float x : ip::compute_weights(view(kSeven, 7, 2), p, nullptr, nullptr)) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(Weights, PositionalBiasVectorReplacesLambda) {
+  // b = {0, 1, -1, 2}: w = exp(b_r) = 1, e = 2.7182818, 1/e = 0.3678794, e^2 = 7.3890561; lambda ignored.
+  ip::PoolParams p = params(Weighting::positional, 4);
+  p.weights.positional_lambda = 100.0f;
+  p.weights.positional_bias = {0.0f, 1.0f, -1.0f, 2.0f};
+  // T = 7: second group {4,5,6} uses b_0..b_2.
+  const auto w = ip::compute_weights(view(kSeven, 7, 2), p, nullptr, nullptr);
+  expect_rel(w, {1.0, 2.7182818285, 0.3678794412, 7.3890560989, 1.0, 2.7182818285, 0.3678794412});
+}
+
+// Group of four 2-D keys (3,1) (1,3) (0,0) (0,0): mean m = (1,1).
+// cos((3,1), m) = 4 / (sqrt(10) sqrt(2)) = 4 / sqrt(20) = 0.8944272; same for (1,3); zero keys -> cos 0 -> eps.
+const std::vector<float> kCosKeys = {3, 1, 1, 3, 0, 0, 0, 0};
+
+TEST(Weights, CosineAgainstGroupMeanWithZeroKeysAtEps) {
+  const auto w = ip::compute_weights(view(kCosKeys, 4, 2), params(Weighting::cosine, 4), nullptr, nullptr);
+  expect_rel(w, {0.8944271910, 0.8944271910, 1e-3, 1e-3});
+}
+
+TEST(Weights, CosineNegativeCosineIsFlooredAtEps) {
+  // Keys (2,0) (2,0) (2,0) (-2,0): mean (1,0); cos = 1, 1, 1, -1 -> the last is floored to eps = 1e-3.
+  const std::vector<float> k = {2, 0, 2, 0, 2, 0, -2, 0};
+  std::vector<float> w(4), scratch(2);
+  ip::cosine_group_weights(k.data(), 2, 4, 2, nullptr, 1e-3f, 1.0f, scratch.data(), w.data());
+  expect_rel(w, {1.0, 1.0, 1.0, 1e-3});
+}
+
+TEST(Weights, CosinePowerRaisesTheFlooredCosine) {
+  // p = 2: 0.8944272^2 = 16/20 = 0.8, eps^2 = 1e-6.   p = 0.5: 0.8^(1/4) = 0.9457416, eps^0.5 = 0.0316228.
+  ip::PoolParams p = params(Weighting::cosine, 4);
+  p.weights.cosine_power = 2.0f;
+  expect_rel(ip::compute_weights(view(kCosKeys, 4, 2), p, nullptr, nullptr), {0.8, 0.8, 1e-6, 1e-6}, 1e-5);
+  p.weights.cosine_power = 0.5f;
+  expect_rel(ip::compute_weights(view(kCosKeys, 4, 2), p, nullptr, nullptr),
+             {0.9457416090, 0.9457416090, 0.0316227766, 0.0316227766}, 1e-5);
+}
+
+TEST(Weights, CosineAgainstExplicitQueryReference) {
+  // m = (1, 0): cos((3,1)) = 3/sqrt(10) = 0.9486833, cos((1,3)) = 1/sqrt(10) = 0.3162278, zero keys -> eps.
+  ip::PoolParams p = params(Weighting::cosine, 4);
+  p.weights.cosine_reference = ip::CosineReference::query;
+  const std::vector<float> m = {1.0f, 0.0f};
+  expect_rel(ip::compute_weights(view(kCosKeys, 4, 2), p, nullptr, m.data()),
+             {0.9486832981, 0.3162277660, 1e-3, 1e-3});
+}
+
+TEST(Weights, CosineBelowEpsIsFlooredButJustAboveIsKept) {
+  // m = (1,0). (1,2000): cos = 1/sqrt(4000001) = 4.9999994e-4 < eps = 1e-3 -> eps.
+  //            (1,500):  cos = 1/sqrt(250001)  = 1.99999600e-3 > eps        -> kept.
+  const std::vector<float> k = {1, 2000, 1, 500};
+  const std::vector<float> m = {1, 0};
+  std::vector<float> w(2), scratch(2);
+  ip::cosine_group_weights(k.data(), 2, 2, 2, m.data(), 1e-3f, 1.0f, scratch.data(), w.data());
+  expect_rel(w, {1e-3, 1.9999960000e-3}, 1e-5);
+}
+
+TEST(Weights, TfidfWithoutHistoryIsOne) {
+  // N = 0 steps: w_i = 1 whatever the (stale) mass says.
+  ip::AccessStats s(6);
+  s.mass = {5, 0, 1, 2, 3, 4};
+  const auto w = ip::compute_weights(view(kSeven, 6, 2), params(Weighting::tfidf, 4), &s, nullptr);
+  for (float x : w) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(Weights, TfidfFromMassCountsAndSteps) {
+  // T = 6, G = 4, N = 3. Group 0: a = {0,1,2,4} -> tf = a / 4 = {0, .25, .5, 1}; n = {0,1,3,3}
+  //   idf = ln(4/(1+n)) + 1 = {ln4+1, ln2+1, 1, 1}; w = 1e-3 + tf*idf:
+  //   {0.001, 0.001 + 0.25*1.6931472 = 0.4242868, 0.501, 1.001}.
+  // Group 1 (partial, tokens 4,5): all-zero mass -> tf = 0 -> w = eps = 0.001.
+  ip::AccessStats s(6);
+  s.mass = {0, 1, 2, 4, 0, 0};
+  s.count = {0, 1, 3, 3, 3, 0};
+  s.steps = 3;
+  const auto w = ip::compute_weights(view(kSeven, 6, 2), params(Weighting::tfidf, 4), &s, nullptr);
+  expect_rel(w, {0.001, 0.4242867952, 0.501, 1.001, 0.001, 0.001});
+}
+
+TEST(Weights, TfidfPerGroupFunctionIdfOfNeverSelectedToken) {
+  // N = 2, a = {2, 1}, n = {0, 2}: tf = {1, .5}; idf = {ln(3/1)+1 = 2.0986123, ln(3/3)+1 = 1}.
+  // w = {0.001 + 2.0986123, 0.001 + 0.5} = {2.0996123, 0.501}.
+  const float a[2] = {2.0f, 1.0f};
+  const std::uint32_t n[2] = {0, 2};
+  float w[2];
+  ip::tfidf_group_weights(a, n, 2, 2, 1e-3f, w);
+  EXPECT_NEAR(w[0], 2.0996122887, 2e-6);
+  EXPECT_NEAR(w[1], 0.501, 1e-6);
+}
+
+TEST(Weights, HybridMultiplyNormalisesByTheGroupMean) {
+  // v = {1, 3}: mean 2 -> v / mean = {0.5, 1.5}; alpha = 2 -> {0.25, 2.25}; alpha = 0 -> {1, 1}.
+  const float v[2] = {1.0f, 3.0f};
+  float w[2] = {1.0f, 1.0f};
+  ip::hybrid_multiply(v, 2, 1.0f, w);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+  EXPECT_FLOAT_EQ(w[1], 1.5f);
+  float w2[2] = {2.0f, 2.0f};
+  ip::hybrid_multiply(v, 2, 2.0f, w2);
+  EXPECT_FLOAT_EQ(w2[0], 0.5f);  // 2 * 0.25
+  EXPECT_FLOAT_EQ(w2[1], 4.5f);  // 2 * 2.25
+  float w3[2] = {1.0f, 1.0f};
+  ip::hybrid_multiply(v, 2, 0.0f, w3);
+  EXPECT_FLOAT_EQ(w3[0], 1.0f);
+  EXPECT_FLOAT_EQ(w3[1], 1.0f);
+}
+
+// Hybrid on T = 2, G = 2, keys (1,0) (1,1), lambda = 0.5, stats a = {1,2}, n = {1,1}, N = 1.
+//   positional {1, e^0.5 = 1.6487213}, mean 1.3243606      -> {0.7550813, 1.2449187}
+//   cosine: m = (1, .5), |m| = 1.1180340; cos = {1/1.1180340 = 0.8944272, 1.5/(1.4142136*1.1180340) = 0.9486833},
+//           mean 0.9215552                                 -> {0.9705627, 1.0294373}
+//   tfidf: tf = {.5, 1}, idf = ln(2/2)+1 = 1, w = {0.501, 1.001}, mean 0.751 -> {0.6671105, 1.3328895}
+struct HybridCase {
+  std::vector<float> keys = {1, 0, 1, 1};
+  ip::AccessStats stats{2};
+  ip::PoolParams p = params(Weighting::hybrid, 2);
+  HybridCase() {
+    stats.mass = {1, 2};
+    stats.count = {1, 1};
+    stats.steps = 1;
+    p.weights.positional_lambda = 0.5f;
+  }
+};
+
+TEST(Weights, HybridIsTheProductOfMeanNormalisedWeights) {
+  HybridCase c;
+  // {0.7550813 * 0.9705627 * 0.6671105, 1.2449187 * 1.0294373 * 1.3328895} = {0.4888945, 1.7081854}
+  const auto w = ip::compute_weights(view(c.keys, 2, 2), c.p, &c.stats, nullptr);
+  expect_rel(w, {0.7550813 * 0.9705627 * 0.6671105, 1.2449187 * 1.0294373 * 1.3328895}, 3e-6);
+}
+
+TEST(Weights, HybridAlphasAreExponents) {
+  HybridCase c;
+  c.p.weights.alpha_positional = 2.0f;  // {0.7550813^2, 1.2449187^2} = {0.5701478, 1.5498226}
+  c.p.weights.alpha_cosine = 0.0f;      // factor 1
+  c.p.weights.alpha_tfidf = 0.5f;       // {sqrt(0.6671105) = 0.8167683, sqrt(1.3328895) = 1.1545083}
+  const auto w = ip::compute_weights(view(c.keys, 2, 2), c.p, &c.stats, nullptr);
+  expect_rel(w, {0.5701478 * 0.8167683, 1.5498226 * 1.1545083}, 5e-6);
+}
+
+TEST(Weights, HybridWithoutHistoryOrPositionIsCosineNormalised) {
+  // lambda = 0 -> positional all 1; N = 0 -> tfidf all 1; only the cosine factor {0.9705627, 1.0294373} is left.
+  HybridCase c;
+  c.p.weights.positional_lambda = 0.0f;
+  ip::AccessStats fresh(2);
+  expect_rel(ip::compute_weights(view(c.keys, 2, 2), c.p, &fresh, nullptr), {0.9705627485, 1.0294372515}, 2e-6);
+}
+
+TEST(Weights, MaxminAndExactReportUnitWeights) {
+  for (Weighting s : {Weighting::maxmin, Weighting::exact})
+    for (float x : ip::compute_weights(view(kSeven, 7, 2), params(s, 4), nullptr, nullptr)) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(Weights, NamesRoundTrip) {
+  for (Weighting s : {Weighting::uniform, Weighting::positional, Weighting::cosine, Weighting::tfidf,
+                      Weighting::hybrid, Weighting::maxmin, Weighting::exact})
+    EXPECT_EQ(ip::parse_weighting(ip::to_string(s)), s);
+  EXPECT_EQ(ip::to_string(Weighting::tfidf), "tfidf");
+  EXPECT_EQ(ip::parse_cosine_reference("query"), ip::CosineReference::query);
+  EXPECT_EQ(ip::parse_cosine_reference("group_mean"), ip::CosineReference::group_mean);
+  EXPECT_TRUE(ip::uses_stats(Weighting::hybrid));
+  EXPECT_FALSE(ip::uses_stats(Weighting::cosine));
+}
+
+}  // namespace

@@ -1,0 +1,174 @@
+// Config reader: grid expansion, overrides, defaults, and bad input naming the file, line and key.
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/config.h"
+
+namespace {
+
+using ip::exp::load_sweep;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    const auto dir = std::filesystem::temp_directory_path() / ("ip_config_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto path = dir / (std::to_string(n_++) + ".ini");
+    std::ofstream(path) << text;
+    return path.string();
+  }
+  std::string error_of(const std::string& path, std::vector<std::string> sets = {}) {
+    try {
+      load_sweep(path, sets);
+    } catch (const ip::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  int n_ = 0;
+};
+
+TEST_F(ConfigTest, GridIsTheProductOfAxesLastAxisFastest) {
+  const auto path = write("[pool]\nweighting = uniform, cosine, tfidf\ngroup_size = 2, 4\n");
+  const auto sw = load_sweep(path);
+  ASSERT_EQ(sw.points.size(), 6u);  // 3 x 2
+  EXPECT_EQ(sw.points[0].pipeline.pool.weights.scheme, ip::Weighting::uniform);
+  EXPECT_EQ(sw.points[0].pipeline.pool.group_size, 2);
+  EXPECT_EQ(sw.points[1].pipeline.pool.group_size, 4);
+  EXPECT_EQ(sw.points[2].pipeline.pool.weights.scheme, ip::Weighting::cosine);
+  EXPECT_EQ(sw.points[5].pipeline.pool.weights.scheme, ip::Weighting::tfidf);
+  EXPECT_EQ(sw.points[5].pipeline.pool.group_size, 4);
+  ASSERT_EQ(sw.points[3].axes.size(), 2u);
+  EXPECT_EQ(sw.points[3].axes[0].second, "cosine");
+  EXPECT_EQ(sw.points[3].axes[1].second, "4");
+}
+
+TEST_F(ConfigTest, UnitsAndTopLevelKeys) {
+  const auto sw = load_sweep(write("backend = cpu\nthreads = 2\n[workload]\ntokens = 64Ki\n[select]\ntopk_tokens = 1Ki\n"));
+  ASSERT_EQ(sw.points.size(), 1u);
+  EXPECT_EQ(sw.points[0].workload.tokens, 65536);
+  EXPECT_EQ(sw.points[0].pipeline.topk_tokens, 1024);
+  EXPECT_EQ(sw.points[0].threads, 2);
+}
+
+TEST_F(ConfigTest, CommandLineOverridesReplaceOrAddAxes) {
+  const auto path = write("[pool]\nweighting = uniform, cosine\n");
+  const auto sw = load_sweep(path, {"pool.weighting=tfidf", "pool.group_size=1,2,8"});
+  ASSERT_EQ(sw.points.size(), 3u);
+  for (const auto& p : sw.points) EXPECT_EQ(p.pipeline.pool.weights.scheme, ip::Weighting::tfidf);
+  EXPECT_EQ(sw.points[2].pipeline.pool.group_size, 8);
+}
+
+TEST_F(ConfigTest, TableDefaultsEqualStructDefaults) {
+  // The key table's defaults, applied to a Point, must give the same values as the structs' own defaults.
+  ip::exp::Point table;
+  for (const auto& k : ip::exp::config_keys()) k.apply(table, k.default_value);
+  const ip::exp::Point plain;
+  const auto& a = table.workload;
+  const auto& b = plain.workload;
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.dim, b.dim);
+  EXPECT_EQ(a.index_heads, b.index_heads);
+  EXPECT_EQ(a.attn_dim, b.attn_dim);
+  EXPECT_EQ(a.attn_heads, b.attn_heads);
+  EXPECT_EQ(a.value_dim, b.value_dim);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.requests, b.requests);
+  EXPECT_EQ(a.length_spread, b.length_spread);
+  EXPECT_EQ(a.topics, b.topics);
+  EXPECT_EQ(a.topic_run, b.topic_run);
+  EXPECT_EQ(a.topic_weight, b.topic_weight);
+  EXPECT_EQ(a.sharpness, b.sharpness);
+  EXPECT_EQ(a.head_noise, b.head_noise);
+  EXPECT_EQ(a.query_drift, b.query_drift);
+  EXPECT_EQ(a.jump_prob, b.jump_prob);
+  EXPECT_EQ(a.needles, b.needles);
+  EXPECT_EQ(a.needle_strength, b.needle_strength);
+  EXPECT_EQ(a.needle_query_prob, b.needle_query_prob);
+  EXPECT_EQ(a.sinks, b.sinks);
+  EXPECT_EQ(a.sink_strength, b.sink_strength);
+  EXPECT_EQ(a.image_fraction, b.image_fraction);
+  EXPECT_EQ(a.image_side, b.image_side);
+  EXPECT_EQ(a.attn_noise, b.attn_noise);
+  EXPECT_EQ(a.seed, b.seed);
+  const auto& p = table.pipeline;
+  const auto& q = plain.pipeline;
+  EXPECT_EQ(p.pool.group_size, q.pool.group_size);
+  EXPECT_EQ(p.pool.precision, q.pool.precision);
+  EXPECT_EQ(p.pool.weights.scheme, q.pool.weights.scheme);
+  EXPECT_EQ(p.pool.weights.positional_lambda, q.pool.weights.positional_lambda);
+  EXPECT_EQ(p.pool.weights.positional_bias, q.pool.weights.positional_bias);
+  EXPECT_EQ(p.pool.weights.eps, q.pool.weights.eps);
+  EXPECT_EQ(p.pool.weights.cosine_power, q.pool.weights.cosine_power);
+  EXPECT_EQ(p.pool.weights.cosine_reference, q.pool.weights.cosine_reference);
+  EXPECT_EQ(p.pool.weights.alpha_positional, q.pool.weights.alpha_positional);
+  EXPECT_EQ(p.pool.weights.alpha_cosine, q.pool.weights.alpha_cosine);
+  EXPECT_EQ(p.pool.weights.alpha_tfidf, q.pool.weights.alpha_tfidf);
+  EXPECT_EQ(p.topk_tokens, q.topk_tokens);
+  EXPECT_EQ(p.stats_decay, q.stats_decay);
+  EXPECT_EQ(p.query_ema, q.query_ema);
+  EXPECT_EQ(p.rebuild_every, q.rebuild_every);
+  EXPECT_EQ(p.fidelity, q.fidelity);
+  EXPECT_EQ(table.backend, plain.backend);
+  EXPECT_EQ(table.threads, plain.threads);
+  EXPECT_EQ(table.source, plain.source);
+  EXPECT_EQ(table.output_path, plain.output_path);
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
+  const auto path = write("[workload]\ntokens = 1024\n\n[pool]\nweigthing = uniform\n");
+  const std::string e = error_of(path);
+  EXPECT_NE(e.find(path + ":5"), std::string::npos) << e;
+  EXPECT_NE(e.find("pool.weigthing"), std::string::npos) << e;
+}
+
+TEST_F(ConfigTest, BadValuesNameKeyAndLine) {
+  auto p1 = write("[pool]\ngroup_size = four\n");
+  EXPECT_NE(error_of(p1).find(p1 + ":2: key 'pool.group_size'"), std::string::npos) << error_of(p1);
+  auto p2 = write("[pool]\nweighting = uniform, bogus\n");
+  EXPECT_NE(error_of(p2).find("bogus"), std::string::npos);
+  EXPECT_NE(error_of(p2).find(":2:"), std::string::npos);
+  auto p3 = write("[workload]\ntokens = 12Qi\n");
+  EXPECT_NE(error_of(p3).find("workload.tokens"), std::string::npos);
+  auto p4 = write("[pool]\ngroup_size = 0\n");
+  EXPECT_NE(error_of(p4).find("group size"), std::string::npos);
+  auto p5 = write("[pool]\nprecision = fp7\n");
+  EXPECT_NE(error_of(p5).find("fp7"), std::string::npos);
+}
+
+TEST_F(ConfigTest, EmptyAxisItemAndEmptyValueAreErrors) {
+  auto p1 = write("[pool]\nweighting = uniform,,cosine\n");
+  EXPECT_NE(error_of(p1).find("empty item"), std::string::npos) << error_of(p1);
+  auto p2 = write("[workload]\ntokens =\n");
+  EXPECT_NE(error_of(p2).find("workload.tokens"), std::string::npos) << error_of(p2);
+}
+
+TEST_F(ConfigTest, MalformedLinesDuplicatesAndMissingFile) {
+  auto p1 = write("[pool\n");
+  EXPECT_NE(error_of(p1).find("malformed section"), std::string::npos);
+  auto p2 = write("[pool]\ngroup_size\n");
+  EXPECT_NE(error_of(p2).find(p2 + ":2"), std::string::npos);
+  auto p3 = write("[pool]\ngroup_size = 2\ngroup_size = 4\n");
+  EXPECT_NE(error_of(p3).find("set twice"), std::string::npos);
+  EXPECT_NE(error_of("/nonexistent/dir/x.ini").find("cannot read config file '/nonexistent/dir/x.ini'"),
+            std::string::npos);
+  auto p4 = write("");
+  EXPECT_NE(error_of(p4, {"pool.nope=1"}).find("command line: unknown key 'pool.nope'"), std::string::npos);
+}
+
+TEST_F(ConfigTest, CrossKeyChecksRunBeforeAnyPoint) {
+  auto p = write("[workload]\ntopic_weight = 1.5\n");
+  EXPECT_NE(error_of(p).find("topic_weight"), std::string::npos) << error_of(p);
+}
+
+TEST_F(ConfigTest, ShippedConfigsLoad) {
+  const auto sw = load_sweep(std::string(IP_SOURCE_DIR) + "/configs/quickstart.ini");
+  EXPECT_EQ(sw.points.size(), 21u);  // 7 weightings x 3 group sizes
+}
+
+}  // namespace

@@ -1,0 +1,162 @@
+// HDF5 wrapper round trip and workload import, including every malformed-file case.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/h5.h"
+#include "experiments/import.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+ip::Tensor<float> iota(std::vector<ip::Index64> shape, float start = 0.0f) {
+  ip::Tensor<float> t(shape);
+  for (ip::Index64 i = 0; i < t.size(); ++i) t.data()[i] = start + static_cast<float>(i);
+  return t;
+}
+
+class ImportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ip_import_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) { return (dir_ / name).string(); }
+  // A valid file: T = 6, D = 4, Q = 2, H = 3, optional attention with Da = 4, Ha = 2, Dv = 5.
+  std::string make(const std::string& name, bool attention, std::function<void(ip::h5::File&)> extra = {}) {
+    const std::string p = path(name);
+    ip::h5::File f(p, "w");
+    if (!extra) {
+      f.write("index_keys", iota({6, 4}));
+      f.write("index_queries", iota({2, 3, 4}, 1.0f));
+      f.write("head_weights", iota({2, 3}));
+      if (attention) {
+        f.write("attn_keys", iota({6, 4}));
+        f.write("attn_queries", iota({2, 2, 4}));
+        f.write("values", iota({6, 5}));
+      }
+    } else {
+      extra(f);
+    }
+    return p;
+  }
+  std::string error_of(const std::string& p) {
+    try {
+      ip::exp::import_workload(p);
+    } catch (const ip::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  fs::path dir_;
+};
+
+TEST_F(ImportTest, AttributesRoundTrip) {
+  const std::string p = path("attrs.h5");
+  {
+    ip::h5::File f(p, "w");
+    f.create_group("point_0");
+    f.set_attr("/", "tool", std::string("indexpool"));
+    f.set_attr("/", "schema_version", std::int64_t{3});
+    f.write("point_0/selected_groups", std::vector<std::int32_t>{4, 1, 7, 2}, {2, 2});
+  }
+  ip::h5::File f(p, "r");
+  EXPECT_EQ(f.attr_string("/", "tool"), "indexpool");
+  EXPECT_EQ(f.attr_int("/", "schema_version"), 3);
+  const auto info = f.info("point_0/selected_groups");
+  EXPECT_TRUE(info.is_integer);
+  EXPECT_EQ(info.shape, (std::vector<ip::Index64>{2, 2}));
+  EXPECT_FALSE(f.exists("point_1/selected_groups"));
+}
+
+TEST_F(ImportTest, ValidFileImportsExactly) {
+  const auto w = ip::exp::import_workload(make("ok.h5", true));
+  ASSERT_EQ(w.tokens(), 6);
+  ASSERT_EQ(w.dim(), 4);
+  EXPECT_EQ(w.steps(), 2);
+  EXPECT_EQ(w.index_heads(), 3);
+  EXPECT_EQ(w.index_keys.data()[5], 5.0f);
+  EXPECT_EQ(w.index_queries.data()[0], 1.0f);
+  EXPECT_TRUE(w.has_attention());
+  EXPECT_EQ(w.values.dim(1), 5);
+}
+
+TEST_F(ImportTest, AttentionArraysAreOptionalAndRank2QueriesAreOneHead) {
+  EXPECT_FALSE(ip::exp::import_workload(make("noattn.h5", false)).has_attention());
+  const auto p = make("rank2.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", iota({6, 4}));
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3}));
+    f.write("attn_keys", iota({6, 4}));
+    f.write("attn_queries", iota({2, 4}));
+    f.write("values", iota({6, 5}));
+  });
+  const auto w = ip::exp::import_workload(p);
+  EXPECT_EQ(w.attn_queries.shape(), (std::vector<ip::Index64>{2, 1, 4}));
+}
+
+TEST_F(ImportTest, MalformedFilesNameFileAndDataset) {
+  EXPECT_NE(error_of(path("missing.h5")).find("does not exist"), std::string::npos);
+  {
+    std::ofstream(path("text.h5")) << "not hdf5";
+  }
+  EXPECT_NE(error_of(path("text.h5")).find("not a readable HDF5 file"), std::string::npos);
+
+  auto missing = make("nokeys.h5", false, [](ip::h5::File& f) { f.write("index_queries", iota({2, 3, 4})); });
+  EXPECT_NE(error_of(missing).find(missing + ": missing dataset 'index_keys'"), std::string::npos) << error_of(missing);
+
+  auto rank = make("rank.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", iota({24}));
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(rank).find("'index_keys' must have rank 2"), std::string::npos) << error_of(rank);
+
+  auto dtype = make("dtype.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", std::vector<std::int32_t>(24, 1), {6, 4});
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(dtype).find("'index_keys' must be floating point"), std::string::npos) << error_of(dtype);
+
+  auto dim = make("dim.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", iota({6, 4}));
+    f.write("index_queries", iota({2, 3, 5}));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(dim).find("D = 5"), std::string::npos) << error_of(dim);
+
+  auto nan = make("nan.h5", false, [](ip::h5::File& f) {
+    auto k = iota({6, 4});
+    k.data()[9] = std::nanf("");
+    f.write("index_keys", k);
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(nan).find("index_keys contains NaN"), std::string::npos) << error_of(nan);
+  EXPECT_NE(error_of(nan).find(nan), std::string::npos);
+
+  auto partial = make("partial.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", iota({6, 4}));
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3}));
+    f.write("values", iota({6, 5}));
+  });
+  EXPECT_NE(error_of(partial).find("must come together"), std::string::npos) << error_of(partial);
+}
+
+TEST_F(ImportTest, ExclusiveCreateRefusesAnExistingFile) {
+  const auto p = make("exists.h5", false);
+  EXPECT_THROW(ip::h5::File(p, "x"), ip::Error);
+  EXPECT_NO_THROW(ip::exp::import_workload(p));  // untouched
+}
+
+}  // namespace
