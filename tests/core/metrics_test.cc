@@ -54,14 +54,17 @@ TEST(Metrics, OutputErrorIsRelativeFrobenius) {
 }
 
 TEST(Metrics, GroupMaxScoresWithPartialLastGroup) {
-  // T = 7, G = 3: {1, 5, 2} -> 5, {3, 7, 0} -> 7, {-1} -> -1.
-  const std::vector<float> s = {1, 5, 2, 3, 7, 0, -1};
+  // T = 8, G = 3: {1, 5, 2} -> 5, {3, 7, 0} -> 7, partial {-1, 4} -> 4 (its maximum is its last token).
+  const std::vector<float> s = {1, 5, 2, 3, 7, 0, -1, 4};
   std::vector<float> out(3, 99.0f);
+  ip::group_max_scores(s.data(), 8, 3, out.data());
+  EXPECT_EQ(out, (std::vector<float>{5, 7, 4}));
+  // T = 7: the last group is the single token {-1} -> -1.
   ip::group_max_scores(s.data(), 7, 3, out.data());
   EXPECT_EQ(out, (std::vector<float>{5, 7, -1}));
   // G = 1: the scores themselves.
-  std::vector<float> same(7);
-  ip::group_max_scores(s.data(), 7, 1, same.data());
+  std::vector<float> same(8);
+  ip::group_max_scores(s.data(), 8, 1, same.data());
   EXPECT_EQ(same, s);
 }
 
