@@ -26,13 +26,14 @@ build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(INDEXPOOL) run configs/quickstart.ini
+	$(INDEXPOOL) run configs/quickstart.ini --overwrite
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 bench: build
 	$(BUILD_DIR)/bench/indexpool_bench
+	$(BUILD_DIR)/bench/runner_bench 200
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log

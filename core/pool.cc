@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/parallel.h"
 
@@ -102,11 +103,19 @@ void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, con
   const int G = effective_group_size(p);
   IP_REQUIRE(wp.positional_bias.empty() || static_cast<int>(wp.positional_bias.size()) == G,
              "pooling: positional bias has {} entries for group size {}", wp.positional_bias.size(), G);
-  IP_REQUIRE(std::isfinite(wp.positional_lambda), "pooling: positional lambda is not finite");
+  // exp() of more than ~88 overflows float and turns the composite into inf/inf = NaN.
+  IP_REQUIRE(!wp.positional_bias.empty() ||
+                 (std::isfinite(wp.positional_lambda) && std::fabs(wp.positional_lambda) <= 80.0f),
+             "pooling: positional lambda = {} (must be finite, |lambda| <= 80)", wp.positional_lambda);
   IP_REQUIRE(wp.eps > 0.0f && std::isfinite(wp.eps), "pooling: eps = {} (must be > 0)", wp.eps);
   IP_REQUIRE(wp.cosine_power > 0.0f && std::isfinite(wp.cosine_power), "pooling: cosine power = {} (must be > 0)",
              wp.cosine_power);
-  for (float b : wp.positional_bias) IP_REQUIRE(std::isfinite(b), "pooling: positional bias is not finite");
+  for (float b : wp.positional_bias)
+    IP_REQUIRE(std::isfinite(b) && std::fabs(b) <= 80.0f, "pooling: positional bias {} (must be finite, |b| <= 80)", b);
+  // A group whose weights all sit on the floor must not sum to zero: eps^p has to stay a normal float.
+  IP_REQUIRE(std::pow(wp.eps, wp.cosine_power) >= std::numeric_limits<float>::min(),
+             "pooling: eps^cosine_power = {}^{} underflows float (lower the power or raise eps)", wp.eps,
+             wp.cosine_power);
   if (uses_stats(wp.scheme)) {
     IP_REQUIRE(stats != nullptr, "pooling: weighting '{}' needs access statistics", to_string(wp.scheme));
     IP_REQUIRE(stats->tokens() == keys.rows, "pooling: access statistics cover {} tokens, the context has {}",

@@ -14,14 +14,14 @@ void AccessStats::update(std::span<const float> step_mass,
   const Index64 T = tokens();
   IP_REQUIRE(static_cast<Index64>(step_mass.size()) == T,
              "access statistics: step mass has {} entries for {} tokens", step_mass.size(), T);
+  for (const auto& [first, last] : selected_ranges)  // check everything before changing anything
+    IP_REQUIRE(0 <= first && first <= last && last <= T, "access statistics: range [{}, {}) outside [0, {})",
+               first, last, T);
   parallel_for(T, 1 << 16, [&](Index64 b, Index64 e) {
     for (Index64 i = b; i < e; ++i) mass[i] = decay * mass[i] + step_mass[i];
   });
-  for (const auto& [first, last] : selected_ranges) {
-    IP_REQUIRE(0 <= first && first <= last && last <= T, "access statistics: range [{}, {}) outside [0, {})",
-               first, last, T);
+  for (const auto& [first, last] : selected_ranges)
     for (Index64 i = first; i < last; ++i) ++count[i];
-  }
   ++steps;
 }
 

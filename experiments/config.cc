@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <sstream>
 
@@ -22,6 +26,37 @@ std::vector<std::string> split_list(const std::string& v) {
   std::string item;
   std::istringstream in(v);
   while (std::getline(in, item, ',')) out.push_back(trim(item));
+  if (!v.empty() && v.back() == ',') out.push_back("");
+  return out;
+}
+
+long long parse_int(const std::string& v);
+
+// Expands `pow2:A..B` and `range:A..B[:STEP]` items; other items stay as written.
+std::vector<std::string> expand_items(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& it : items) {
+    const bool pow2 = it.rfind("pow2:", 0) == 0, range = it.rfind("range:", 0) == 0;
+    if (!pow2 && !range) {
+      out.push_back(it);
+      continue;
+    }
+    const std::string body = it.substr(pow2 ? 5 : 6);
+    const auto dots = body.find("..");
+    IP_REQUIRE(dots != std::string::npos, "'{}': expected {}A..B", it, pow2 ? "pow2:" : "range:");
+    std::string hi = body.substr(dots + 2), step_s = "1";
+    if (const auto colon = hi.find(':'); colon != std::string::npos) {
+      IP_REQUIRE(range, "'{}': pow2 ranges take no step", it);
+      step_s = hi.substr(colon + 1);
+      hi = hi.substr(0, colon);
+    }
+    const long long a = parse_int(trim(body.substr(0, dots))), b = parse_int(trim(hi)), step = parse_int(trim(step_s));
+    IP_REQUIRE(step > 0, "'{}': step must be > 0", it);
+    IP_REQUIRE(a <= b, "'{}': empty range ({} > {})", it, a, b);
+    IP_REQUIRE((b - a) / step < 100000, "'{}': more than 100000 values", it);
+    if (pow2) IP_REQUIRE(a >= 0 && b <= 62, "'{}': exponents must lie in 0..62", it);
+    for (long long x = a; x <= b; x += step) out.push_back(std::to_string(pow2 ? (1LL << x) : x));
+  }
   return out;
 }
 
@@ -183,8 +218,10 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.pipeline.topk_tokens = parse_int(v); }},
       {"select.fidelity", "true", "compute exact-indexer and dense-attention metrics",
        [](P& p, const std::string& v) { p.pipeline.fidelity = parse_bool(v); }},
-      {"output.path", "", "results CSV file (empty: print the table only)",
+      {"output.path", "", "results HDF5 file (empty: print the table only)",
        [](P& p, const std::string& v) { p.output_path = v; }},
+      {"output.save_tensors", "false", "store each point's composite keys and selected group ids",
+       [](P& p, const std::string& v) { p.save_tensors = parse_bool(v); }},
   };
   return k;
 }
@@ -196,7 +233,13 @@ const KeyInfo* find_key(const std::string& name) {
 }
 
 std::string where(const Setting& s) {
-  return s.line > 0 ? fmt::format("{}:{}", s.file, s.line) : std::string("command line");
+  if (s.line > 0) return fmt::format("{}:{}", s.file, s.line);
+  return s.line < 0 ? s.file : std::string("command line");
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 8.0 * (1LL << 30);
 }
 
 }  // namespace
@@ -207,8 +250,16 @@ const std::vector<KeyInfo>& config_keys() {
 }
 
 std::string describe_keys() {
-  std::string out = "Config keys (INI: top-level keys before any section, then [section] key = value).\n"
-                    "A comma-separated value is a sweep axis; the points are the grid of all axes.\n\n";
+  std::string out =
+      "Config keys (INI: top-level keys before any section, then [section] key = value; '#' or ';' starts a\n"
+      "comment line, ' #' a trailing comment). On the command line: --set section.key=value.\n"
+      "\n"
+      "Sweeps: a comma-separated value is an axis and the points are the grid of all axes (last axis\n"
+      "fastest). Items may be integers with units (64Ki, 1Mi, 2Gi), pow2:A..B (2^A .. 2^B) or\n"
+      "range:A..B[:STEP]. Environment: INDEXPOOL_PRECISION overrides pool.precision (--set overrides both).\n"
+      "\n"
+      "  [sweep] zip          = k1 k2, k3 k4   axes of each group move together (equal lengths)\n"
+      "  [sweep] memory_limit = 16Gi          skip points estimated to need more (default: 80% of RAM)\n\n";
   for (const auto& k : config_keys())
     out += fmt::format("  {:<26} = {:<12} {}\n", k.name, k.default_value.empty() ? "\"\"" : k.default_value, k.help);
   return out;
@@ -218,31 +269,53 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   Sweep sw;
   sw.config_path = path;
   std::ifstream in(path);
-  IP_REQUIRE(in.good(), "cannot read config file '{}'", path);
+  IP_REQUIRE(in.good() && !std::filesystem::is_directory(path), "cannot read config file '{}'", path);
   std::stringstream buf;
   buf << in.rdbuf();
   sw.config_text = buf.str();
 
   std::map<std::string, std::size_t> seen;  // key -> index in settings
+  std::vector<Setting> meta;                 // [sweep] keys
   auto add = [&](Setting s) {
+    if (s.values.empty()) s.values = {""};
+    if (s.key.rfind("sweep.", 0) == 0) {
+      IP_REQUIRE(s.key == "sweep.zip" || s.key == "sweep.memory_limit",
+                 "{}: unknown key '{}' (the [sweep] section has zip and memory_limit)", where(s), s.key);
+      for (auto& m : meta)
+        if (m.key == s.key) {
+          IP_REQUIRE(s.line == 0, "{}: key '{}' is set twice (first at line {})", where(s), s.key, m.line);
+          m = s;
+          return;
+        }
+      meta.push_back(std::move(s));
+      return;
+    }
     const KeyInfo* k = find_key(s.key);
     IP_REQUIRE(k != nullptr, "{}: unknown key '{}' (see 'indexpool run --help-config')", where(s), s.key);
-    if (s.values.empty()) s.values = {""};
     IP_REQUIRE(s.values.size() == 1 || std::none_of(s.values.begin(), s.values.end(), [](auto& v) { return v.empty(); }),
                "{}: key '{}' has an empty item in its list", where(s), s.key);
+    try {
+      s.values = expand_items(s.values);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: key '{}': {}", where(s), s.key, e.what()));
+    }
     // Every value is checked now, before any point runs.
-    for (const auto& v : s.values) {
+    for (std::size_t i = 0; i < s.values.size(); ++i) {
       Point scratch;
       try {
-        k->apply(scratch, v);
+        k->apply(scratch, s.values[i]);
       } catch (const Error& e) {
         throw Error(fmt::format("{}: key '{}': {}", where(s), s.key, e.what()));
       }
+      for (std::size_t j = 0; j < i; ++j)
+        IP_REQUIRE(s.values[j] != s.values[i], "{}: key '{}' lists the value '{}' twice", where(s), s.key, s.values[i]);
     }
+    IP_REQUIRE(s.values.size() == 1 || s.key.rfind("output.", 0) != 0, "{}: key '{}' cannot be a sweep axis", where(s),
+               s.key);
     if (auto it = seen.find(s.key); it != seen.end()) {
-      IP_REQUIRE(s.line == 0, "{}: key '{}' is set twice (first at line {})", where(s), s.key,
+      IP_REQUIRE(s.line <= 0, "{}: key '{}' is set twice (first at line {})", where(s), s.key,
                  sw.settings[it->second].line);
-      sw.settings[it->second] = std::move(s);  // a command-line override replaces the file's value
+      sw.settings[it->second] = std::move(s);  // an environment or command-line override replaces the file's value
     } else {
       seen[s.key] = sw.settings.size();
       sw.settings.push_back(std::move(s));
@@ -254,10 +327,9 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   int lineno = 0;
   while (std::getline(lines, raw)) {
     ++lineno;
-    std::string line = raw;
-    if (const auto c = line.find_first_of("#;"); c != std::string::npos) line = line.substr(0, c);
-    line = trim(line);
-    if (line.empty()) continue;
+    std::string line = trim(raw);
+    if (line.empty() || line.front() == '#' || line.front() == ';') continue;
+    if (const auto c = line.find(" #"); c != std::string::npos) line = trim(line.substr(0, c));  // trailing comment
     if (line.front() == '[') {
       IP_REQUIRE(line.back() == ']' && line.size() > 2, "{}:{}: malformed section header '{}'", path, lineno, line);
       section = trim(line.substr(1, line.size() - 2));
@@ -269,34 +341,95 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     IP_REQUIRE(!key.empty(), "{}:{}: missing key before '='", path, lineno);
     add(Setting{section.empty() ? key : section + "." + key, split_list(trim(line.substr(eq + 1))), path, lineno});
   }
+  if (const char* env = std::getenv("INDEXPOOL_PRECISION"); env && *env)
+    add(Setting{"pool.precision", split_list(env), "environment INDEXPOOL_PRECISION", -1});
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     IP_REQUIRE(eq != std::string::npos, "command line: --set expects key=value, got '{}'", o);
     add(Setting{trim(o.substr(0, eq)), split_list(trim(o.substr(eq + 1))), "", 0});
   }
 
-  // Grid expansion: the last axis varies fastest.
+  // [sweep] keys.
+  sw.memory_limit = 0.8 * physical_memory_bytes();
+  for (const auto& m : meta) {
+    try {
+      if (m.key == "sweep.memory_limit") {
+        IP_REQUIRE(m.values.size() == 1, "one value expected");
+        sw.memory_limit = static_cast<double>(parse_int(m.values[0]));
+        IP_REQUIRE(sw.memory_limit > 0, "must be > 0");
+      } else {
+        for (const auto& g : m.values) {
+          std::vector<std::string> keys;
+          std::istringstream gs(g);
+          for (std::string k; gs >> k;) keys.push_back(k);
+          IP_REQUIRE(keys.size() >= 2, "a zip group needs at least two keys, got '{}'", g);
+          sw.zips.push_back(keys);
+        }
+      }
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: key '{}': {}", where(m), m.key, e.what()));
+    }
+  }
+
+  // Axes: every multi-valued setting; a zip group is one axis of several keys.
+  struct Axis {
+    std::vector<const Setting*> keys;
+    std::size_t size() const { return keys.front()->values.size(); }
+  };
+  std::vector<Axis> axes;
+  std::map<std::string, int> zipped;  // key -> zip group
+  for (std::size_t z = 0; z < sw.zips.size(); ++z)
+    for (const auto& k : sw.zips[z]) {
+      IP_REQUIRE(!zipped.count(k), "{}: sweep.zip names '{}' twice", path, k);
+      zipped[k] = static_cast<int>(z);
+    }
+  std::vector<int> zip_axis(sw.zips.size(), -1);
+  for (const auto& s : sw.settings) {
+    auto z = zipped.find(s.key);
+    if (z == zipped.end()) {
+      if (s.values.size() > 1) axes.push_back(Axis{{&s}});
+      continue;
+    }
+    if (zip_axis[z->second] < 0) {
+      zip_axis[z->second] = static_cast<int>(axes.size());
+      axes.push_back(Axis{});
+    }
+    Axis& a = axes[zip_axis[z->second]];
+    IP_REQUIRE(a.keys.empty() || a.size() == s.values.size(),
+               "{}: zipped keys '{}' ({} values) and '{}' ({} values) differ in length", where(s),
+               a.keys.front()->key, a.size(), s.key, s.values.size());
+    a.keys.push_back(&s);
+  }
+  for (std::size_t z = 0; z < sw.zips.size(); ++z)
+    for (const auto& k : sw.zips[z])
+      IP_REQUIRE(seen.count(k), "{}: sweep.zip names '{}', which the config does not set", path, k);
+
   Point base;
   for (const auto& k : config_keys()) k.apply(base, k.default_value);
-  std::vector<const Setting*> axes;
-  for (const auto& s : sw.settings) {
-    if (s.values.size() == 1) find_key(s.key)->apply(base, s.values[0]);
-    else axes.push_back(&s);
-  }
+  for (const auto& s : sw.settings)
+    if (s.values.size() == 1 && !zipped.count(s.key)) find_key(s.key)->apply(base, s.values[0]);
+  for (const auto& a : axes)
+    for (const auto* k : a.keys) sw.axis_keys.push_back(k->key);
+
   std::size_t total = 1;
-  for (const auto* a : axes) total *= a->values.size();
+  for (const auto& a : axes) total *= a.size();
+  IP_REQUIRE(total <= 10'000'000, "{}: the sweep has {} points (more than 10 million)", path, total);
   for (std::size_t i = 0; i < total; ++i) {
     Point p = base;
     std::size_t rem = i;
     std::vector<std::size_t> pick(axes.size());
     for (std::size_t a = axes.size(); a-- > 0;) {
-      pick[a] = rem % axes[a]->values.size();
-      rem /= axes[a]->values.size();
+      pick[a] = rem % axes[a].size();
+      rem /= axes[a].size();
     }
-    for (std::size_t a = 0; a < axes.size(); ++a) {
-      find_key(axes[a]->key)->apply(p, axes[a]->values[pick[a]]);
-      p.axes.emplace_back(axes[a]->key, axes[a]->values[pick[a]]);
-    }
+    for (std::size_t a = 0; a < axes.size(); ++a)
+      for (const auto* k : axes[a].keys) {
+        find_key(k->key)->apply(p, k->values[pick[a]]);
+        p.axes.emplace_back(k->key, k->values[pick[a]]);
+      }
+    p.index = i;
+    for (const auto& [k, v] : p.axes) p.key += (p.key.empty() ? "" : ";") + k + "=" + v;
+    if (p.key.empty()) p.key = "-";
     sw.points.push_back(std::move(p));
   }
   // Whole-point checks that involve several keys.
@@ -304,10 +437,81 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     try {
       validate_spec(p.workload);
     } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", path, e.what()));
+      throw Error(fmt::format("{}: point {} ({}): {}", path, p.index, p.key, e.what()));
     }
   }
+
+  // The sweep's identity: every resolved setting except output.* and threads (the same sweep written
+  // elsewhere, on another thread count or split into shards keeps its id).
+  std::string canon;
+  for (const auto& s : sw.settings) {
+    if (s.key.rfind("output.", 0) == 0 || s.key == "threads") continue;  // they do not change results
+    canon += s.key + "=";
+    for (const auto& v : s.values) canon += v + ",";
+    canon += "\n";
+  }
+  for (const auto& z : sw.zips) {
+    canon += "zip=";
+    for (const auto& k : z) canon += k + " ";
+    canon += "\n";
+  }
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: the same id on every machine and build
+  for (unsigned char c : canon) h = (h ^ c) * 0x100000001b3ull;
+  sw.sweep_id = fmt::format("{:016x}", h);
   return sw;
+}
+
+std::vector<Point> shard_points(const Sweep& sweep, int index, int count) {
+  IP_REQUIRE(count >= 1 && index >= 0 && index < count, "shard {}/{}: need 0 <= i < N", index, count);
+  std::vector<Point> out;
+  for (const auto& p : sweep.points)
+    if (static_cast<int>(p.index % count) == index) out.push_back(p);
+  return out;
+}
+
+std::pair<int, int> parse_shard(const std::string& spec) {
+  auto num = [](const std::string& what, const std::string& v) {
+    long long x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    IP_REQUIRE(ec == std::errc() && p == v.data() + v.size() && x >= 0 && x <= INT32_MAX,
+               "{}: '{}' is not a non-negative integer", what, v);
+    return static_cast<int>(x);
+  };
+  int index = 0, count = 1;
+  if (!spec.empty()) {
+    const auto slash = spec.find('/');
+    IP_REQUIRE(slash != std::string::npos, "--shard '{}': expected i/N", spec);
+    index = num("--shard", spec.substr(0, slash));
+    count = num("--shard", spec.substr(slash + 1));
+  } else if (const char* id = std::getenv("SLURM_ARRAY_TASK_ID")) {
+    const char* cnt = std::getenv("SLURM_ARRAY_TASK_COUNT");
+    IP_REQUIRE(cnt, "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not");
+    const char* mn = std::getenv("SLURM_ARRAY_TASK_MIN");
+    const char* st = std::getenv("SLURM_ARRAY_TASK_STEP");
+    const int step = st ? num("SLURM_ARRAY_TASK_STEP", st) : 1;
+    IP_REQUIRE(step >= 1, "SLURM_ARRAY_TASK_STEP must be >= 1");
+    const int first = mn ? num("SLURM_ARRAY_TASK_MIN", mn) : 0;
+    const int task = num("SLURM_ARRAY_TASK_ID", id);
+    IP_REQUIRE(task >= first && (task - first) % step == 0, "SLURM_ARRAY_TASK_ID {} is not MIN {} + k * STEP {}", task,
+               first, step);
+    index = (task - first) / step;
+    count = num("SLURM_ARRAY_TASK_COUNT", cnt);
+  }
+  IP_REQUIRE(count >= 1 && index < count, "shard {}/{}: need 0 <= i < N", index, count);
+  return {index, count};
+}
+
+double estimate_point_bytes(const Point& p) {
+  const WorkloadSpec& s = p.workload;
+  const double T = static_cast<double>(s.tokens), B = s.requests;
+  const double per_token = 4.0 * (s.dim + s.attn_dim + (s.attn_dim > 0 ? s.value_dim : 0));
+  const double workload = B * T * per_token;
+  const int G = p.pipeline.pool.weights.scheme == Weighting::exact ? 1 : p.pipeline.pool.group_size;
+  const double rows = std::ceil(T / G) * (p.pipeline.pool.weights.scheme == Weighting::maxmin ? 2 : 1);
+  const double index = rows * (s.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision));
+  // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities.
+  const double work = T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads);
+  return workload + index + work;
 }
 
 }  // namespace ip::exp

@@ -20,9 +20,12 @@ struct Point {
   std::string source = "synthetic";
   WorkloadSpec workload;
   PipelineParams pipeline;
-  std::string output_path;  // results CSV ("" = none)
+  std::string output_path;    // results HDF5 file ("" = none)
+  bool save_tensors = false;  // store composite keys and selected groups per point
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
+  std::size_t index = 0;  // position in the sweep's point list
+  std::string key;        // identity: the axis values, "k=v;k=v" ("-" for a single-point sweep)
 };
 
 // One config key: its canonical name ("section.key", or "key" for top-level keys), default, help.
@@ -45,13 +48,33 @@ struct Setting {
 struct Sweep {
   std::string config_path;
   std::string config_text;
-  std::vector<Setting> settings;  // in file order
-  std::vector<Point> points;      // the grid, in a deterministic order (last axis fastest)
+  std::vector<Setting> settings;               // point keys, in file order (overrides replace in place)
+  std::vector<std::vector<std::string>> zips;  // [sweep] zip groups: axes that move together
+  std::vector<std::string> axis_keys;          // the axes, in order (a zip group counts as its keys)
+  std::vector<Point> points;                   // grid order: last axis fastest
+  std::string sweep_id;  // hash of the resolved settings without output.* (shards of one sweep share it)
+  double memory_limit = 0;  // bytes; a point whose estimate exceeds it is skipped
 };
 
-// Reads the file, applies `overrides` ("key=v1,v2" from the command line) and expands the grid.
+// Reads the file, applies environment overrides (INDEXPOOL_PRECISION -> pool.precision) and then
+// `overrides` ("key=v1,v2" from the command line), and expands the grid.
 // Throws ip::Error naming the file, line and key on any bad input, before anything runs.
+//
+// Value grammar: a comma-separated list is an axis; items may be integers with units (64Ki, 1Mi, 2Gi),
+// `pow2:A..B` (2^A .. 2^B) or `range:A..B[:STEP]` (inclusive). `[sweep] zip = k1 k2, k3 k4` makes the
+// axes of each space-separated group move together (equal lengths); `[sweep] memory_limit` (bytes,
+// units allowed; default 80% of physical memory) skips points estimated to need more.
 Sweep load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The points of shard `index` of `count` (point i belongs to shard i mod count).
+std::vector<Point> shard_points(const Sweep& sweep, int index, int count);
+
+// Parses "--shard i/N"; with an empty string, reads Slurm's SLURM_ARRAY_TASK_ID, _COUNT, _MIN and _STEP
+// (index = (ID - MIN) / STEP), defaulting to 0/1 when they are not set. Throws on a malformed value.
+std::pair<int, int> parse_shard(const std::string& spec);
+
+// Estimated peak bytes of running point p (workload arrays of every request, index, scores, attention).
+double estimate_point_bytes(const Point& p);
 
 // "--help-config" text: every key with its default and help.
 std::string describe_keys();

@@ -1,5 +1,6 @@
 #include "experiments/h5.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -17,6 +18,36 @@ Handle dataspace(const std::vector<Index64>& shape) {
   return Handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
 }
 
+std::string type_name(hid_t type) {
+  const std::size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: return fmt::format("float{}", 8 * size);
+    case H5T_INTEGER: return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", 8 * size);
+    case H5T_STRING: return H5Tis_variable_str(type) > 0 ? "string" : fmt::format("bytes[{}]", size);
+    case H5T_COMPOUND: {
+      std::string s = "compound{";
+      for (int m = 0; m < H5Tget_nmembers(type); ++m) {
+        char* name = H5Tget_member_name(type, m);
+        Handle mt(H5Tget_member_type(type, m), H5Tclose);
+        s += fmt::format("{}{}: {}", m ? ", " : "", name, type_name(mt.get()));
+        H5free_memory(name);
+      }
+      return s + "}";
+    }
+    default: return "other";
+  }
+}
+
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
+herr_t collect_attr(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
 }  // namespace
 
 File::File(const std::string& path, const std::string& mode) : path_(path) {
@@ -25,15 +56,23 @@ File::File(const std::string& path, const std::string& mode) : path_(path) {
     IP_REQUIRE(std::filesystem::exists(path), "HDF5 file '{}' does not exist", path);
     IP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "'{}' is not a readable HDF5 file", path);
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  } else if (mode == "w") {
-    id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  } else if (mode == "x") {
-    id = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  } else if (mode == "a") {
+    IP_REQUIRE(std::filesystem::exists(path), "HDF5 file '{}' does not exist", path);
+    id = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  } else if (mode == "w" || mode == "x") {
+    Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);  // root attributes listed in creation order
+    H5Pset_attr_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    id = H5Fcreate(path.c_str(), mode == "w" ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT);
   } else {
     throw Error(fmt::format("HDF5 file '{}': unknown open mode '{}'", path, mode));
   }
   IP_REQUIRE(id >= 0, "cannot open HDF5 file '{}' (mode '{}')", path, mode);
   file_ = Handle(id, H5Fclose);
+}
+
+void File::close() {
+  if (!file_) return;
+  IP_REQUIRE(H5Fclose(file_.release()) >= 0, "cannot close HDF5 file '{}'", path_);
 }
 
 bool File::exists(const std::string& name) const {
@@ -58,6 +97,7 @@ DatasetInfo File::info(const std::string& name) const {
   di.is_float = cls == H5T_FLOAT;
   di.is_integer = cls == H5T_INTEGER;
   di.element_size = H5Tget_size(type.get());
+  di.type_name = type_name(type.get());
   const int rank = H5Sget_simple_extent_ndims(space.get());
   IP_REQUIRE(rank >= 0, "{}: cannot read the shape", where(name));
   std::vector<hsize_t> dims(rank);
@@ -66,8 +106,34 @@ DatasetInfo File::info(const std::string& name) const {
   return di;
 }
 
+bool File::is_group(const std::string& name) const {
+  if (!exists(name)) return false;
+  Handle o(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+  return o && H5Iget_type(o.get()) == H5I_GROUP;
+}
+
+std::vector<std::string> File::list(const std::string& group) const {
+  IP_REQUIRE(is_group(group), "{}: no group '{}'", path_, group);
+  std::vector<std::string> names;
+  IP_REQUIRE(H5Literate_by_name(id(), group.c_str(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names,
+                                H5P_DEFAULT) >= 0,
+             "{}: cannot list the group", where(group));
+  return names;
+}
+
+void File::remove(const std::string& name) {
+  IP_REQUIRE(H5Ldelete(id(), name.c_str(), H5P_DEFAULT) >= 0, "{}: cannot remove", where(name));
+}
+
+void File::copy_from(const File& src, const std::string& src_name, const std::string& dst_name) {
+  IP_REQUIRE(H5Ocopy(src.id(), src_name.c_str(), id(), dst_name.c_str(), H5P_DEFAULT, H5P_DEFAULT) >= 0,
+             "cannot copy {}:{} to {}", src.path(), src_name, where(dst_name));
+}
+
 void File::create_group(const std::string& name) {
-  Handle g(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  H5Pset_attr_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  Handle g(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose);
   IP_REQUIRE(g, "{}: cannot create group", where(name));
 }
 
@@ -149,6 +215,73 @@ std::int64_t File::attr_int(const std::string& object, const std::string& name) 
   IP_REQUIRE(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, "{}: cannot read attribute '{}' as an integer",
              where(object), name);
   return v;
+}
+
+std::vector<std::int32_t> File::read_int32(const std::string& name) const {
+  const DatasetInfo di = info(name);
+  IP_REQUIRE(di.is_integer, "{}: expected an integer dataset", where(name));
+  Index64 n = 1;
+  for (auto d : di.shape) n *= d;
+  std::vector<std::int32_t> v(n);
+  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  IP_REQUIRE(v.empty() || H5Dread(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
+             "{}: read failed", where(name));
+  return v;
+}
+
+bool File::has_attr(const std::string& object, const std::string& name) const {
+  return H5Aexists_by_name(id(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> File::attr_names(const std::string& object) const {
+  std::vector<std::string> names;
+  Handle o(H5Oopen(id(), object.c_str(), H5P_DEFAULT), H5Oclose);
+  IP_REQUIRE(o, "{}: no object", where(object));
+  // Creation order is tracked only when asked for at creation; fall back to name order.
+  if (H5Aiterate2(o.get(), H5_INDEX_CRT_ORDER, H5_ITER_INC, nullptr, collect_attr, &names) < 0) {
+    names.clear();
+    IP_REQUIRE(H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &names) >= 0,
+               "{}: cannot list attributes", where(object));
+  }
+  return names;
+}
+
+std::string File::attr_text(const std::string& object, const std::string& name) const {
+  Handle a(H5Aopen_by_name(id(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  IP_REQUIRE(a, "{}: no attribute '{}'", where(object), name);
+  Handle type(H5Aget_type(a.get()), H5Tclose), space(H5Aget_space(a.get()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n != 1) return fmt::format("({} values)", n);
+  switch (H5Tget_class(type.get())) {
+    case H5T_STRING:
+      if (H5Tis_variable_str(type.get()) > 0) return "(variable-length string)";
+      return attr_string(object, name);
+    case H5T_INTEGER: return std::to_string(attr_int(object, name));
+    case H5T_FLOAT: {
+      double v = 0;
+      IP_REQUIRE(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0, "{}: cannot read attribute '{}'", where(object), name);
+      return fmt::format("{}", v);
+    }
+    default: return fmt::format("({})", type_name(type.get()));
+  }
+}
+
+void File::copy_attrs_from(const File& src, const std::string& src_object, const std::string& dst_object) {
+  for (const auto& name : src.attr_names(src_object)) {
+    Handle a(H5Aopen_by_name(src.id(), src_object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    Handle type(H5Aget_type(a.get()), H5Tclose), space(H5Aget_space(a.get()), H5Sclose);
+    IP_REQUIRE(a && H5Tdetect_class(type.get(), H5T_VLEN) <= 0 && H5Tis_variable_str(type.get()) <= 0,
+               "{}:{}: attribute '{}' cannot be copied (variable-length)", src.path(), src_object, name);
+    std::vector<char> buf(H5Tget_size(type.get()) * std::max<hssize_t>(1, H5Sget_simple_extent_npoints(space.get())));
+    IP_REQUIRE(H5Aread(a.get(), type.get(), buf.data()) >= 0, "{}:{}: cannot read attribute '{}'", src.path(),
+               src_object, name);
+    if (has_attr(dst_object, name)) H5Adelete_by_name(id(), dst_object.c_str(), name.c_str(), H5P_DEFAULT);
+    Handle b(H5Acreate_by_name(id(), dst_object.c_str(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                               H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    IP_REQUIRE(b && H5Awrite(b.get(), type.get(), buf.data()) >= 0, "{}: cannot write attribute '{}'",
+               where(dst_object), name);
+  }
 }
 
 }  // namespace ip::h5

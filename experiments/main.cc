@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 
 #include "core/error.h"
 #include "experiments/config.h"
+#include "experiments/results.h"
 #include "experiments/runner.h"
+#include "indexpool/build_config.h"
 
 namespace po = boost::program_options;
 using namespace ip::exp;
@@ -24,7 +27,10 @@ constexpr const char* kUsage =
     "IndexPool: a research simulator for index compression in sparse attention.\n"
     "\n"
     "commands:\n"
-    "  run CONFIG     run the sweep a config file describes and print a summary table\n"
+    "  run CONFIG       run the sweep a config file describes, write its results file, print a summary\n"
+    "  list CONFIG      print the points a run would execute, without running them\n"
+    "  merge OUT IN...  join the results files of a sweep's shards\n"
+    "  inspect FILE     describe a results file\n"
     "\n"
     "'indexpool <command> --help' describes a command; 'indexpool run --help-config' lists every config key.\n";
 
@@ -44,54 +50,156 @@ void check_writable(const std::string& path) {
   fs::remove(probe, ec);
 }
 
+struct SweepArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string shard;
+};
+
+void add_sweep_options(po::options_description& opts) {
+  // clang-format off
+  opts.add_options()
+    ("set", po::value<std::vector<std::string>>()->composing(),
+     "override or add a key: --set pool.weighting=uniform,tfidf (a list is a sweep axis)")
+    ("shard", po::value<std::string>(),
+     "run shard i of N (i/N, 0 <= i < N; point p belongs to shard p mod N); default: Slurm's "
+     "SLURM_ARRAY_TASK_ID/_COUNT/_MIN/_STEP when set, else 0/1")
+    ("config", po::value<std::string>(), "the config file (INI)");
+  // clang-format on
+}
+
+Sweep load_from(const po::variables_map& vm) {
+  IP_REQUIRE(vm.count("config"), "missing CONFIG (try --help)");
+  const std::vector<std::string> sets =
+      vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  return load_sweep(vm["config"].as<std::string>(), sets);
+}
+
+std::pair<int, int> shard_of(const po::variables_map& vm) {
+  return parse_shard(vm.count("shard") ? vm["shard"].as<std::string>() : "");
+}
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& opts) {
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
 int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) {
   po::options_description opts("indexpool run CONFIG [options]");
   // clang-format off
   opts.add_options()
     ("help,h", "describe this command")
     ("help-config", "list every config key with its default and meaning")
-    ("set", po::value<std::vector<std::string>>()->composing(),
-     "override or add a key: --set pool.weighting=uniform,tfidf (a list is a sweep axis)")
-    ("quiet,q", "no progress lines")
-    ("config", po::value<std::string>(), "the config file (INI)");
+    ("resume", "run only the points the results file does not hold yet")
+    ("overwrite", "replace an existing results file (after the first point finishes)")
+    ("quiet,q", "no progress lines");
   // clang-format on
-  po::positional_options_description pos;
-  pos.add("config", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  add_sweep_options(opts);
+  const auto vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << "Runs every point of the sweep in CONFIG on the CPU backend and prints one row per point:\n"
                  "index bytes per token, compression ratio, scoring multiply-adds, recall against the exact\n"
-                 "indexer, attention fidelity, stage times. With output.path set, also writes a CSV.\n\n"
-              << opts << "\nexample: indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n";
+                 "indexer, attention fidelity, stage times. With output.path set, each point is written to that\n"
+                 "HDF5 file as soon as it finishes; a killed run continues with --resume.\n\n"
+              << opts
+              << "\nexamples:\n  indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n"
+                 "  indexpool run configs/ablation_weighting.ini --shard 3/8 --set output.path=results/abl_3.h5\n";
     return 0;
   }
   if (vm.count("help-config")) {
     std::cout << describe_keys();
     return 0;
   }
-  IP_REQUIRE(vm.count("config"), "run: missing CONFIG (try 'indexpool run --help')");
-  const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  const Sweep sweep = load_sweep(vm["config"].as<std::string>(), sets);
+  const Sweep sweep = load_from(vm);
+  const auto [shard, shards] = shard_of(vm);
+  const std::vector<Point> points = shard_points(sweep, shard, shards);
   const std::string out_path = sweep.points.empty() ? "" : sweep.points.front().output_path;
-  for (const auto& p : sweep.points)
-    IP_REQUIRE(p.output_path == out_path, "output.path cannot be a sweep axis");
-  if (!out_path.empty()) check_writable(out_path);
+  IP_REQUIRE(!(vm.count("resume") && vm.count("overwrite")), "--resume and --overwrite exclude each other");
+  IP_REQUIRE(!vm.count("resume") || !out_path.empty(), "--resume needs output.path");
+
+  // Everything that can fail on bad input happens before the first point: imports, the output file.
+  WorkloadCache cache;
+  preload_imports(points, cache);
+  std::unique_ptr<ResultsFile> results;
+  if (!out_path.empty()) {
+    check_writable(out_path);
+    SweepMeta meta;
+    meta.sweep_id = sweep.sweep_id;
+    meta.tool_version = version_string();
+    meta.git_revision = IP_GIT_REVISION;
+    meta.config_text = sweep.config_text;
+    meta.config_path = sweep.config_path;
+    meta.argv = argv_line;
+    meta.host = host_name();
+    meta.backend = points.empty() ? "cpu" : points.front().backend;
+    meta.device = devices_string();
+    meta.axis_keys = sweep.axis_keys;
+    meta.points_total = static_cast<std::int64_t>(sweep.points.size());
+    results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);
+  }
 
   RunOptions ro;
   ro.quiet = vm.count("quiet") > 0;
   if (!ro.quiet)
-    std::fprintf(stderr, "%s\n%zu points from %s\n", version_string().c_str(), sweep.points.size(),
-                 sweep.config_path.c_str());
-  WorkloadCache cache;
-  preload_imports(sweep, cache);  // a bad import file fails here, before any point runs
-  const auto rows = run_sweep(sweep, ro, cache);
-  std::cout << summary_table(sweep, rows);
-  if (!out_path.empty()) {
-    write_csv(out_path, sweep, rows, argv_line);
-    std::cout << "results: " << out_path << "\n";
+    std::fprintf(stderr, "%s\n%zu points from %s%s\n", version_string().c_str(), points.size(),
+                 sweep.config_path.c_str(), shards > 1 ? fmt::format(" (shard {}/{})", shard, shards).c_str() : "");
+  const auto rows = run_points(sweep, points, ro, cache, results.get());
+  std::cout << summary_table(sweep.axis_keys, rows);
+  if (results) std::cout << "results: " << out_path << " (" << results->size() << " points)\n";
+  return 0;
+}
+
+int cmd_list(const std::vector<std::string>& args) {
+  po::options_description opts("indexpool list CONFIG [options]");
+  opts.add_options()("help,h", "describe this command");
+  add_sweep_options(opts);
+  const auto vm = parse(args, opts);
+  if (vm.count("help")) {
+    std::cout << "Prints the exact points a run of CONFIG would execute (after --set and --shard), one per line,\n"
+                 "with the reason for any point already known to be skipped; runs nothing.\n\n"
+              << opts;
+    return 0;
   }
+  const Sweep sweep = load_from(vm);
+  const auto [shard, shards] = shard_of(vm);
+  const auto points = shard_points(sweep, shard, shards);
+  std::cout << fmt::format("# {} of {} points (shard {}/{}), sweep id {}\n", points.size(), sweep.points.size(), shard,
+                           shards, sweep.sweep_id);
+  for (const auto& p : points) {
+    const double mem = estimate_point_bytes(p);
+    std::string note = fmt::format("~{:.2f} GiB", mem / (1 << 30));
+    if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
+    if (p.source == "synthetic" && p.pipeline.topk_tokens > p.workload.tokens)
+      note += " (will be skipped: select.topk_tokens > workload.tokens)";
+    std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
+  }
+  return 0;
+}
+
+int cmd_merge(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: indexpool merge OUT IN...\n\nJoins the results files of the shards of one sweep into OUT "
+                 "(which must not exist).\nRefuses files from different sweeps or schema versions, and points that "
+                 "appear twice.\n";
+    return args.empty() ? 2 : 0;
+  }
+  IP_REQUIRE(args.size() >= 2, "merge: need OUT and at least one input file");
+  merge_results(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  std::cout << "merged " << args.size() - 1 << " files into " << args[0] << "\n";
+  return 0;
+}
+
+int cmd_inspect(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: indexpool inspect FILE\n\nDescribes a results file: how it was made, its points and "
+                 "their status, the table columns, the per-point datasets.\n";
+    return args.size() == 1 ? 0 : 2;
+  }
+  std::cout << inspect_results(args[0]);
   return 0;
 }
 
@@ -119,6 +227,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "run") return cmd_run(rest, argv_line);
+    if (cmd == "list") return cmd_list(rest);
+    if (cmd == "merge") return cmd_merge(rest);
+    if (cmd == "inspect") return cmd_inspect(rest);
     std::cerr << "indexpool: unknown command '" << cmd << "'\n\n" << kUsage;
     return 2;
   } catch (const ip::Error& e) {

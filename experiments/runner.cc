@@ -7,8 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 
@@ -48,42 +46,45 @@ std::string spec_key(const WorkloadSpec& s) {
          fmt::format(" {}", s.seed);
 }
 
-std::string point_label(const Point& p) {
-  std::string s;
-  for (const auto& [k, v] : p.axes) s += (s.empty() ? "" : " ") + k + "=" + v;
-  return s.empty() ? "(single point)" : s;
-}
-
 std::string source_key(const Point& p) {
   return p.source == "synthetic" ? "synthetic " + spec_key(p.workload) : "file " + p.source;
 }
 
-PointSummary run_point(const Point& p, WorkloadCache& cache) {
-  PointSummary out;
-  const auto t0 = std::chrono::steady_clock::now();
-  if (p.backend == "cuda") {
+}  // namespace
+
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache) {
+  PointRecord rec;
+  rec.index = p.index;
+  rec.key = p.key;
+  rec.axes = p.axes;
+  PointSummary& out = rec.summary;
+  auto skip = [&](std::string why) {
     out.status = "skipped";
-    out.reason = "backend 'cuda' is not available in this build (the CUDA backend is not implemented yet)";
-    return out;
+    out.reason = std::move(why);
+    return rec;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  if (p.backend == "cuda") return skip("backend 'cuda' is not available in this build (no CUDA backend yet)");
+  if (p.source == "synthetic") {
+    const double need = estimate_point_bytes(p);
+    if (need > memory_limit)
+      return skip(fmt::format("estimated memory {:.1f} GiB exceeds the limit {:.1f} GiB (sweep.memory_limit)",
+                              need / (1 << 30), memory_limit / (1 << 30)));
   }
-  auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
   auto& reqs = cache[source_key(p)];
   if (reqs.empty()) {
     IP_REQUIRE(p.source == "synthetic", "workload '{}' was not preloaded", p.source);
     for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
   }
+  for (const auto& w : reqs)
+    if (p.pipeline.topk_tokens > w.tokens())
+      return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
+                              p.pipeline.topk_tokens, w.tokens()));
+  auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
   double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
   for (const auto& w : reqs) {
-    if (p.pipeline.topk_tokens > w.tokens()) {
-      out.status = "skipped";
-      out.reason = fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
-                               p.pipeline.topk_tokens, w.tokens());
-      return out;
-    }
-  }
-  for (const auto& w : reqs) {
-    const RequestResult r = run_request(*backend, w, p.pipeline);
+    RequestResult r = run_request(*backend, w, p.pipeline);
     for (const auto& s : r.steps) {
       tr.push_back(s.token_recall);
       br.push_back(s.block_recall);
@@ -99,6 +100,14 @@ PointSummary run_point(const Point& p, WorkloadCache& cache) {
     macs += r.macs_per_query;
     emacs += r.exact_macs_per_query;
     tokens += static_cast<double>(r.tokens);
+    RequestDetail d;
+    d.steps = std::move(r.steps);
+    d.k_groups = r.k_groups;
+    if (p.save_tensors) {
+      d.composite_keys = dequantize(r.index.rows);
+      d.selected = std::move(r.selected);
+    }
+    rec.requests.push_back(std::move(d));
   }
   const double B = static_cast<double>(reqs.size());
   out.tokens = tokens / B;
@@ -115,29 +124,30 @@ PointSummary run_point(const Point& p, WorkloadCache& cache) {
   out.topk_ms = median(topk);
   out.attention_ms = median(attn);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+  return rec;
 }
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
+namespace {
+
+std::string axis_value(const PointRecord& p, const std::string& key) {
+  for (const auto& [k, v] : p.axes)
+    if (k == key) return v;
+  return "";
 }
+
+std::string fmt_duration(double s) {
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
+}  // namespace
 
 std::string host_name() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
   return buf;
 }
-
-std::string axis_value(const Point& p, const std::string& key) {
-  for (const auto& [k, v] : p.axes)
-    if (k == key) return v;
-  return "";
-}
-
-}  // namespace
 
 std::string version_string() {
   return fmt::format("indexpool {} (git {}; CUDA build: {}; NVTX: {}; CUPTI: {})", IP_VERSION, IP_GIT_REVISION,
@@ -152,8 +162,8 @@ std::string devices_string() {
 #endif
 }
 
-void preload_imports(const Sweep& sweep, WorkloadCache& cache) {
-  for (const auto& p : sweep.points) {
+void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
+  for (const auto& p : points) {
     if (p.source == "synthetic") continue;
     auto& reqs = cache[source_key(p)];
     if (!reqs.empty()) continue;
@@ -165,31 +175,44 @@ void preload_imports(const Sweep& sweep, WorkloadCache& cache) {
   }
 }
 
-std::vector<PointSummary> run_sweep(const Sweep& sweep, const RunOptions& opt, WorkloadCache& cache) {
-  std::vector<PointSummary> rows;
+std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>& points, const RunOptions& opt,
+                                    WorkloadCache& cache, ResultsFile* out) {
+  std::vector<PointRecord> rows;
+  std::vector<const Point*> todo;
+  for (const auto& p : points)
+    if (!out || !out->has(p.key)) todo.push_back(&p);
+  const bool tty = isatty(fileno(stderr));
+  if (!opt.quiet && todo.size() < points.size())
+    std::fprintf(stderr, "resuming: %zu of %zu points already in the results file\n", points.size() - todo.size(),
+                 points.size());
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t n = sweep.points.size();
+  const std::size_t n = todo.size();
   for (std::size_t i = 0; i < n; ++i) {
-    const Point& p = sweep.points[i];
-    if (!opt.quiet) std::fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, n, point_label(p).c_str());
-    rows.push_back(run_point(p, cache));
+    const Point& p = *todo[i];
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!opt.quiet) {
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = el / static_cast<double>(i + 1) * static_cast<double>(n - i - 1);
-      const auto& r = rows.back();
-      if (r.status == "ok")
-        std::fprintf(stderr, "[%zu/%zu] done in %.2f s (elapsed %.1f s, ETA %.1f s)\n", i + 1, n, r.wall_s, el, eta);
+      const std::string eta = i ? fmt_duration(el / static_cast<double>(i) * static_cast<double>(n - i)) : "?";
+      const std::string line = fmt::format("[{}/{}] {} | elapsed {} | ETA {}", i + 1, n, p.key == "-" ? "" : p.key,
+                                           fmt_duration(el), eta);
+      if (tty)
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
       else
-        std::fprintf(stderr, "[%zu/%zu] skipped: %s\n", i + 1, n, r.reason.c_str());
+        std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
     }
+    rows.push_back(run_point(p, sweep.memory_limit, cache));
+    if (out) out->append(rows.back());
+    if (!opt.quiet && !tty && rows.back().summary.status != "ok")
+      std::fprintf(stderr, "[%zu/%zu] skipped: %s\n", i + 1, n, rows.back().summary.reason.c_str());
+  }
+  if (!opt.quiet) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "%s%zu points in %s\n", tty && n ? "\r\033[K" : "", n, fmt_duration(el).c_str());
   }
   return rows;
 }
 
-std::string summary_table(const Sweep& sweep, const std::vector<PointSummary>& rows) {
-  std::vector<std::string> axis_keys;
-  if (!sweep.points.empty())
-    for (const auto& [k, v] : sweep.points[0].axes) axis_keys.push_back(k);
+std::string summary_table(const std::vector<std::string>& axis_keys, const std::vector<PointRecord>& rows) {
   std::string out;
   std::string head;
   for (const auto& k : axis_keys) head += fmt::format("{:>18} ", k.substr(k.find('.') + 1));
@@ -198,8 +221,8 @@ std::string summary_table(const Sweep& sweep, const std::vector<PointSummary>& r
   out += head + "\n" + std::string(head.size(), '-') + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string line;
-    for (const auto& k : axis_keys) line += fmt::format("{:>18} ", axis_value(sweep.points[i], k));
-    const auto& r = rows[i];
+    for (const auto& k : axis_keys) line += fmt::format("{:>18} ", axis_value(rows[i], k));
+    const auto& r = rows[i].summary;
     if (r.status != "ok") {
       out += line + "skipped: " + r.reason + "\n";
       continue;
@@ -215,36 +238,6 @@ std::string summary_table(const Sweep& sweep, const std::vector<PointSummary>& r
          "attention-mass recall (fractions); outErr: relative L2 error of the attention output; times: median\n"
          "milliseconds per step (pool: per index build) on this machine's CPU.\n";
   return out;
-}
-
-void write_csv(const std::string& path, const Sweep& sweep, const std::vector<PointSummary>& rows,
-               const std::string& argv_line) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path tmp = target.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    IP_REQUIRE(f.good(), "cannot write results file '{}'", tmp.string());
-    f << "# " << version_string() << "\n";
-    f << "# made " << now_utc() << " on host " << host_name() << ", backend cpu\n";
-    f << "# command: " << argv_line << "\n";
-    f << "# config: " << sweep.config_path << "\n";
-    f << "# units: bytes per token, multiply-adds per query, milliseconds (median per step), seconds (wall)\n";
-    for (const auto& [k, v] : sweep.points.empty() ? decltype(sweep.points[0].axes){} : sweep.points[0].axes) f << k << ",";
-    f << "status,reason,tokens,index_bytes_per_token,exact_bytes_per_token,macs_per_query,exact_macs_per_query,"
-         "token_recall,block_recall,mass_recall,output_error,pool_ms,score_ms,topk_ms,attention_ms,wall_s\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      for (const auto& [k, v] : sweep.points[i].axes) f << v << ",";
-      const auto& r = rows[i];
-      f << fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.status, r.reason, r.tokens,
-                       r.index_bytes_per_token, r.exact_bytes_per_token, r.macs_per_query, r.exact_macs_per_query,
-                       r.token_recall, r.block_recall, r.mass_recall, r.output_error, r.pool_ms, r.score_ms,
-                       r.topk_ms, r.attention_ms, r.wall_s);
-    }
-    IP_REQUIRE(f.good(), "error writing results file '{}'", tmp.string());
-  }
-  fs::rename(tmp, target);
 }
 
 }  // namespace ip::exp

@@ -108,6 +108,23 @@ TEST(Errors, PoolParametersAndMissingInputs) {
                   "statistics cover 5 tokens, the context has 6");
 }
 
+TEST(Errors, WeightParametersThatWouldOverflowOrUnderflow) {
+  // exp(89) overflows float: the composite would be inf/inf = NaN, so lambda and bias are bounded.
+  ip::PoolParams p = params(Weighting::positional, 2);
+  p.weights.positional_lambda = 89.0f;
+  EXPECT_IP_ERROR(ip::build_index(view(kKeys, 6, 2), p, nullptr, nullptr), "positional lambda");
+  p.weights.positional_lambda = 80.0f;  // exp(80) = 5.5e34 is finite
+  EXPECT_NO_THROW(ip::build_index(view(kKeys, 6, 2), p, nullptr, nullptr));
+  p.weights.positional_bias = {0.0f, -100.0f};
+  EXPECT_IP_ERROR(ip::build_index(view(kKeys, 6, 2), p, nullptr, nullptr), "positional bias");
+  // eps^p = (1e-3)^13 = 1e-39 is below the smallest normal float (1.18e-38): a floored group sums to 0.
+  ip::PoolParams c = params(Weighting::cosine, 2);
+  c.weights.cosine_power = 13.0f;
+  EXPECT_IP_ERROR(ip::build_index(view(kKeys, 6, 2), c, nullptr, nullptr), "underflows");
+  c.weights.cosine_power = 12.0f;  // 1e-36 is a normal float
+  EXPECT_NO_THROW(ip::build_index(view(kKeys, 6, 2), c, nullptr, nullptr));
+}
+
 TEST(Errors, UnknownNames) {
   EXPECT_IP_ERROR(ip::parse_weighting("idf"), "unknown weighting 'idf'");
   EXPECT_IP_ERROR(ip::parse_weighting("Uniform"), "unknown weighting 'Uniform'");

@@ -94,4 +94,18 @@ TEST(Stats, BadInputsThrow) {
   EXPECT_IP_ERROR(s.update(std::vector<float>{1, 2, 3}, Ranges{{2, 4}}), "range [2, 4)");
 }
 
+TEST(Stats, BadRangeChangesNothing) {
+  ip::AccessStats st(4, 0.5f);
+  const std::vector<float> m1 = {1, 0, 0, 0};
+  const std::vector<std::pair<ip::Index64, ip::Index64>> r1 = {{0, 1}};
+  st.update(m1, r1);
+  const std::vector<float> m2 = {0, 1, 0, 0};
+  const std::vector<std::pair<ip::Index64, ip::Index64>> bad = {{1, 2}, {3, 9}};
+  EXPECT_THROW(st.update(m2, bad), ip::Error);
+  // Still the state after step 1: a = {1, 0, 0, 0}, n = {1, 0, 0, 0}, N = 1.
+  EXPECT_EQ(st.mass, (std::vector<float>{1, 0, 0, 0}));
+  EXPECT_EQ(st.count, (std::vector<std::uint32_t>{1, 0, 0, 0}));
+  EXPECT_EQ(st.steps, 1);
+}
+
 }  // namespace

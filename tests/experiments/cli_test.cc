@@ -1,6 +1,8 @@
 // The indexpool command end to end: --version, --help, a tiny run, and bad input that exits non-zero
 // before any work without touching an existing results file.
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -8,7 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "experiments/h5.h"
+#include "experiments/results.h"
 
 namespace {
 
@@ -64,26 +70,73 @@ TEST_F(CliTest, VersionAndHelp) {
   EXPECT_NE(run("").code, 0);
 }
 
-TEST_F(CliTest, TinyRunPrintsTableAndWritesCsv) {
-  const std::string csv = (dir_ / "out" / "r.csv").string();
+TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
+  const std::string h5 = (dir_ / "out" / "r.h5").string();
   const auto cfg = file("tiny.ini", "[workload]\ntokens = 512\nsteps = 2\nindex_heads = 2\nattn_heads = 1\n"
                                     "[pool]\nweighting = uniform, exact\n[select]\ntopk_tokens = 64\n"
-                                    "[output]\npath = " + csv + "\n");
+                                    "[output]\npath = " + h5 + "\nsave_tensors = true\n");
   const auto r = run("run " + cfg + " --quiet");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("uniform"), std::string::npos);
   EXPECT_NE(r.out.find("exact"), std::string::npos);
-  std::ifstream in(csv);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
-  EXPECT_NE(text.find("# indexpool"), std::string::npos);
-  EXPECT_NE(text.find("# command:"), std::string::npos);
-  EXPECT_NE(text.find("pool.weighting,status"), std::string::npos);
-  int rows = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) rows += line.rfind("uniform,ok", 0) == 0 || line.rfind("exact,ok", 0) == 0;
-  EXPECT_EQ(rows, 2);
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{2}));
+  // uniform, G = 4: 512 / 4 = 128 composites of D = 128; 2 steps x ceil(64 / 4) = 16 groups.
+  EXPECT_EQ(f.info("point_000000/composite_keys").shape, (std::vector<ip::Index64>{128, 128}));
+  EXPECT_EQ(f.info("point_000000/selected_groups").shape, (std::vector<ip::Index64>{2, 16}));
+  // exact: every key, 64 tokens selected per step.
+  EXPECT_EQ(f.info("point_000001/selected_groups").shape, (std::vector<ip::Index64>{2, 64}));
+  EXPECT_EQ(f.attr_int("/", "schema_version"), ip::exp::kSchemaVersion);
+  // A second run without --resume or --overwrite is refused and leaves the file alone.
+  const auto again = run("run " + cfg + " --quiet");
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(again.out.find("--resume"), std::string::npos) << again.out;
+  const auto resumed = run("run " + cfg + " --resume");
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("2 of 2 points already"), std::string::npos) << resumed.out;
+  const auto inspect = run("inspect " + h5);
+  EXPECT_EQ(inspect.code, 0) << inspect.out;
+  EXPECT_NE(inspect.out.find("pool.weighting"), std::string::npos) << inspect.out;
+}
+
+TEST_F(CliTest, ListPrintsPointsWithoutRunning) {
+  const auto cfg = file("list.ini", "[workload]\ntokens = 1Ki\n[pool]\ngroup_size = 1, 2, 4\n"
+                                    "[select]\ntopk_tokens = 64, 4096\n[output]\npath = " +
+                                        (dir_ / "never.h5").string() + "\n");
+  const auto r = run("list " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# 6 of 6 points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pool.group_size=4;select.topk_tokens=4096"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("will be skipped: select.topk_tokens > workload.tokens"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "never.h5"));
+  const auto s = run("list " + cfg + " --shard 1/4");
+  EXPECT_NE(s.out.find("# 2 of 6 points (shard 1/4)"), std::string::npos) << s.out;  // points 1 and 5
+}
+
+TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
+  const std::string base = "[workload]\ntokens = 256\nsteps = 1\nindex_heads = 1\nattn_heads = 1\n"
+                           "[pool]\ngroup_size = 1, 2, 4, 8, 16\n[select]\ntopk_tokens = 32\n";
+  const auto cfg = file("shard.ini", base);
+  std::string inputs;
+  for (int i = 0; i < 3; ++i) {
+    const std::string out = (dir_ / ("s" + std::to_string(i) + ".h5")).string();
+    const auto r = run("run " + cfg + " --quiet --shard " + std::to_string(i) + "/3 --set output.path=" + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    inputs += " " + out;
+  }
+  const std::string merged = (dir_ / "merged.h5").string();
+  const auto m = run("merge " + merged + inputs);
+  ASSERT_EQ(m.code, 0) << m.out;
+  ip::h5::File f(merged, "r");
+  EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{5}));
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
+  // A shard of another sweep is refused.
+  const auto cfg2 = file("shard2.ini", "[workload]\ntokens = 256\nsteps = 1\nseed = 7\n[select]\ntopk_tokens = 32\n");
+  const std::string foreign = (dir_ / "foreign.h5").string();
+  ASSERT_EQ(run("run " + cfg2 + " --quiet --set output.path=" + foreign).code, 0);
+  const auto bad = run("merge " + (dir_ / "bad.h5").string() + inputs + " " + foreign);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("foreign.h5"), std::string::npos) << bad.out;
 }
 
 TEST_F(CliTest, BadConfigFailsBeforeWorkAndKeepsExistingResults) {
@@ -121,6 +174,38 @@ TEST_F(CliTest, PointThatCannotRunIsSkippedWithReason) {
   const auto r = run("run " + cfg + " --quiet");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipped: select.topk_tokens = 512 exceeds"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {
+  const std::string h5 = (dir_ / "killed.h5").string();
+  const auto cfg = file("kill.ini", "[workload]\ntokens = 16Ki\nsteps = 2\n[pool]\ngroup_size = range:1..24\n"
+                                    "[select]\ntopk_tokens = 256\n[output]\npath = " + h5 + "\n");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(IP_INDEXPOOL_BIN, IP_INDEXPOOL_BIN, "run", cfg.c_str(), "--quiet", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Kill it once the file holds at least one point, while later points are still running.
+  for (int i = 0; i < 600 && !fs::exists(h5); ++i) usleep(50 * 1000);
+  usleep(300 * 1000);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it was killed; make the sweep longer";
+  ip::Index64 held = 0;
+  {
+    ip::h5::File f(h5, "r");  // opens: a complete file
+    held = f.info("points").shape.at(0);
+  }
+  EXPECT_GE(held, 1);
+  EXPECT_LT(held, 24);
+  const auto r = run("run " + cfg + " --resume");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("{} of 24 points already", held)), std::string::npos) << r.out;
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{24}));
+  for (int i = 0; i < 24; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <cstdlib>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -167,8 +168,108 @@ TEST_F(ConfigTest, CrossKeyChecksRunBeforeAnyPoint) {
 }
 
 TEST_F(ConfigTest, ShippedConfigsLoad) {
-  const auto sw = load_sweep(std::string(IP_SOURCE_DIR) + "/configs/quickstart.ini");
-  EXPECT_EQ(sw.points.size(), 21u);  // 7 weightings x 3 group sizes
+  const std::string dir = std::string(IP_SOURCE_DIR) + "/configs/";
+  EXPECT_EQ(load_sweep(dir + "quickstart.ini").points.size(), 21u);          // 7 weightings x 3 group sizes
+  EXPECT_EQ(load_sweep(dir + "ablation_weighting.ini").points.size(), 56u);  // 2 seeds x 7 x 4
+  EXPECT_EQ(load_sweep(dir + "context_scaling.ini").points.size(), 18u);     // 6 lengths x 3
+  EXPECT_EQ(load_sweep(dir + "precision.ini").points.size(), 15u);           // 3 x 5
+  EXPECT_EQ(load_sweep(dir + "zip_example.ini").points.size(), 6u);          // 3 zipped x 2
+  EXPECT_EQ(load_sweep(dir + "import_trace.ini").points.size(), 5u);
+}
+
+TEST_F(ConfigTest, Pow2AndRangeItems) {
+  const auto sw = load_sweep(write("[workload]\ntokens = pow2:10..12, 5000\n[pool]\ngroup_size = range:2..6:2\n"));
+  ASSERT_EQ(sw.points.size(), 12u);  // {1024, 2048, 4096, 5000} x {2, 4, 6}
+  EXPECT_EQ(sw.points[0].workload.tokens, 1024);
+  EXPECT_EQ(sw.points[3].workload.tokens, 2048);
+  EXPECT_EQ(sw.points[9].workload.tokens, 5000);
+  EXPECT_EQ(sw.points[2].pipeline.pool.group_size, 6);
+  EXPECT_NE(error_of(write("[workload]\ntokens = pow2:12..10\n")).find("empty range"), std::string::npos);
+  EXPECT_NE(error_of(write("[pool]\ngroup_size = range:1..4:0\n")).find("step must be > 0"), std::string::npos);
+  EXPECT_NE(error_of(write("[pool]\ngroup_size = 2, 4, 2\n")).find("lists the value '2' twice"), std::string::npos);
+}
+
+TEST_F(ConfigTest, ZipMovesAxesTogether) {
+  const auto sw = load_sweep(write("[workload]\ntokens = 1Ki, 2Ki, 4Ki\n[select]\ntopk_tokens = 64, 128, 256\n"
+                                   "[pool]\nweighting = uniform, tfidf\n[sweep]\nzip = workload.tokens select.topk_tokens\n"));
+  ASSERT_EQ(sw.points.size(), 6u);  // 3 zipped values x 2 weightings
+  EXPECT_EQ(sw.points[0].workload.tokens, 1024);
+  EXPECT_EQ(sw.points[0].pipeline.topk_tokens, 64);
+  EXPECT_EQ(sw.points[5].workload.tokens, 4096);
+  EXPECT_EQ(sw.points[5].pipeline.topk_tokens, 256);
+  EXPECT_EQ(sw.points[5].key, "workload.tokens=4Ki;select.topk_tokens=256;pool.weighting=tfidf");
+  EXPECT_NE(error_of(write("[workload]\ntokens = 1Ki, 2Ki\n[select]\ntopk_tokens = 64, 128, 256\n"
+                           "[sweep]\nzip = workload.tokens select.topk_tokens\n"))
+                .find("differ in length"),
+            std::string::npos);
+  EXPECT_NE(error_of(write("[workload]\ntokens = 1Ki, 2Ki\n[sweep]\nzip = workload.tokens select.topk_tokens\n"))
+                .find("does not set"),
+            std::string::npos);
+  EXPECT_NE(error_of(write("[sweep]\nzipp = a b\n")).find("unknown key 'sweep.zipp'"), std::string::npos);
+}
+
+TEST_F(ConfigTest, EnvironmentPrecisionOverridesFileAndCommandLineOverridesBoth) {
+  const auto path = write("[pool]\nprecision = fp32\n");
+  ::setenv("INDEXPOOL_PRECISION", "int8", 1);
+  const auto from_env = load_sweep(path);
+  const auto from_cli = load_sweep(path, {"pool.precision=fp8"});
+  ::setenv("INDEXPOOL_PRECISION", "fp7", 1);
+  const std::string bad = error_of(path);
+  ::unsetenv("INDEXPOOL_PRECISION");
+  EXPECT_EQ(from_env.points[0].pipeline.pool.precision, ip::Precision::int8);
+  EXPECT_EQ(from_cli.points[0].pipeline.pool.precision, ip::Precision::fp8);
+  EXPECT_NE(bad.find("INDEXPOOL_PRECISION"), std::string::npos) << bad;
+}
+
+TEST_F(ConfigTest, ShardsPartitionThePoints) {
+  const auto sw = load_sweep(write("[pool]\nweighting = uniform, cosine, tfidf\ngroup_size = 1, 2, 4, 8, 16\n"));
+  ASSERT_EQ(sw.points.size(), 15u);
+  for (int n = 1; n <= 8; ++n) {
+    std::vector<int> seen(15, 0);
+    for (int i = 0; i < n; ++i)
+      for (const auto& p : ip::exp::shard_points(sw, i, n)) ++seen[p.index];
+    for (int c : seen) EXPECT_EQ(c, 1) << "N = " << n;  // every point exactly once
+  }
+  EXPECT_THROW(ip::exp::shard_points(sw, 3, 3), ip::Error);
+}
+
+TEST_F(ConfigTest, ShardSpecAndSlurmVariables) {
+  EXPECT_EQ(ip::exp::parse_shard("2/5"), (std::pair<int, int>{2, 5}));
+  EXPECT_THROW(ip::exp::parse_shard("5/5"), ip::Error);
+  EXPECT_THROW(ip::exp::parse_shard("x/2"), ip::Error);
+  EXPECT_THROW(ip::exp::parse_shard("3"), ip::Error);
+  EXPECT_EQ(ip::exp::parse_shard(""), (std::pair<int, int>{0, 1}));  // no Slurm variables in the test
+  ::setenv("SLURM_ARRAY_TASK_ID", "7", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
+  ::setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
+  const auto slurm = ip::exp::parse_shard("");  // tasks 1, 3, 5, 7: task 7 is shard (7 - 1) / 2 = 3 of 4
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ::unsetenv("SLURM_ARRAY_TASK_MIN");
+  ::unsetenv("SLURM_ARRAY_TASK_STEP");
+  EXPECT_EQ(slurm, (std::pair<int, int>{3, 4}));
+}
+
+TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {
+  const auto a = load_sweep(write("[pool]\ngroup_size = 2, 4\n[output]\npath = a.h5\n"));
+  const auto b = load_sweep(write("threads = 3\n[pool]\ngroup_size = 2, 4\n[output]\npath = b.h5\n"));
+  const auto c = load_sweep(write("[pool]\ngroup_size = 2, 8\n"));
+  EXPECT_EQ(a.sweep_id, b.sweep_id);
+  EXPECT_NE(a.sweep_id, c.sweep_id);
+  EXPECT_EQ(a.sweep_id.size(), 16u);
+}
+
+TEST_F(ConfigTest, MemoryLimitAndEstimate) {
+  const auto sw = load_sweep(write("[workload]\ntokens = 1Mi\n[sweep]\nmemory_limit = 1Gi\n"));
+  EXPECT_EQ(sw.memory_limit, 1073741824.0);
+  // Keys, attention keys and values of 1Mi tokens alone: 1Mi * (128 + 128 + 128) * 4 B = 1.5 GiB.
+  EXPECT_GT(ip::exp::estimate_point_bytes(sw.points[0]), 1.5 * 1073741824.0);
+  EXPECT_NE(error_of(write("[sweep]\nmemory_limit = lots\n")).find("sweep.memory_limit"), std::string::npos);
+}
+
+TEST_F(ConfigTest, OutputKeysCannotBeAxes) {
+  EXPECT_NE(error_of(write("[output]\npath = a.h5, b.h5\n")).find("cannot be a sweep axis"), std::string::npos);
 }
 
 }  // namespace

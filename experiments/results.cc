@@ -1,0 +1,404 @@
+// The results file of a sweep: its HDF5 layout, crash-safe appends (copy, fsync, rename), the writer
+// lock, merging shard files and a text description (see results.h).
+#include "experiments/results.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "experiments/h5.h"
+
+namespace ip::exp {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = h5::Column::Kind;
+
+// The PointSummary numbers, in table order (float64 columns after index, key, axes, status, reason).
+// clang-format off
+constexpr const char* kNumberColumns[] = {
+    "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "exact_macs_per_query",
+    "token_recall", "block_recall", "mass_recall", "output_error", "pool_ms", "score_ms", "topk_ms", "attention_ms",
+    "wall_s"};
+// clang-format on
+constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_recall", "output_error",
+                                        "pool_ms",      "score_ms",     "topk_ms",     "attention_ms"};
+constexpr const char* kUnits =
+    "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
+    "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
+    "block_recall, mass_recall: fractions in [0, 1]; output_error: relative, no unit; *_ms: milliseconds "
+    "(median over steps); wall_s: seconds";
+constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
+
+std::vector<double> numbers(const PointSummary& s) {
+  // clang-format off
+  return {s.tokens, s.index_bytes_per_token, s.exact_bytes_per_token, s.macs_per_query, s.exact_macs_per_query,
+          s.token_recall, s.block_recall, s.mass_recall, s.output_error, s.pool_ms, s.score_ms, s.topk_ms,
+          s.attention_ms, s.wall_s};
+  // clang-format on
+}
+
+std::vector<double> numbers(const StepRecord& s) {
+  return {s.token_recall, s.block_recall, s.mass_recall, s.output_error,
+          s.pool_ms,      s.score_ms,     s.topk_ms,     s.attention_ms};
+}
+
+std::string group_name(std::size_t index) { return fmt::format("point_{:06d}", index); }
+
+// The empty /points table of a sweep with these axes.
+h5::Table points_table(const std::vector<std::string>& axis_keys) {
+  h5::Table t;
+  t.add("index", Kind::kInt64);
+  t.add("key", Kind::kString);
+  for (const auto& a : axis_keys) t.add(a, Kind::kString);
+  t.add("status", Kind::kString);
+  t.add("reason", Kind::kString);
+  for (const char* n : kNumberColumns) t.add(n, Kind::kFloat64);
+  return t;
+}
+
+// Appends row r of `src` to `dst` (same columns).
+void copy_row(h5::Table& dst, const h5::Table& src, std::size_t r) {
+  for (std::size_t c = 0; c < dst.columns.size(); ++c) {
+    const h5::Column& s = src.columns[c];
+    h5::Column& d = dst.columns[c];
+    if (s.kind == Kind::kString)
+      d.strings.push_back(s.strings[r]);
+    else if (s.kind == Kind::kInt64)
+      d.ints.push_back(s.ints[r]);
+    else
+      d.floats.push_back(s.floats[r]);
+  }
+}
+
+h5::Table one_row(const PointRecord& rec, const std::vector<std::string>& axis_keys) {
+  h5::Table t = points_table(axis_keys);
+  std::size_t c = 0;
+  t.columns[c++].ints.push_back(static_cast<std::int64_t>(rec.index));
+  t.columns[c++].strings.push_back(rec.key);
+  for (const auto& a : rec.axes) t.columns[c++].strings.push_back(a.second);
+  t.columns[c++].strings.push_back(rec.summary.status);
+  t.columns[c++].strings.push_back(rec.summary.reason);
+  for (double v : numbers(rec.summary)) t.columns[c++].floats.push_back(v);
+  return t;
+}
+
+bool same_columns(const h5::Table& a, const h5::Table& b) {
+  if (a.columns.size() != b.columns.size()) return false;
+  for (std::size_t c = 0; c < a.columns.size(); ++c)
+    if (a.columns[c].name != b.columns[c].name || a.columns[c].kind != b.columns[c].kind) return false;
+  return true;
+}
+
+std::string column_names(const h5::Table& t) {
+  std::string s;
+  for (const auto& c : t.columns) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_root_attrs(h5::File& f, const SweepMeta& m) {
+  f.set_attr("/", "schema_version", std::int64_t{kSchemaVersion});
+  const std::pair<const char*, const std::string*> strings[] = {{"tool_version", &m.tool_version},
+                                                                {"git_revision", &m.git_revision},
+                                                                {"config_text", &m.config_text},
+                                                                {"config_path", &m.config_path},
+                                                                {"argv", &m.argv},
+                                                                {"host", &m.host},
+                                                                {"backend", &m.backend},
+                                                                {"device", &m.device}};
+  for (const auto& [name, value] : strings) f.set_attr("/", name, *value);
+  f.set_attr("/", "created_utc", utc_now());
+  f.set_attr("/", "sweep_id", m.sweep_id);
+  f.set_attr("/", "points_total", m.points_total);
+  f.set_attr("/", "units", std::string(kUnits));
+}
+
+void write_point(h5::File& f, const PointRecord& rec) {
+  const std::string g = group_name(rec.index);
+  f.create_group(g);
+  f.set_attr(g, "key", rec.key);
+  f.set_attr(g, "status", rec.summary.status);
+  f.set_attr(g, "reason", rec.summary.reason);
+  for (const auto& [axis, value] : rec.axes) f.set_attr(g, axis, value);
+  h5::Table steps;
+  steps.add("request", Kind::kInt64);
+  steps.add("step", Kind::kInt64);
+  for (const char* n : kStepColumns) steps.add(n, Kind::kFloat64);
+  auto& request = steps.columns[0].ints;
+  auto& step = steps.columns[1].ints;
+  for (std::size_t b = 0; b < rec.requests.size(); ++b) {
+    for (std::size_t s = 0; s < rec.requests[b].steps.size(); ++s) {
+      request.push_back(static_cast<std::int64_t>(b));
+      step.push_back(static_cast<std::int64_t>(s));
+      const std::vector<double> v = numbers(rec.requests[b].steps[s]);
+      for (std::size_t c = 0; c < v.size(); ++c) steps.columns[2 + c].floats.push_back(v[c]);
+    }
+  }
+  f.write_table(g + "/steps", steps);
+  for (std::size_t b = 0; b < rec.requests.size(); ++b) {
+    const RequestDetail& d = rec.requests[b];
+    if (d.composite_keys.empty() && d.selected.empty()) continue;
+    const std::string where = b == 0 ? g : fmt::format("{}/request_{}", g, b);
+    if (b > 0) f.create_group(where);
+    if (!d.composite_keys.empty()) f.write(where + "/composite_keys", d.composite_keys);
+    if (!d.selected.empty()) {
+      const Index64 n = static_cast<Index64>(d.selected.size());
+      IP_REQUIRE(d.k_groups > 0 && n % d.k_groups == 0,
+                 "point '{}', request {}: {} selected ids are not a multiple of k_groups = {}", rec.key, b, n,
+                 d.k_groups);
+      f.write(where + "/selected_groups", d.selected, {n / d.k_groups, d.k_groups});
+    }
+  }
+}
+
+void sync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  IP_REQUIRE(fd >= 0, "cannot open '{}' to sync it: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  IP_REQUIRE(rc == 0 || (directory && err == EINVAL), "fsync of '{}' failed: {}", path, std::strerror(err));
+}
+
+std::string folder_of(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? "." : p.string();
+}
+
+// `<path>.lock`, held with flock for the life of the writer (the kernel drops it when the process dies).
+class Lock {
+ public:
+  explicit Lock(const std::string& target) : path_(target + ".lock") {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      IP_REQUIRE(fd_ >= 0, "cannot create the lock file '{}': {}", path_, std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd_);
+        IP_REQUIRE(err != EWOULDBLOCK,
+                   "another indexpool run is writing '{}' (it holds the lock '{}'); wait for it to finish or write "
+                   "to another path",
+                   target, path_);
+        throw Error(fmt::format("cannot lock '{}': {}", path_, std::strerror(err)));
+      }
+      // The previous holder unlinks the lock file when it finishes: make sure we locked the current one.
+      struct stat held {
+      }, now{};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+          held.st_dev == now.st_dev)
+        return;
+      ::close(fd_);
+    }
+    throw Error(fmt::format("cannot lock '{}': it keeps being replaced", path_));
+  }
+  ~Lock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+struct ResultsFile::Impl {
+  Impl(const std::string& p, const SweepMeta& m) : path(p), meta(m), lock(p), rows(points_table(m.axis_keys)) {}
+  std::string path;
+  SweepMeta meta;
+  Lock lock;
+  bool on_disk = false;  // `path` holds this sweep's file (resumed, or written by an append)
+  h5::Table rows;        // the /points table as it is on disk
+  std::set<std::string> keys;
+  std::set<std::int64_t> indices;
+};
+
+ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool resume, bool overwrite) {
+  const h5::Table columns = points_table(meta.axis_keys);
+  for (std::size_t c = 0; c < columns.columns.size(); ++c)
+    for (std::size_t d = 0; d < c; ++d)
+      IP_REQUIRE(columns.columns[c].name != columns.columns[d].name,
+                 "results file '{}': column '{}' appears twice (axis keys: a repeated axis, or one named like a "
+                 "fixed column)",
+                 path, columns.columns[c].name);
+  IP_REQUIRE(fs::is_directory(folder_of(path)), "results file '{}': folder '{}' does not exist", path, folder_of(path));
+  impl_ = std::make_unique<Impl>(path, meta);
+  if (fs::exists(path)) {
+    IP_REQUIRE(resume || overwrite,
+               "results file '{}' already exists; pass --resume to continue that sweep or --overwrite to replace it",
+               path);
+    if (resume) {
+      h5::File f(path, "r");
+      IP_REQUIRE(f.has_attr("/", "schema_version") && f.has_attr("/", "sweep_id"),
+                 "cannot resume '{}': it has no schema_version or sweep_id attribute (not an indexpool results file)",
+                 path);
+      const std::int64_t version = f.attr_int("/", "schema_version");
+      IP_REQUIRE(version == kSchemaVersion,
+                 "cannot resume '{}': it has schema_version {}, this indexpool writes schema_version {}; write to a "
+                 "new path or pass --overwrite",
+                 path, version, kSchemaVersion);
+      const std::string sweep = f.attr_string("/", "sweep_id");
+      IP_REQUIRE(sweep == meta.sweep_id,
+                 "cannot resume '{}': it holds sweep_id {}, the current configuration has sweep_id {} (the settings "
+                 "differ); write to a new path or pass --overwrite",
+                 path, sweep, meta.sweep_id);
+      h5::Table rows = f.read_table("points");
+      IP_REQUIRE(same_columns(rows, columns),
+                 "cannot resume '{}': its table columns ({}) differ from this sweep's ({})", path, column_names(rows),
+                 column_names(columns));
+      for (std::size_t r = 0; r < rows.rows(); ++r) {
+        impl_->keys.insert(rows.columns[1].strings[r]);
+        impl_->indices.insert(rows.columns[0].ints[r]);
+      }
+      impl_->rows = std::move(rows);
+      impl_->on_disk = true;
+    }
+  }
+  // We hold the lock, so any `<path>.tmp-*` is left over from a killed run.
+  const std::string stale = fs::path(path).filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder_of(path), ec))
+    if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+}
+
+ResultsFile::~ResultsFile() = default;
+
+bool ResultsFile::has(const std::string& point_key) const { return impl_->keys.count(point_key) > 0; }
+
+std::size_t ResultsFile::size() const { return impl_->rows.rows(); }
+
+void ResultsFile::append(const PointRecord& rec) {
+  Impl& im = *impl_;
+  IP_REQUIRE(!has(rec.key), "results file '{}': point '{}' is already in the file", im.path, rec.key);
+  IP_REQUIRE(!im.indices.count(static_cast<std::int64_t>(rec.index)),
+             "results file '{}': point index {} is already in the file (point '{}')", im.path, rec.index, rec.key);
+  bool axes_match = rec.axes.size() == im.meta.axis_keys.size();
+  for (std::size_t a = 0; axes_match && a < rec.axes.size(); ++a)
+    axes_match = rec.axes[a].first == im.meta.axis_keys[a];
+  IP_REQUIRE(axes_match, "results file '{}': point '{}' does not have the sweep's axes in order", im.path, rec.key);
+
+  const h5::Table row = one_row(rec, im.meta.axis_keys);
+  const std::string tmp = fmt::format("{}.tmp-{}", im.path, ::getpid());
+  try {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    if (im.on_disk) fs::copy_file(im.path, tmp);
+    h5::File f(tmp, im.on_disk ? "a" : "w");
+    if (!im.on_disk) write_root_attrs(f, im.meta);
+    // A new file, or a string wider than its column: rewrite the table (HDF5 does not reuse the old one's space,
+    // so the file grows by one table each time a column widens; widths double, so that happens rarely).
+    if (!im.on_disk || !f.append_table("points", row)) {
+      if (im.on_disk) f.remove("points");
+      h5::Table all = im.rows;
+      copy_row(all, row, 0);
+      f.write_table("points", all, kChunkRows);
+    }
+    write_point(f, rec);
+    f.close();
+    sync_path(tmp, false);
+    IP_REQUIRE(::rename(tmp.c_str(), im.path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp, im.path,
+               std::strerror(errno));
+    sync_path(folder_of(im.path), true);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error(fmt::format("cannot append point '{}' to results file '{}': {}", rec.key, im.path, e.what()));
+  }
+  copy_row(im.rows, row, 0);
+  im.keys.insert(rec.key);
+  im.indices.insert(static_cast<std::int64_t>(rec.index));
+  im.on_disk = true;
+}
+
+void merge_results(const std::string& out, const std::vector<std::string>& inputs) {
+  IP_REQUIRE(!inputs.empty(), "merge: no input files");
+  IP_REQUIRE(!fs::exists(out), "merge: output '{}' already exists; choose a new path", out);
+  std::vector<h5::File> files;
+  std::vector<h5::Table> tables;
+  for (const auto& in : inputs) {
+    files.emplace_back(in, "r");
+    h5::File& f = files.back();
+    IP_REQUIRE(f.has_attr("/", "schema_version") && f.has_attr("/", "sweep_id"),
+               "merge: '{}' has no schema_version or sweep_id attribute (not an indexpool results file)", in);
+    const std::int64_t version = f.attr_int("/", "schema_version");
+    const std::string sweep = f.attr_string("/", "sweep_id");
+    IP_REQUIRE(version == files[0].attr_int("/", "schema_version"), "merge: '{}' has schema_version {} but '{}' has {}",
+               in, version, inputs[0], files[0].attr_int("/", "schema_version"));
+    IP_REQUIRE(version == kSchemaVersion, "merge: '{}' has schema_version {}, this indexpool reads schema_version {}",
+               in, version, kSchemaVersion);
+    IP_REQUIRE(sweep == files[0].attr_string("/", "sweep_id"),
+               "merge: '{}' has sweep_id {} but '{}' has sweep_id {}: they are not shards of one sweep", in, sweep,
+               inputs[0], files[0].attr_string("/", "sweep_id"));
+    tables.push_back(f.read_table("points"));
+    IP_REQUIRE(same_columns(tables.back(), tables[0]), "merge: '{}' has table columns ({}) but '{}' has ({})", in,
+               column_names(tables.back()), inputs[0], column_names(tables[0]));
+  }
+  struct Entry {
+    std::int64_t index;
+    std::size_t file, row;
+  };
+  std::vector<Entry> entries;
+  std::map<std::string, std::size_t> key_file;
+  std::map<std::int64_t, std::size_t> index_file;
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    for (std::size_t r = 0; r < tables[i].rows(); ++r) {
+      const std::string& key = tables[i].columns[1].strings[r];
+      const std::int64_t index = tables[i].columns[0].ints[r];
+      const auto [k, key_new] = key_file.emplace(key, i);
+      IP_REQUIRE(key_new, "merge: point '{}' is in both '{}' and '{}'", key, inputs[k->second], inputs[i]);
+      const auto [x, index_new] = index_file.emplace(index, i);
+      IP_REQUIRE(index_new, "merge: point index {} is in both '{}' and '{}' with different keys", index,
+                 inputs[x->second], inputs[i]);
+      entries.push_back({index, i, r});
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  h5::Table all = tables[0];
+  for (auto& c : all.columns) c.strings.clear(), c.ints.clear(), c.floats.clear();
+  for (const Entry& e : entries) copy_row(all, tables[e.file], e.row);
+
+  const std::string tmp = fmt::format("{}.tmp-{}", out, ::getpid());
+  try {
+    h5::File o(tmp, "w");
+    o.copy_attrs_from(files[0], "/", "/");
+    o.write_table("points", all, kChunkRows);
+    for (const Entry& e : entries) {
+      const std::string g = group_name(e.index);
+      IP_REQUIRE(files[e.file].is_group(g), "merge: '{}' has no group '{}' for its point {}", inputs[e.file], g,
+                 e.index);
+      o.copy_from(files[e.file], g, g);
+    }
+    o.close();
+    sync_path(tmp, false);
+    IP_REQUIRE(::link(tmp.c_str(), out.c_str()) == 0, "merge: cannot create '{}': {}", out, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    sync_path(folder_of(out), true);
+  } catch (const std::exception&) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace ip::exp

@@ -1,0 +1,108 @@
+// The results file of a sweep (HDF5), written crash-safely one point at a time.
+//
+// Layout (schema_version 1):
+//   /                      attributes: schema_version (int), tool_version, git_revision, config_text,
+//                          config_path, argv, host, backend, device, created_utc (strings),
+//                          sweep_id (string: hash of the resolved config without output path and shard),
+//                          points_total (int: points in the whole sweep)
+//   /points                compound dataset, one row per finished or skipped point, in the order they
+//                          were written; pandas.DataFrame(f["points"][:]) reads it directly. Columns:
+//                          index (int64, position in the sweep's point list), key (fixed-length bytes,
+//                          the point's identity), one fixed-length bytes column per sweep axis (named
+//                          after the axis key, e.g. "pool.weighting"), status, reason (bytes), then every
+//                          PointSummary number as float64, named as in PointSummary with its unit suffix
+//                          where it has one (see results.cc).
+//   /point_<index>/        group per point (6-digit zero-padded index): attributes key, status, reason,
+//                          and the axis values; datasets
+//                            steps  compound [requests * steps]: request, step, token_recall, block_recall,
+//                                   mass_recall, output_error, pool_ms, score_ms, topk_ms, attention_ms
+//                            composite_keys   float32 [groups(*2 for maxmin), D]   (save_tensors, request 0)
+//                            selected_groups  int32 [Q, k_g]                        (save_tensors, request 0)
+//                            request_<b>/composite_keys, request_<b>/selected_groups for b >= 1
+//
+// Crash safety: every append writes a complete new file (copy of the previous one plus the new point)
+// next to the target and renames it over the target, so the file on disk is always one that h5py opens,
+// holding every point appended so far. A lock file (flock, released by the kernel when the process
+// dies) refuses a second writer of the same path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/pipeline.h"
+#include "core/tensor.h"
+
+namespace ip::exp {
+
+constexpr int kSchemaVersion = 1;
+
+// One point's result, averaged over requests and steps (times: median over steps of all requests).
+struct PointSummary {
+  std::string status = "ok";  // ok | skipped
+  std::string reason;         // why a point was skipped
+  double tokens = 0;          // mean context length (tokens)
+  double index_bytes_per_token = 0, exact_bytes_per_token = 0;  // bytes
+  double macs_per_query = 0, exact_macs_per_query = 0;          // multiply-adds
+  double token_recall = 0, block_recall = 0, mass_recall = 0, output_error = 0;
+  double pool_ms = 0, score_ms = 0, topk_ms = 0, attention_ms = 0;  // milliseconds, median
+  double wall_s = 0;  // seconds for the whole point
+};
+
+struct RequestDetail {
+  std::vector<StepRecord> steps;
+  Tensor<float> composite_keys;        // empty unless save_tensors
+  std::vector<std::int32_t> selected;  // [steps, k_groups], empty unless save_tensors
+  Index64 k_groups = 0;
+};
+
+struct PointRecord {
+  std::size_t index = 0;  // position in the sweep's point list
+  std::string key;        // identity of the point (resume and merge compare it)
+  std::vector<std::pair<std::string, std::string>> axes;  // axis key -> value, in axis order
+  PointSummary summary;
+  std::vector<RequestDetail> requests;  // empty for a skipped point
+};
+
+// What the root attributes say about the sweep.
+struct SweepMeta {
+  std::string sweep_id;
+  std::string tool_version, git_revision;
+  std::string config_text, config_path, argv, host, backend, device;
+  std::vector<std::string> axis_keys;  // the sweep's axes, in order (the table's axis columns)
+  std::int64_t points_total = 0;
+};
+
+class ResultsFile {
+ public:
+  // Takes the lock on `path` (error if another live process holds it), then:
+  //  resume = false: refuses an existing file at `path` unless `overwrite` (then it is replaced only
+  //                  when the first point is appended);
+  //  resume = true:  opens the existing file (if any), checks schema_version and sweep_id against
+  //                  `meta`, and remembers which point keys it holds.
+  // Nothing at `path` is modified or truncated by a failed open.
+  ResultsFile(const std::string& path, const SweepMeta& meta, bool resume, bool overwrite);
+  ~ResultsFile();
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+
+  bool has(const std::string& point_key) const;
+  std::size_t size() const;  // points held
+  void append(const PointRecord& rec);  // crash-safe (see above); throws ip::Error naming the file
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// `indexpool merge OUT IN...`: joins shard files of one sweep (same sweep_id and schema_version; each
+// point key at most once — a duplicate with the same key is an error). OUT must not exist.
+void merge_results(const std::string& out, const std::vector<std::string>& inputs);
+
+// `indexpool inspect FILE`: a readable description (attributes, point count by status, table columns,
+// per-point groups and their datasets with shapes).
+std::string inspect_results(const std::string& path);
+
+}  // namespace ip::exp

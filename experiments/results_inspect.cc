@@ -1,0 +1,101 @@
+// `indexpool inspect FILE`: a readable description of a results file (see results.h). Works on files of
+// another schema_version, and on any HDF5 file, by falling back to a generic listing.
+#include <map>
+
+#include "core/error.h"
+#include "experiments/h5.h"
+#include "experiments/results.h"
+
+namespace ip::exp {
+namespace {
+
+// A value on one line, or on indented lines after the name when it has several (config_text).
+std::string attr_line(const std::string& indent, const std::string& name, const std::string& value) {
+  if (value.find('\n') == std::string::npos) return fmt::format("{}{}: {}\n", indent, name, value);
+  std::string s = fmt::format("{}{}:\n", indent, name);
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    std::size_t end = value.find('\n', start);
+    if (end == std::string::npos) end = value.size();
+    if (end > start || end < value.size()) s += fmt::format("{}  | {}\n", indent, value.substr(start, end - start));
+    start = end + 1;
+  }
+  return s;
+}
+
+std::string shape_text(const std::vector<Index64>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+// Every object under `group` (skipping `skip` at the top), with group attributes and dataset shapes.
+void list_tree(const h5::File& f, const std::string& group, const std::string& indent, const std::string& skip,
+               std::string& out) {
+  for (const auto& name : f.list(group)) {
+    if (name == skip) continue;
+    const std::string path = group == "/" ? name : group + "/" + name;
+    if (f.is_group(path)) {
+      std::string attrs;
+      for (const auto& a : f.attr_names(path)) {
+        std::string v = f.attr_text(path, a);
+        if (v.size() > 60) v = v.substr(0, 57) + "...";
+        attrs += fmt::format("{}{}={}", attrs.empty() ? "" : ", ", a, v);
+      }
+      out += fmt::format("{}{}/{}{}\n", indent, name, attrs.empty() ? "" : "  ", attrs);
+      list_tree(f, path, indent + "  ", "", out);
+    } else {
+      const h5::DatasetInfo di = f.info(path);
+      const std::string type = di.type_name.rfind("compound", 0) == 0 ? "table" : di.type_name;
+      out += fmt::format("{}{}  {} {}\n", indent, name, type, shape_text(di.shape));
+    }
+  }
+}
+
+const char* kind_name(h5::Column::Kind k) {
+  return k == h5::Column::Kind::kString ? "bytes" : k == h5::Column::Kind::kInt64 ? "int64" : "float64";
+}
+
+}  // namespace
+
+std::string inspect_results(const std::string& path) {
+  h5::File f(path, "r");
+  std::string out = fmt::format("results file {}\n", path);
+  bool known = false;
+  if (!f.has_attr("/", "schema_version")) {
+    out += "  no schema_version attribute: this is not an indexpool results file; listing it as plain HDF5\n";
+  } else {
+    const std::string version = f.attr_text("/", "schema_version");
+    known = version == std::to_string(kSchemaVersion);
+    if (!known)
+      out += fmt::format(
+          "  schema_version {} differs from the version this indexpool reads ({}): the file was written by another "
+          "indexpool version; listing it as plain HDF5\n",
+          version, kSchemaVersion);
+  }
+  out += "attributes:\n";
+  for (const auto& a : f.attr_names("/")) out += attr_line("  ", a, f.attr_text("/", a));
+
+  if (known && f.exists("points")) {
+    try {
+      const h5::Table t = f.read_table("points");
+      std::map<std::string, std::size_t> by_status;
+      for (const auto& s : t.column("status").strings) ++by_status[s];
+      std::string counts;
+      for (const auto& [status, n] : by_status)
+        counts += fmt::format("{}{}: {}", counts.empty() ? "" : ", ", status, n);
+      const std::string total =
+          f.has_attr("/", "points_total") ? fmt::format(" of {}", f.attr_text("/", "points_total")) : "";
+      out += fmt::format("points: {}{} ({})\n", t.rows(), total, counts.empty() ? "none" : counts);
+      out += "table /points columns:\n";
+      for (const auto& c : t.columns) out += fmt::format("  {} ({})\n", c.name, kind_name(c.kind));
+    } catch (const Error& e) {
+      out += fmt::format("points: cannot read the /points table: {}\n", e.what());
+    }
+  }
+  out += "objects:\n";
+  list_tree(f, "/", "  ", "", out);
+  return out;
+}
+
+}  // namespace ip::exp
