@@ -136,7 +136,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     meta.argv = argv_line;
     meta.host = host_name();
     meta.backend = points.empty() ? "cpu" : points.front().backend;
-    meta.device = devices_string();
+    meta.device = fmt::format("CPU: {}; CUDA: {}", cpu_description(), devices_string());
     meta.axis_keys = sweep.axis_keys;
     meta.points_total = static_cast<std::int64_t>(sweep.points.size());
     results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <thread>
 #include <map>
 #include <memory>
 
@@ -147,6 +149,17 @@ std::string host_name() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
   return buf;
+}
+
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return fmt::format("{}, {} hardware threads", model, std::thread::hardware_concurrency());
 }
 
 std::string version_string() {

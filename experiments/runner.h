@@ -36,5 +36,7 @@ std::string version_string();
 // The CUDA devices this process sees, one per line (or why there are none).
 std::string devices_string();
 std::string host_name();
+// "<CPU model>, <n> hardware threads" from /proc/cpuinfo.
+std::string cpu_description();
 
 }  // namespace ip::exp
