@@ -48,6 +48,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   res.groups = num_groups(T, G);
   res.k_groups = groups_for_budget(p.topk_tokens, G);
   res.selected.reserve(static_cast<std::size_t>(Q * res.k_groups));
+  res.selected_mass.reserve(static_cast<std::size_t>(Q * res.k_groups));
 
   AccessStats stats(T, p.stats_decay);
   std::vector<float> query_ref;  // EMA of past queries (mean over heads); empty until one step has run
@@ -116,6 +117,12 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
         m = 1.0f / static_cast<float>(n);
       }
       step_mass[sel_tokens[i]] = m;
+    }
+    // Mass per selected group, in selection order (the relevance a cache model sees).
+    for (std::int32_t g : sel) {
+      float m = 0.0f;
+      for (Index64 t = Index64{g} * G; t < std::min(T, (Index64{g} + 1) * G); ++t) m += step_mass[t];
+      res.selected_mass.push_back(m);
     }
     std::vector<std::pair<Index64, Index64>> ranges;
     ranges.reserve(sel.size());

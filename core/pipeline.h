@@ -31,6 +31,8 @@ struct StepRecord {
 struct RequestResult {
   std::vector<StepRecord> steps;
   std::vector<std::int32_t> selected;  // [Q, k_g] selected group ids, best first
+  std::vector<float> selected_mass;    // [Q, k_g] attention mass each selected group got (mean over heads;
+                                       // 1/k_g each when the workload has no attention stage)
   PooledIndex index;                   // the index as it stood after the last step
   Index64 tokens = 0, groups = 0, k_groups = 0;
   int group_size = 1;

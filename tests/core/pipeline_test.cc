@@ -51,6 +51,7 @@ void expect_same_result(const ip::RequestResult& a, const ip::RequestResult& b) 
     EXPECT_TRUE(same_bits(a.steps[q].output_error, b.steps[q].output_error)) << "step " << q;
   }
   EXPECT_EQ(a.selected, b.selected);
+  EXPECT_EQ(a.selected_mass, b.selected_mass);
   EXPECT_EQ(a.index.rows.payload, b.index.rows.payload);
   EXPECT_EQ(a.index.rows.scales, b.index.rows.scales);
   EXPECT_EQ(a.rebuilds, b.rebuilds);
@@ -135,6 +136,28 @@ TEST(Pipeline, BadParametersThrowNamingTheSetting) {
   p.topk_tokens = 0;
   EXPECT_IP_ERROR(ip::run_request(*be, w, p), "select.topk_tokens = 0");
   ip::set_num_threads(0);
+}
+
+TEST(Pipeline, SelectedMassIsTheStepsAttentionOverEachGroup) {
+  // Sparse attention is a softmax over the selected tokens, so per step the masses of the selected
+  // groups (mean over heads) sum to 1; without attention each of the k_g groups gets 1/k_g.
+  auto be = ip::make_cpu_backend(1);
+  for (bool attention : {true, false}) {
+    const auto w = small_workload(attention);
+    const auto r = ip::run_request(*be, w, pipeline(Weighting::uniform, Precision::fp32, 4, 256));
+    ASSERT_EQ(r.selected_mass.size(), r.selected.size());
+    ASSERT_EQ(r.k_groups, 64);  // ceil(256 / 4)
+    for (size_t q = 0; q < r.steps.size(); ++q) {
+      double sum = 0;
+      for (ip::Index64 i = 0; i < r.k_groups; ++i) {
+        const float m = r.selected_mass[q * r.k_groups + i];
+        EXPECT_GE(m, 0.0f);
+        if (!attention) EXPECT_FLOAT_EQ(m, 1.0f / 64);
+        sum += m;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5) << "step " << q << (attention ? " with" : " without") << " attention";
+    }
+  }
 }
 
 }  // namespace
