@@ -54,11 +54,12 @@ IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const f
 
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
 // `scratch` holds D floats for it).
-IP_HOST_DEVICE void cosine_group_weights(const float* keys, long long ld, int n, int D, const float* m,
-                                         float eps, float power, float* scratch, float* w) {
+IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long long ld, int n, int D,
+                                         const float* m, float eps, float power, float* __restrict__ scratch,
+                                         float* __restrict__ w) {
   if (!m) {
-    for (int d = 0; d < D; ++d) scratch[d] = 0.0f;
-    for (int r = 0; r < n; ++r)
+    for (int d = 0; d < D; ++d) scratch[d] = keys[d];
+    for (int r = 1; r < n; ++r)
       for (int d = 0; d < D; ++d) scratch[d] += keys[r * ld + d];
     const float inv = 1.0f / static_cast<float>(n);
     for (int d = 0; d < D; ++d) scratch[d] *= inv;
@@ -67,15 +68,16 @@ IP_HOST_DEVICE void cosine_group_weights(const float* keys, long long ld, int n,
   float mm = 0.0f;
   IP_SIMD_REDUCE(+ : mm)
   for (int d = 0; d < D; ++d) mm += m[d] * m[d];
+  const float mnorm = sqrtf(mm);
   for (int r = 0; r < n; ++r) {
+    const float* __restrict__ k = keys + r * ld;
     float kk = 0.0f, km = 0.0f;
     IP_SIMD_REDUCE(+ : kk, km)
     for (int d = 0; d < D; ++d) {
-      const float k = keys[r * ld + d];
-      kk += k * k;
-      km += k * m[d];
+      kk += k[d] * k[d];
+      km += k[d] * m[d];
     }
-    const float denom = sqrtf(kk) * sqrtf(mm);
+    const float denom = sqrtf(kk) * mnorm;
     const float c = denom > 0.0f ? km / denom : 0.0f;
     const float base = c > eps ? c : eps;
     w[r] = power == 1.0f ? base : powf(base, power);
