@@ -218,6 +218,32 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.pipeline.topk_tokens = parse_int(v); }},
       {"select.fidelity", "true", "compute exact-indexer and dense-attention metrics",
        [](P& p, const std::string& v) { p.pipeline.fidelity = parse_bool(v); }},
+      {"cache.enabled", "true", "replay each point's selections through the cache hierarchy",
+       [](P& p, const std::string& v) { p.cache.enabled = parse_bool(v); }},
+      {"cache.levels", "lru:16KiB clock:256KiB semantic:8MiB",
+       "space-separated POLICY:CAPACITY levels, closest first (capacity: entries, or bytes with KiB/MiB/GiB);\n"
+       "                                          policies: lru clock fifo lfu sieve semantic opt",
+       [](P& p, const std::string& v) {
+         std::vector<std::string> levels;
+         std::istringstream in(v);
+         for (std::string l; in >> l;) levels.push_back(l);
+         p.cache.levels = levels;
+         CacheParams check = p.cache;
+         check.enabled = true;
+         validate_cache(check);
+       }},
+      {"cache.mode", "nine", "nine (non-inclusive non-exclusive), inclusive or exclusive",
+       [](P& p, const std::string& v) { p.cache.mode = one_of(v, {"nine", "inclusive", "exclusive"}); }},
+      {"cache.object", "kv", "what one access is: kv (the group's keys and values) or index (its index entry)",
+       [](P& p, const std::string& v) { p.cache.object = one_of(v, {"kv", "index"}); }},
+      {"cache.kv_bytes", "2", "bytes per KV element for cache.object = kv (2: bf16)", [](P& p, const std::string& v) {
+         p.cache.kv_bytes = parse_i32(v);
+         IP_REQUIRE(p.cache.kv_bytes >= 1 && p.cache.kv_bytes <= 8, "must be 1..8");
+       }},
+      {"cache.opt_bound", "true", "also replay with Belady's OPT at every level (the bound)",
+       [](P& p, const std::string& v) { p.cache.opt_bound = parse_bool(v); }},
+      {"cache.mrc", "true", "store the exact LRU miss-ratio curve of each point's trace",
+       [](P& p, const std::string& v) { p.cache.mrc = parse_bool(v); }},
       {"output.path", "", "results HDF5 file (empty: print the table only)",
        [](P& p, const std::string& v) { p.output_path = v; }},
       {"output.save_tensors", "false", "store each point's composite keys and selected group ids",
@@ -341,8 +367,10 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     IP_REQUIRE(!key.empty(), "{}:{}: missing key before '='", path, lineno);
     add(Setting{section.empty() ? key : section + "." + key, split_list(trim(line.substr(eq + 1))), path, lineno});
   }
-  if (const char* env = std::getenv("INDEXPOOL_PRECISION"); env && *env)
+  if (const char* env = std::getenv("INDEXPOOL_PRECISION"); env && *env) {
     add(Setting{"pool.precision", split_list(env), "environment INDEXPOOL_PRECISION", -1});
+    sw.config_text += fmt::format("\n# environment: INDEXPOOL_PRECISION={}\n", env);
+  }
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     IP_REQUIRE(eq != std::string::npos, "command line: --set expects key=value, got '{}'", o);
@@ -432,6 +460,22 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     if (p.key.empty()) p.key = "-";
     sw.points.push_back(std::move(p));
   }
+  // INDEXPOOL_CACHE_SIZE (bytes, units allowed): the capacity of the last cache level.
+  if (const char* env = std::getenv("INDEXPOOL_CACHE_SIZE"); env && *env) {
+    long long bytes = 0;
+    try {
+      bytes = parse_int(env);
+      IP_REQUIRE(bytes > 0, "must be > 0");
+    } catch (const Error& e) {
+      throw Error(fmt::format("environment INDEXPOOL_CACHE_SIZE = '{}': {}", env, e.what()));
+    }
+    for (auto& p : sw.points) {
+      std::string& last = p.cache.levels.back();
+      last = last.substr(0, last.rfind(':')) + ":" + std::to_string(bytes) + "B";
+      validate_cache(p.cache);
+    }
+    sw.config_text += fmt::format("\n# environment: INDEXPOOL_CACHE_SIZE={}\n", env);
+  }
   // Whole-point checks that involve several keys.
   for (const auto& p : sw.points) {
     try {
@@ -450,6 +494,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     for (const auto& v : s.values) canon += v + ",";
     canon += "\n";
   }
+  if (const char* env = std::getenv("INDEXPOOL_CACHE_SIZE"); env && *env) canon += fmt::format("cache_size={}\n", env);
   for (const auto& z : sw.zips) {
     canon += "zip=";
     for (const auto& k : z) canon += k + " ";

@@ -10,6 +10,7 @@
 
 #include "core/pipeline.h"
 #include "core/workload.h"
+#include "experiments/cache_model.h"
 
 namespace ip::exp {
 
@@ -20,6 +21,7 @@ struct Point {
   std::string source = "synthetic";
   WorkloadSpec workload;
   PipelineParams pipeline;
+  CacheParams cache;
   std::string output_path;    // results HDF5 file ("" = none)
   bool save_tensors = false;  // store composite keys and selected groups per point
   // The axis values of this point, "key=value", in axis order (for labels).
@@ -56,7 +58,8 @@ struct Sweep {
   double memory_limit = 0;  // bytes; a point whose estimate exceeds it is skipped
 };
 
-// Reads the file, applies environment overrides (INDEXPOOL_PRECISION -> pool.precision) and then
+// Reads the file, applies environment overrides (INDEXPOOL_PRECISION -> pool.precision,
+// INDEXPOOL_CACHE_SIZE -> the byte capacity of the last cache level) and then
 // `overrides` ("key=v1,v2" from the command line), and expands the grid.
 // Throws ip::Error naming the file, line and key on any bad input, before anything runs.
 //

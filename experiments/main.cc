@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/error.h"
+#include "experiments/cache_sim_cmd.h"
 #include "experiments/config.h"
 #include "experiments/results.h"
 #include "experiments/runner.h"
@@ -31,6 +32,7 @@ constexpr const char* kUsage =
     "  list CONFIG      print the points a run would execute, without running them\n"
     "  merge OUT IN...  join the results files of a sweep's shards\n"
     "  inspect FILE     describe a results file\n"
+    "  cache-sim        replay a trace file through a cache hierarchy (--help for the options)\n"
     "\n"
     "'indexpool <command> --help' describes a command; 'indexpool run --help-config' lists every config key.\n";
 
@@ -230,6 +232,7 @@ int main(int argc, char** argv) {
     if (cmd == "list") return cmd_list(rest);
     if (cmd == "merge") return cmd_merge(rest);
     if (cmd == "inspect") return cmd_inspect(rest);
+    if (cmd == "cache-sim") return cmd_cache_sim(rest);
     std::cerr << "indexpool: unknown command '" << cmd << "'\n\n" << kUsage;
     return 2;
   } catch (const ip::Error& e) {

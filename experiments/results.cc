@@ -29,7 +29,7 @@ using Kind = h5::Column::Kind;
 constexpr const char* kNumberColumns[] = {
     "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "exact_macs_per_query",
     "token_recall", "block_recall", "mass_recall", "output_error", "pool_ms", "score_ms", "topk_ms", "attention_ms",
-    "wall_s"};
+    "wall_s", "cache_l1_hit_rate", "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate"};
 // clang-format on
 constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_recall", "output_error",
                                         "pool_ms",      "score_ms",     "topk_ms",     "attention_ms"};
@@ -37,14 +37,16 @@ constexpr const char* kUnits =
     "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
     "block_recall, mass_recall: fractions in [0, 1]; output_error: relative, no unit; *_ms: milliseconds "
-    "(median over steps); wall_s: seconds";
+    "(median over steps); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "
+    "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same with Belady's policy)";
 constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
 
 std::vector<double> numbers(const PointSummary& s) {
   // clang-format off
   return {s.tokens, s.index_bytes_per_token, s.exact_bytes_per_token, s.macs_per_query, s.exact_macs_per_query,
           s.token_recall, s.block_recall, s.mass_recall, s.output_error, s.pool_ms, s.score_ms, s.topk_ms,
-          s.attention_ms, s.wall_s};
+          s.attention_ms, s.wall_s, s.cache_l1_hit_rate, s.cache_l2_hit_rate, s.cache_l3_hit_rate, s.cache_hit_rate,
+          s.cache_opt_hit_rate};
   // clang-format on
 }
 
@@ -154,6 +156,29 @@ void write_point(h5::File& f, const PointRecord& rec) {
     }
   }
   f.write_table(g + "/steps", steps);
+  if (!rec.cache.levels.empty()) {
+    h5::Table lv;
+    lv.add("level", Kind::kInt64);
+    lv.add("policy", Kind::kString);
+    lv.add("capacity", Kind::kString);
+    for (const char* n : {"accesses", "hits", "misses", "evictions", "bytes_from_below", "hit_rate", "opt_hit_rate"})
+      lv.add(n, Kind::kFloat64);
+    for (std::size_t i = 0; i < rec.cache.levels.size(); ++i) {
+      const CacheLevelResult& l = rec.cache.levels[i];
+      lv.columns[0].ints.push_back(static_cast<std::int64_t>(i + 1));
+      lv.columns[1].strings.push_back(l.policy);
+      lv.columns[2].strings.push_back(l.capacity);
+      const double v[] = {l.accesses, l.hits, l.misses, l.evictions, l.bytes_from_below, l.hit_rate, l.opt_hit_rate};
+      for (std::size_t c = 0; c < 7; ++c) lv.columns[3 + c].floats.push_back(v[c]);
+    }
+    f.write_table(g + "/cache_levels", lv);
+    if (!rec.cache.mrc_capacity.empty()) {
+      h5::Table mrc;
+      mrc.add("capacity_entries", Kind::kFloat64).floats = rec.cache.mrc_capacity;
+      mrc.add("miss_ratio", Kind::kFloat64).floats = rec.cache.mrc_miss_ratio;
+      f.write_table(g + "/cache_mrc", mrc);
+    }
+  }
   for (std::size_t b = 0; b < rec.requests.size(); ++b) {
     const RequestDetail& d = rec.requests[b];
     if (d.composite_keys.empty() && d.selected.empty()) continue;

@@ -16,6 +16,9 @@
 //                          and the axis values; datasets
 //                            steps  compound [requests * steps]: request, step, token_recall, block_recall,
 //                                   mass_recall, output_error, pool_ms, score_ms, topk_ms, attention_ms
+//                            cache_levels  compound [levels]: level, policy, capacity, accesses, hits,
+//                                   misses, evictions, bytes_from_below, hit_rate, opt_hit_rate
+//                            cache_mrc     compound: capacity_entries, miss_ratio (exact LRU curve)
 //                            composite_keys   float32 [groups(*2 for maxmin), D]   (save_tensors, request 0)
 //                            selected_groups  int32 [Q, k_g]                        (save_tensors, request 0)
 //                            request_<b>/composite_keys, request_<b>/selected_groups for b >= 1
@@ -27,17 +30,20 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/pipeline.h"
+#include "experiments/cache_model.h"
 #include "core/tensor.h"
 
 namespace ip::exp {
 
 constexpr int kSchemaVersion = 1;
+constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();  // a metric not measured
 
 // One point's result, averaged over requests and steps (times: median over steps of all requests).
 struct PointSummary {
@@ -49,6 +55,10 @@ struct PointSummary {
   double token_recall = 0, block_recall = 0, mass_recall = 0, output_error = 0;
   double pool_ms = 0, score_ms = 0, topk_ms = 0, attention_ms = 0;  // milliseconds, median
   double wall_s = 0;  // seconds for the whole point
+  // Cache model (NaN when off or when the point has fewer levels): hit rates of levels 1..3 (fraction
+  // of the accesses reaching that level), overall (accesses that hit some level) and its OPT bound.
+  double cache_l1_hit_rate = kNoValue, cache_l2_hit_rate = kNoValue, cache_l3_hit_rate = kNoValue;
+  double cache_hit_rate = kNoValue, cache_opt_hit_rate = kNoValue;
 };
 
 struct RequestDetail {
@@ -64,6 +74,7 @@ struct PointRecord {
   std::vector<std::pair<std::string, std::string>> axes;  // axis key -> value, in axis order
   PointSummary summary;
   std::vector<RequestDetail> requests;  // empty for a skipped point
+  CacheResult cache;                    // empty levels when the cache model is off
 };
 
 // What the root attributes say about the sweep.

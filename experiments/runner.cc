@@ -85,8 +85,10 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
   double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
+  std::vector<RequestResult> results;
   for (const auto& w : reqs) {
-    RequestResult r = run_request(*backend, w, p.pipeline);
+    results.push_back(run_request(*backend, w, p.pipeline));
+    const RequestResult& r = results.back();
     for (const auto& s : r.steps) {
       tr.push_back(s.token_recall);
       br.push_back(s.block_recall);
@@ -102,6 +104,25 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     macs += r.macs_per_query;
     emacs += r.exact_macs_per_query;
     tokens += static_cast<double>(r.tokens);
+  }
+  // The cache model replays what the requests selected, interleaved step by step.
+  if (p.cache.enabled) {
+    std::vector<RequestSelections> sel;
+    for (std::size_t b = 0; b < results.size(); ++b) {
+      const RequestResult& r = results[b];
+      const Workload& w = reqs[b];
+      const Index64 Da = w.has_attention() ? w.attn_keys.dim(1) : 0, Dv = w.has_attention() ? w.values.dim(1) : 0;
+      sel.push_back(RequestSelections{&r.selected, &r.selected_mass, r.k_groups, static_cast<Index64>(r.steps.size()),
+                                      cache_object_bytes(p.cache, r.index, Da, Dv)});
+    }
+    rec.cache = simulate_cache(p.cache, sel);
+    double* level_rates[] = {&out.cache_l1_hit_rate, &out.cache_l2_hit_rate, &out.cache_l3_hit_rate};
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, rec.cache.levels.size()); ++i)
+      *level_rates[i] = rec.cache.levels[i].hit_rate;
+    out.cache_hit_rate = rec.cache.hit_rate;
+    out.cache_opt_hit_rate = rec.cache.opt_hit_rate;
+  }
+  for (auto& r : results) {
     RequestDetail d;
     d.steps = std::move(r.steps);
     d.k_groups = r.k_groups;
@@ -229,8 +250,9 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
   std::string out;
   std::string head;
   for (const auto& k : axis_keys) head += fmt::format("{:>18} ", k.substr(k.find('.') + 1));
-  head += fmt::format("{:>10} {:>7} {:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8}", "idx B/tok", "ratio",
-                      "MMAC/q", "tokRec", "blkRec", "massRec", "outErr", "score ms", "topk ms", "pool ms");
+  head += fmt::format("{:>10} {:>7} {:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}", "idx B/tok", "ratio",
+                      "MMAC/q", "tokRec", "blkRec", "massRec", "outErr", "score ms", "topk ms", "pool ms", "cache",
+                      "OPT");
   out += head + "\n" + std::string(head.size(), '-') + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string line;
@@ -244,12 +266,14 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
                         r.index_bytes_per_token, r.exact_bytes_per_token / r.index_bytes_per_token,
                         r.macs_per_query / 1e6, r.token_recall, r.block_recall, r.mass_recall, r.output_error,
                         r.score_ms, r.topk_ms, r.pool_ms);
+    line += fmt::format(" {:>6.3f} {:>6.3f}", r.cache_hit_rate, r.cache_opt_hit_rate);
     out += line + "\n";
   }
   out += "\nidx B/tok: stored index bytes per context token; ratio: uncompressed keys (same precision) / index;\n"
          "MMAC/q: scoring multiply-adds per query (millions); tokRec, blkRec, massRec: token, block and\n"
          "attention-mass recall (fractions); outErr: relative L2 error of the attention output; times: median\n"
-         "milliseconds per step (pool: per index build) on this machine's CPU.\n";
+         "milliseconds per step (pool: per index build) on this machine's CPU; cache, OPT: fraction of the\n"
+         "selected groups' accesses that hit some cache level, with the configured policies and with Belady's OPT.\n";
   return out;
 }
 

@@ -268,6 +268,28 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   EXPECT_NE(error_of(write("[sweep]\nmemory_limit = lots\n")).find("sweep.memory_limit"), std::string::npos);
 }
 
+TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {
+  const auto sw = load_sweep(write("[cache]\nlevels = lru:100 clock:1MiB\nmode = inclusive, exclusive\n"));
+  ASSERT_EQ(sw.points.size(), 2u);
+  EXPECT_EQ(sw.points[0].cache.levels, (std::vector<std::string>{"lru:100", "clock:1MiB"}));
+  EXPECT_EQ(sw.points[1].cache.mode, "exclusive");
+  // The default hierarchy: the IndexPool article's three tiers.
+  EXPECT_EQ(load_sweep(write("")).points[0].cache.levels,
+            (std::vector<std::string>{"lru:16KiB", "clock:256KiB", "semantic:8MiB"}));
+  const std::string bad = error_of(write("[cache]\nlevels = lru:16KiB magic:1MiB\n"));
+  EXPECT_NE(bad.find("cache.levels"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("magic"), std::string::npos) << bad;
+  EXPECT_NE(error_of(write("[cache]\nlevels = lru:0\n")).find("cache.levels"), std::string::npos);
+  EXPECT_NE(error_of(write("[cache]\nmode = sideways\n")).find("cache.mode"), std::string::npos);
+  ::setenv("INDEXPOOL_CACHE_SIZE", "4Mi", 1);
+  const auto env = load_sweep(write("[cache]\nlevels = lru:16KiB semantic:8MiB\n"));
+  ::setenv("INDEXPOOL_CACHE_SIZE", "big", 1);
+  const std::string env_bad = error_of(write(""));
+  ::unsetenv("INDEXPOOL_CACHE_SIZE");
+  EXPECT_EQ(env.points[0].cache.levels, (std::vector<std::string>{"lru:16KiB", "semantic:4194304B"}));
+  EXPECT_NE(env_bad.find("INDEXPOOL_CACHE_SIZE"), std::string::npos) << env_bad;
+}
+
 TEST_F(ConfigTest, OutputKeysCannotBeAxes) {
   EXPECT_NE(error_of(write("[output]\npath = a.h5, b.h5\n")).find("cannot be a sweep axis"), std::string::npos);
 }

@@ -1,0 +1,158 @@
+#include "cache_sim/hierarchy.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace ip::cache {
+
+Mode parse_mode(const std::string& text) {
+  if (text == "nine") return Mode::nine;
+  if (text == "inclusive") return Mode::inclusive;
+  if (text == "exclusive") return Mode::exclusive;
+  throw Error(fmt::format("--mode '{}': expected nine, inclusive or exclusive", text));
+}
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::nine: return "nine";
+    case Mode::inclusive: return "inclusive";
+    case Mode::exclusive: return "exclusive";
+  }
+  return "?";
+}
+
+Hierarchy::Hierarchy(const std::vector<LevelSpec>& levels, const HierarchyOptions& options) : options_(options) {
+  IP_REQUIRE(!levels.empty(), "a hierarchy needs at least one level");
+  levels_.reserve(levels.size());
+  // Exclusive mode moves entries between levels: victims then carry their next use and score.
+  for (const auto& spec : levels) levels_.push_back(make_level(spec, options.mode == Mode::exclusive));
+  totals_.assign(levels.size(), LevelStats{});
+  requests_.enabled = options.per_request;
+  steps_.enabled = options.per_step;
+  for (const auto& l : levels_) needs_future_ = needs_future_ || l->needs_future();
+}
+
+LevelStats* Hierarchy::Groups::row(std::uint32_t key, std::size_t nlevels) {
+  if (key != last_key || last_row == UINT32_MAX) {
+    const auto [it, inserted] = index.emplace(key, static_cast<std::uint32_t>(keys.size()));
+    if (inserted) {
+      keys.push_back(key);
+      stats.resize(stats.size() + nlevels);
+    }
+    last_key = key;
+    last_row = it->second;
+  }
+  return &stats[std::size_t{last_row} * nlevels];
+}
+
+std::vector<GroupStats> Hierarchy::Groups::sorted() const {
+  std::vector<GroupStats> out;
+  if (keys.empty()) return out;
+  const std::size_t n = stats.size() / keys.size();
+  for (std::size_t g = 0; g < keys.size(); ++g)
+    out.push_back(GroupStats{keys[g], std::vector<LevelStats>(stats.begin() + g * n, stats.begin() + (g + 1) * n)});
+  std::sort(out.begin(), out.end(), [](const GroupStats& a, const GroupStats& b) { return a.key < b.key; });
+  return out;
+}
+
+std::uint64_t Hierarchy::hits() const {
+  return std::accumulate(totals_.begin(), totals_.end(), std::uint64_t{0},
+                         [](std::uint64_t s, const LevelStats& l) { return s + l.hits; });
+}
+
+std::size_t Hierarchy::access_hashed(const Access& a, std::uint64_t h, std::int64_t next) {
+  const std::size_t n = levels_.size();
+  ++accesses_;
+  req_row_ = requests_.enabled ? requests_.row(a.request, n) : nullptr;
+  step_row_ = steps_.enabled ? steps_.row(a.step, n) : nullptr;
+
+  std::size_t k = 0;
+  Slot s = kNoSlot;
+  for (; k < n; ++k) {
+    levels_[k]->arrive();
+    count(k, [](LevelStats& st) { ++st.accesses; });
+    s = levels_[k]->find(a.id, h);
+    if (s != kNoSlot) break;
+    miss(k, a.size);
+  }
+  if (k < n) count(k, [](LevelStats& st) { ++st.hits; });
+  if (options_.mode == Mode::exclusive) {
+    access_exclusive(a, next, k, s);
+    return k;
+  }
+  if (k < n) levels_[k]->hit(s, next, a.score);
+  // Fill every level that missed, from the bottom up (inclusive mode needs that order: a level's
+  // victims invalidate the levels above it before those are filled).
+  bool bypass_above = false;
+  for (std::size_t j = k; j-- > 0;) {
+    Level& level = *levels_[j];
+    if (bypass_above || !level.fits(a.size)) {
+      count(j, [](LevelStats& st) { ++st.bypasses; });
+      bypass_above = options_.mode == Mode::inclusive;
+      continue;
+    }
+    const bool inclusive = options_.mode == Mode::inclusive;
+    if (inclusive) victims_.clear();
+    const std::size_t evicted = level.insert(a.id, h, a.size, next, a.score, inclusive ? &victims_ : nullptr);
+    if (!evicted) continue;
+    count(j, [&](LevelStats& st) { st.evictions += evicted; });
+    if (!inclusive) continue;
+    for (const Victim& v : victims_)
+      for (std::size_t i = 0; i < j; ++i)
+        if (levels_[i]->erase(v.id)) count(i, [](LevelStats& st) { ++st.invalidations; });
+  }
+  return k;
+}
+
+void Hierarchy::access_exclusive(const Access& a, std::int64_t next, std::size_t k, Slot s) {
+  const std::size_t n = levels_.size();
+  if (k == 0) {
+    levels_[0]->hit(s, next, a.score);
+    return;
+  }
+  if (k < n) levels_[k]->erase(a.id);  // promoted to the top: it leaves level k
+  // Place the object at the first level that can hold it; each level's victims go one level down
+  // (skipping levels too small for them); the last level's victims leave the hierarchy.
+  pending_.clear();
+  pending_.push_back(Pending{0, Victim{a.id, a.size, a.score, next}});
+  for (std::size_t w = 0; w < pending_.size(); ++w) {
+    auto [j, item] = pending_[w];
+    while (j < n && !levels_[j]->fits(item.size)) {
+      if (w == 0) count(j, [](LevelStats& st) { ++st.bypasses; });
+      ++j;
+    }
+    if (j == n) continue;
+    victims_.clear();
+    const std::size_t evicted = levels_[j]->insert(item.id, item.size, item.next, item.score, &victims_);
+    if (!evicted) continue;
+    count(j, [&](LevelStats& st) { st.evictions += evicted; });
+    for (const Victim& v : victims_) pending_.push_back(Pending{j + 1, v});
+  }
+}
+
+void Hierarchy::run(const Trace& trace) {
+  // The trace is known ahead: start loading what an access reads a few accesses early, so that the
+  // memory loads of consecutive accesses overlap instead of waiting one by one. Two stages: the map
+  // buckets kAhead accesses early, the entry and policy metadata kAhead / 2 early. Each id is hashed
+  // once (a ring of the hashes in flight).
+  constexpr std::size_t kAhead = 16, kRing = 32;
+  const std::vector<Access>& t = trace.accesses;
+  const std::size_t n = t.size();
+  const std::vector<std::int64_t> next = needs_future_ ? next_uses(t) : std::vector<std::int64_t>{};
+  std::uint64_t ring[kRing];
+  const auto stage1 = [&](std::size_t i) {
+    ring[i % kRing] = Level::hash(t[i].id);
+    for (const auto& l : levels_) l->prefetch(ring[i % kRing]);
+  };
+  for (std::size_t i = 0; i < std::min(kAhead, n); ++i) stage1(i);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) stage1(i + kAhead);
+    if (i + kAhead / 2 < n)
+      for (const auto& l : levels_) l->prefetch_entry(ring[(i + kAhead / 2) % kRing]);
+    access_hashed(t[i], ring[i % kRing], next.empty() ? -1 : next[i]);
+  }
+}
+
+}  // namespace ip::cache

@@ -1,0 +1,119 @@
+// A hierarchy of levels (level 0 is closest to the consumer) and the accounting of every access.
+//
+// Modes:
+//  nine       (default) an access goes to level i only if it missed every level above; every level
+//             that missed is filled; no back-invalidation (non-inclusive, non-exclusive).
+//  inclusive  as nine, and each level holds a subset of the level below: evicting from level j
+//             invalidates the copies in levels above j; an object that bypasses a level (too large)
+//             bypasses every level above it too.
+//  exclusive  victim-cache style: an object lives in at most one level. A hit at level k > 0 moves it
+//             to level 0; whatever level i evicts is stored in level i + 1 (the last level drops it);
+//             a miss everywhere stores the object in level 0. An object too large for a level skips it.
+// Objects larger than a byte-capacity level bypass it (counted as a miss and a bypass).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cache_sim/capacity.h"
+#include "cache_sim/level.h"
+#include "cache_sim/trace.h"
+
+namespace ip::cache {
+
+enum class Mode { nine, inclusive, exclusive };
+Mode parse_mode(const std::string& text);
+const char* mode_name(Mode m);
+
+struct LevelStats {
+  std::uint64_t accesses = 0;       // accesses that reached this level (missed every level above)
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t evictions = 0;      // entries this level's policy pushed out (demoted in exclusive mode)
+  std::uint64_t invalidations = 0;  // copies removed because a lower level evicted them (inclusive)
+  std::uint64_t bypasses = 0;       // misses on objects larger than the level
+  std::uint64_t bytes_from_below = 0;  // bytes of the objects this level missed (read from below)
+  double hit_rate() const { return accesses ? static_cast<double>(hits) / static_cast<double>(accesses) : 0.0; }
+  bool operator==(const LevelStats&) const = default;
+};
+
+// Statistics of one request id or one decode step id, per level.
+struct GroupStats {
+  std::uint32_t key;
+  std::vector<LevelStats> levels;
+};
+
+struct HierarchyOptions {
+  Mode mode = Mode::nine;
+  bool per_request = false;  // keep statistics per request id
+  bool per_step = false;     // keep statistics per step id
+};
+
+class Hierarchy {
+ public:
+  Hierarchy(const std::vector<LevelSpec>& levels, const HierarchyOptions& options = {});
+
+  // True when some level's policy needs the next use of each access (opt).
+  bool needs_future() const { return needs_future_; }
+
+  // One access; `next` is the trace index of the object's next access (-1: none), read by opt only.
+  // Returns the level that hit, or levels() when every level missed.
+  std::size_t access(const Access& a, std::int64_t next = -1) { return access_hashed(a, Level::hash(a.id), next); }
+
+  // Every access of the trace in order (precomputing next uses when a level needs them).
+  void run(const Trace& trace);
+
+  std::size_t levels() const { return levels_.size(); }
+  const Level& level(std::size_t i) const { return *levels_[i]; }
+  const LevelStats& stats(std::size_t i) const { return totals_[i]; }
+  std::uint64_t accesses() const { return accesses_; }
+  // Accesses that hit some level.
+  std::uint64_t hits() const;
+  // Per request / per step, sorted by id (empty unless enabled in the options).
+  std::vector<GroupStats> per_request() const { return requests_.sorted(); }
+  std::vector<GroupStats> per_step() const { return steps_.sorted(); }
+  Mode mode() const { return options_.mode; }
+
+ private:
+  struct Groups {
+    bool enabled = false;
+    std::unordered_map<std::uint32_t, std::uint32_t> index;
+    std::vector<std::uint32_t> keys;
+    std::vector<LevelStats> stats;  // group-major, levels per group
+    std::uint32_t last_key = 0, last_row = UINT32_MAX;
+    LevelStats* row(std::uint32_t key, std::size_t nlevels);
+    std::vector<GroupStats> sorted() const;
+  };
+
+  template <class F>
+  void count(std::size_t level, F&& f) {
+    f(totals_[level]);
+    if (req_row_) f(req_row_[level]);
+    if (step_row_) f(step_row_[level]);
+  }
+  void miss(std::size_t level, std::uint32_t size) {
+    count(level, [&](LevelStats& s) { ++s.misses, s.bytes_from_below += size; });
+  }
+  std::size_t access_hashed(const Access& a, std::uint64_t h, std::int64_t next);
+  void access_exclusive(const Access& a, std::int64_t next, std::size_t hit_level, Slot slot);
+
+  HierarchyOptions options_;
+  std::vector<std::unique_ptr<Level>> levels_;
+  std::vector<LevelStats> totals_;
+  Groups requests_, steps_;
+  LevelStats* req_row_ = nullptr;
+  LevelStats* step_row_ = nullptr;
+  std::uint64_t accesses_ = 0;
+  bool needs_future_ = false;
+  std::vector<Victim> victims_;
+  struct Pending {
+    std::size_t level;
+    Victim item;
+  };
+  std::vector<Pending> pending_;
+};
+
+}  // namespace ip::cache

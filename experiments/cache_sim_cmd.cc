@@ -1,0 +1,232 @@
+#include "experiments/cache_sim_cmd.h"
+
+#include <cmath>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cache_sim/capacity.h"
+#include "cache_sim/hierarchy.h"
+#include "cache_sim/mrc.h"
+#include "cache_sim/registry.h"
+#include "cache_sim/trace.h"
+
+namespace po = boost::program_options;
+
+namespace ip::exp {
+
+namespace {
+
+using namespace ip::cache;
+
+constexpr int kSchemaVersion = 1;
+const std::vector<std::string> kDefaultLevels = {"lru:16KiB", "clock:256KiB", "semantic:8MiB"};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_stats(const LevelStats& s) {
+  return fmt::format(
+      "\"accesses\": {}, \"hits\": {}, \"misses\": {}, \"evictions\": {}, \"invalidations\": {}, \"bypasses\": {}, "
+      "\"bytes_from_below\": {}, \"hit_rate\": {}",
+      s.accesses, s.hits, s.misses, s.evictions, s.invalidations, s.bypasses, s.bytes_from_below, s.hit_rate());
+}
+
+std::string json_groups(const char* key, const std::vector<GroupStats>& groups) {
+  std::string out;
+  for (const auto& g : groups) {
+    std::string levels;
+    for (const auto& l : g.levels) levels += fmt::format("{}{{{}}}", levels.empty() ? "" : ", ", json_stats(l));
+    out += fmt::format("{}{{\"{}\": {}, \"levels\": [{}]}}", out.empty() ? "" : ",\n    ", key, g.key, levels);
+  }
+  return out;
+}
+
+// The exact curve as (capacity, misses) at every capacity where it changes, then the last capacity.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> curve_points(const LruCurve& c) {
+  const auto m = c.misses_by_capacity();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> pts;
+  for (std::uint64_t cap = 1; cap < m.size(); ++cap)
+    if (cap == 1 || m[cap] != m[cap - 1] || cap + 1 == m.size()) pts.emplace_back(cap, m[cap]);
+  return pts;
+}
+
+// Capacities where the SHARDS estimate changes: ceil(k / rate).
+std::vector<std::uint64_t> shards_capacities(const ShardsCurve& s, std::uint64_t distinct) {
+  std::vector<std::uint64_t> caps{1};
+  for (std::size_t k = 1; k < s.hist.size(); ++k) {
+    const auto c = static_cast<std::uint64_t>(std::ceil(static_cast<double>(k) / s.rate));
+    if (c > caps.back() && c <= std::max<std::uint64_t>(distinct, 1)) caps.push_back(c);
+  }
+  return caps;
+}
+
+struct Options {
+  std::string trace;
+  TraceFormat format;
+  std::vector<std::string> level_texts;
+  std::vector<LevelSpec> levels;
+  Mode mode = Mode::nine;
+  bool json = false, mrc = false;
+  double shards = 0;
+};
+
+int run(const Options& o) {
+  // Everything that can fail on bad input has happened before this point.
+  const Trace trace = read_trace(o.trace, o.format);
+  IP_REQUIRE(!trace.accesses.empty(), "trace '{}' holds no accesses", o.trace);
+  HierarchyOptions ho;
+  ho.mode = o.mode;
+  ho.per_request = trace.has_request;
+  ho.per_step = trace.has_step;
+  Hierarchy h(o.levels, ho);
+  h.run(trace);
+
+  LruCurve curve;
+  ShardsCurve shards;
+  CurveError err;
+  if (o.mrc) curve = exact_lru_curve(trace.accesses);
+  if (o.shards > 0) {
+    shards = shards_lru_curve(trace.accesses, o.shards);
+    err = compare(curve, shards);
+  }
+  const double overall = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
+
+  if (o.json) {
+    std::string levels;
+    for (std::size_t i = 0; i < h.levels(); ++i) {
+      const Capacity& cap = h.level(i).capacity();
+      levels += fmt::format("{}    {{\"policy\": {}, \"capacity\": {}, \"capacity_unit\": \"{}\", {}}}",
+                            i ? ",\n" : "", json_string(h.level(i).policy_name()), cap.value,
+                            cap.bytes ? "bytes" : "entries", json_stats(h.stats(i)));
+    }
+    std::string out = fmt::format(
+        "{{\n  \"schema_version\": {},\n  \"trace\": {},\n  \"format\": \"{}\",\n  \"mode\": \"{}\",\n"
+        "  \"accesses\": {},\n  \"hits\": {},\n  \"hit_rate\": {},\n  \"levels\": [\n{}\n  ]",
+        kSchemaVersion, json_string(o.trace), trace_format_name(o.format), mode_name(o.mode), h.accesses(), h.hits(),
+        overall, levels);
+    if (trace.has_request) out += fmt::format(",\n  \"requests\": [\n    {}\n  ]", json_groups("request", h.per_request()));
+    if (trace.has_step) out += fmt::format(",\n  \"steps\": [\n    {}\n  ]", json_groups("step", h.per_step()));
+    if (o.mrc) {
+      std::string pts;
+      for (const auto& [c, m] : curve_points(curve)) pts += fmt::format("{}[{}, {}]", pts.empty() ? "" : ", ", c, m);
+      out += fmt::format(",\n  \"mrc\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"accesses\": {}, \"distinct\": {}, "
+                         "\"points\": [{}]",
+                         curve.accesses, curve.cold, pts);
+      if (o.shards > 0) {
+        std::string sp;
+        for (const auto c : shards_capacities(shards, curve.cold))
+          sp += fmt::format("{}[{}, {}]", sp.empty() ? "" : ", ", c, shards.miss_ratio(c));
+        out += fmt::format(",\n    \"shards\": {{\"rate\": {}, \"sampled\": {}, \"mean_abs_error\": {}, "
+                           "\"max_abs_error\": {}, \"max_error_at\": {}, \"points\": [{}]}}",
+                           shards.rate, shards.sampled, err.mean_abs, err.max_abs, err.max_at, sp);
+      }
+      out += "}";
+    }
+    std::cout << out << "\n}\n";
+    std::cout.flush();
+    return 0;
+  }
+
+  std::cout << fmt::format("trace {} ({}): {} accesses; mode {}\n", o.trace, trace_format_name(o.format), h.accesses(),
+                           mode_name(o.mode));
+  std::cout << fmt::format("{:<5} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9} {:>16}\n", "level",
+                           "policy", "capacity", "accesses", "hits", "misses", "hit_rate", "evictions",
+                           "invalidated", "bypasses", "bytes_from_below");
+  for (std::size_t i = 0; i < h.levels(); ++i) {
+    const auto& s = h.stats(i);
+    std::cout << fmt::format("L{:<4} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8.4f} {:>12} {:>12} {:>9} {:>16}\n", i + 1,
+                             h.level(i).policy_name(), h.level(i).capacity().text(), s.accesses, s.hits, s.misses,
+                             s.hit_rate(), s.evictions, s.invalidations, s.bypasses, s.bytes_from_below);
+  }
+  std::cout << fmt::format("overall: {} hits of {} accesses ({:.4f})\n", h.hits(), h.accesses(), overall);
+  if (trace.has_request || trace.has_step)
+    std::cout << "per-request and per-step statistics: see --json\n";
+  if (o.mrc) {
+    std::cout << fmt::format("# exact LRU miss-ratio curve: {} accesses, {} distinct ids; misses at capacity C "
+                             "(entries), unchanged until the next C\n# capacity misses miss_ratio\n",
+                             curve.accesses, curve.cold);
+    for (const auto& [c, m] : curve_points(curve))
+      std::cout << fmt::format("{} {} {:.6f}\n", c, m, static_cast<double>(m) / static_cast<double>(curve.accesses));
+    if (o.shards > 0)
+      std::cout << fmt::format("# SHARDS rate {} ({} of {} accesses sampled): mean |error| {:.6f}, max |error| {:.6f} "
+                               "at capacity {}\n",
+                               shards.rate, shards.sampled, shards.accesses, err.mean_abs, err.max_abs, err.max_at);
+  }
+  std::cout.flush();
+  return 0;
+}
+
+}  // namespace
+
+int cmd_cache_sim(const std::vector<std::string>& args) {
+  po::options_description opts("indexpool cache-sim --trace FILE [options]");
+  // clang-format off
+  opts.add_options()
+    ("help,h", "describe this command")
+    ("trace", po::value<std::string>(), "the trace file")
+    ("format", po::value<std::string>(), "txt | csv | oracle (default: from the file name: .csv, .bin/.oracleGeneral, else txt)")
+    ("level", po::value<std::vector<std::string>>()->composing(),
+     "POLICY:CAPACITY, repeated from the top level down; capacity in entries (1000) or bytes (16KiB, 8MiB); "
+     "default: lru:16KiB clock:256KiB semantic:8MiB")
+    ("mode", po::value<std::string>()->default_value("nine"), "nine | inclusive | exclusive")
+    ("json", "print one JSON object on stdout")
+    ("mrc", "also compute the exact LRU miss-ratio curve (entries)")
+    ("shards", po::value<double>(), "also estimate the curve by SHARDS at this sampling rate (0, 1] and report "
+                                    "its error against the exact curve (implies --mrc)");
+  // clang-format on
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << "Replays a trace of object accesses through a cache hierarchy and prints, per level, accesses,\n"
+                   "hits, misses, evictions and bytes read from the level below.\n\n"
+                << opts << "\npolicies:\n";
+      for (const auto& p : policy_table()) std::cout << fmt::format("  {:<10} {}\n", p.name, p.summary);
+      std::cout << "\nexample:\n  indexpool cache-sim --trace t.bin --level lru:128MiB --level clock:1GiB --json\n";
+      return 0;
+    }
+    Options o;
+    IP_REQUIRE(vm.count("trace"), "--trace FILE is required");
+    o.trace = vm["trace"].as<std::string>();
+    o.format = vm.count("format") ? parse_trace_format(vm["format"].as<std::string>()) : guess_trace_format(o.trace);
+    o.level_texts = vm.count("level") ? vm["level"].as<std::vector<std::string>>() : kDefaultLevels;
+    for (const auto& t : o.level_texts) {
+      try {
+        o.levels.push_back(parse_level_spec(t));
+      } catch (const Error& e) {
+        throw Error(fmt::format("--{}", e.what()));
+      }
+    }
+    o.mode = parse_mode(vm["mode"].as<std::string>());
+    o.json = vm.count("json") > 0;
+    o.mrc = vm.count("mrc") > 0 || vm.count("shards") > 0;
+    if (vm.count("shards")) {
+      o.shards = vm["shards"].as<double>();
+      IP_REQUIRE(o.shards > 0 && o.shards <= 1 && o.shards * (1 << 24) >= 0.5, "--shards {}: the rate must be in (0, 1]",
+                 o.shards);
+    }
+    return run(o);
+  } catch (const po::error& e) {
+    std::cerr << "indexpool cache-sim: error: " << e.what() << " (try 'indexpool cache-sim --help')\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "indexpool cache-sim: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ip::exp

@@ -1,0 +1,182 @@
+// indexpool cache-sim, called as cmd_cache_sim(args) (main.cc dispatches "cache-sim" to it).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "experiments/cache_sim_cmd.h"
+
+namespace ip::exp {
+namespace {
+
+struct CmdResult {
+  int rc;
+  std::string out, err;
+};
+
+CmdResult run(const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int rc = cmd_cache_sim(args);
+  CmdResult r{rc, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
+  return r;
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string p =
+      (std::filesystem::temp_directory_path() / fmt::format("ip_cli_{}_{}_{}", getpid(), info->name(), name)).string();
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+// Exactly one JSON object: starts with '{', and the brace depth returns to zero only at the very end.
+bool one_json_object(const std::string& s) {
+  std::string t = s;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (t.empty() || t.front() != '{') return false;
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') ++depth;
+    else if (c == '}' || c == ']') {
+      if (--depth == 0 && i + 1 != t.size()) return false;
+    }
+  }
+  return depth == 0;
+}
+
+// The levels, in order, as (policy, capacity, accesses, hits, misses).
+std::vector<std::string> levels_of(const std::string& json) {
+  static const std::regex level(
+      R"re(\{"policy": "([^"]*)", "capacity": (\d+), "capacity_unit": "\w+", "accesses": (\d+), "hits": (\d+), "misses": (\d+), "evictions": (\d+))re");
+  std::vector<std::string> out;
+  const auto levels_at = json.find("\"levels\"");
+  const auto stop = json.find("\n  ]", levels_at);  // the end of the top-level levels array
+  const std::string part = json.substr(levels_at, stop - levels_at);
+  for (auto it = std::sregex_iterator(part.begin(), part.end(), level); it != std::sregex_iterator(); ++it)
+    out.push_back(fmt::format("{} {} {} {} {} ev {}", (*it)[1].str(), (*it)[2].str(), (*it)[3].str(), (*it)[4].str(),
+                              (*it)[5].str(), (*it)[6].str()));
+  return out;
+}
+
+TEST(CacheSimCli, JsonLevelsInOrderByHand) {
+  // a b a c b as ids 1 2 1 3 2; L1 lru:1, L2 lru:2 (nine):
+  //   1: both miss, fill both. 2: both miss; L1 evicts 1; L2 [2 1]. 1: L1 miss, L2 hit; L1 evicts 2.
+  //   3: both miss; L2 evicts 2 -> [3 1]; L1 evicts 1. 2: both miss; L2 evicts 1 -> [2 3]; L1 evicts 3.
+  //   L1: 5 accesses, 0 hits, 5 misses, 4 evictions. L2: 5 accesses, 1 hit, 4 misses, 2 evictions.
+  const std::string t = temp_file("abacb.txt", "1\n2\n1\n3\n2\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:1", "--level", "lru:2", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_EQ(levels_of(r.out), (std::vector<std::string>{"lru 1 5 0 5 ev 4", "lru 2 5 1 4 ev 2"})) << r.out;
+  EXPECT_NE(r.out.find("\"mode\": \"nine\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"accesses\": 5,\n"), std::string::npos);
+  std::filesystem::remove(t);
+}
+
+TEST(CacheSimCli, GoldenCountThroughTheCommand) {
+  const std::string trace = std::string(IP_SHARED_DATA_DIR) + "/cloudPhysicsIO.oracleGeneral.bin";
+  ASSERT_TRUE(std::filesystem::exists(trace)) << "missing golden trace " << trace;
+  const CmdResult r = run({"--trace", trace, "--level", "lru:128MiB", "--level", "clock:1GiB", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out));
+  const auto lv = levels_of(r.out);
+  ASSERT_EQ(lv.size(), 2u) << r.out;
+  // 113872 accesses, 93374 LRU misses at 128 MiB (../shared/data/README.md).
+  EXPECT_EQ(lv[0].substr(0, lv[0].find(" ev")), "lru 134217728 113872 20498 93374");
+  EXPECT_EQ(lv[1].rfind("clock 1073741824 93374 ", 0), 0u) << lv[1];  // L2 sees L1's misses
+}
+
+TEST(CacheSimCli, MrcAndShards) {
+  // a b c a b d a (1 2 3 1 2 4 1): misses 7 at 1 and 2 entries, 4 from 3 entries on.
+  const std::string t = temp_file("mrc.txt", "1\n2\n3\n1\n2\n4\n1\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:2", "--json", "--mrc"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_NE(r.out.find("\"points\": [[1, 7], [3, 4], [4, 4]]"), std::string::npos) << r.out;
+  const CmdResult s = run({"--trace", t, "--level", "lru:2", "--shards", "1"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_NE(s.out.find("3 4 0.571429"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("max |error| 0.000000"), std::string::npos) << s.out;
+  std::filesystem::remove(t);
+}
+
+TEST(CacheSimCli, CsvGivesPerRequestAndPerStep) {
+  // Request 0: 5, 5 (miss, hit); request 1: 6 (miss, evicts 5 from the 1-entry level).
+  const std::string t = temp_file("g.csv", "id,request,step\n5,0,0\n5,0,1\n6,1,1\n");
+  const CmdResult r = run({"--trace", t, "--level", "fifo:1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_NE(r.out.find("{\"request\": 0, \"levels\": [{\"accesses\": 2, \"hits\": 1, \"misses\": 1, \"evictions\": 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("{\"request\": 1, \"levels\": [{\"accesses\": 1, \"hits\": 0, \"misses\": 1, \"evictions\": 1"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("{\"step\": 1, \"levels\": [{\"accesses\": 2, \"hits\": 1, \"misses\": 1, \"evictions\": 1"),
+            std::string::npos);
+  std::filesystem::remove(t);
+}
+
+TEST(CacheSimCli, BadInputFailsBeforeSimulating) {
+  const std::string good = temp_file("good.txt", "1\n2\n");
+  const std::string bad = temp_file("bad.txt", "1\n2\nthree\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--trace", good, "--level", "nosuch:10"}, "--level 'nosuch:10': unknown policy 'nosuch'"},
+      {{"--trace", good, "--level", "lru:0"}, "--level 'lru:0': capacity '0' is impossible"},
+      {{"--trace", good, "--level", "lru:12XB"}, "unknown unit 'XB'"},
+      {{"--trace", good, "--level", "lru"}, "--level 'lru': expected POLICY:CAPACITY"},
+      {{"--trace", bad, "--level", "lru:10"}, bad + ":3: id 'three'"},
+      {{"--trace", good + ".none", "--level", "lru:10"}, good + ".none"},
+      {{"--trace", good, "--mode", "both"}, "--mode 'both'"},
+      {{"--trace", good, "--format", "xml"}, "--format 'xml'"},
+      {{"--trace", good, "--shards", "2"}, "--shards 2"},
+      {{"--level", "lru:10"}, "--trace FILE is required"},
+      {{"--trace", good, "--levle", "lru:10"}, "unrecognised option '--levle'"},
+  };
+  for (const auto& c : cases) {
+    const CmdResult r = run(c.args);
+    EXPECT_NE(r.rc, 0) << fmt::format("{}", fmt::join(c.args, " "));
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in: " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const std::string empty = temp_file("empty.txt", "# nothing\n");
+  EXPECT_NE(run({"--trace", empty}).err.find("holds no accesses"), std::string::npos);
+  for (const auto& p : {good, bad, empty}) std::filesystem::remove(p);
+}
+
+TEST(CacheSimCli, HelpAndDefaultHierarchy) {
+  const CmdResult h = run({"--help"});
+  EXPECT_EQ(h.rc, 0);
+  EXPECT_NE(h.out.find("--level"), std::string::npos);
+  EXPECT_NE(h.out.find("semantic"), std::string::npos);
+  const std::string t = temp_file("d.txt", "1 512\n2 512\n1 512 0.5\n");
+  const CmdResult r = run({"--trace", t, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto lv = levels_of(r.out);
+  ASSERT_EQ(lv.size(), 3u) << r.out;
+  // 16 KiB holds 32 objects of 512 bytes: only the first two accesses miss L1.
+  EXPECT_EQ(lv[0], "lru 16384 3 1 2 ev 0");
+  EXPECT_EQ(lv[1], "clock 262144 2 0 2 ev 0");
+  EXPECT_EQ(lv[2], "semantic 8388608 2 0 2 ev 0");
+  std::filesystem::remove(t);
+}
+
+}  // namespace
+}  // namespace ip::exp
