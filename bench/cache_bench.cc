@@ -22,6 +22,7 @@
 
 #include "cache_sim/detail/hash.h"
 #include "cache_sim/hierarchy.h"
+#include "bench/bench_util.h"
 #include "cache_sim/mrc.h"
 
 namespace po = boost::program_options;
@@ -31,17 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <class Fn>
-double median_seconds(int reps, Fn&& fn) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using ip::bench::median_seconds;
 
 std::vector<Access> zipf_trace(std::size_t n, std::uint64_t ids, double alpha, std::uint32_t size, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

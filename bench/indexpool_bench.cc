@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "bench/bench_util.h"
 #include "core/backend.h"
 #include "core/parallel.h"
 #include "core/pipeline.h"
@@ -32,17 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <class Fn>
-double median_seconds(int reps, Fn&& fn) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using ip::bench::median_seconds;
 
 double gbps(double bytes, double s) { return bytes / s / 1e9; }
 

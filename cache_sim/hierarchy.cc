@@ -1,7 +1,6 @@
 #include "cache_sim/hierarchy.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/error.h"
 
@@ -28,56 +27,69 @@ Hierarchy::Hierarchy(const std::vector<LevelSpec>& levels, const HierarchyOption
   levels_.reserve(levels.size());
   // Exclusive mode moves entries between levels: victims then carry their next use and score.
   for (const auto& spec : levels) levels_.push_back(make_level(spec, options.mode == Mode::exclusive));
-  totals_.assign(levels.size(), LevelStats{});
+  totals_.assign(levels.size() + 1, Counters{});
   requests_.enabled = options.per_request;
   steps_.enabled = options.per_step;
   for (const auto& l : levels_) needs_future_ = needs_future_ || l->needs_future();
 }
 
-LevelStats* Hierarchy::Groups::row(std::uint32_t key, std::size_t nlevels) {
+Hierarchy::Counters* Hierarchy::Groups::row(std::uint32_t key, std::size_t nrows) {
   if (key != last_key || last_row == UINT32_MAX) {
     const auto [it, inserted] = index.emplace(key, static_cast<std::uint32_t>(keys.size()));
     if (inserted) {
       keys.push_back(key);
-      stats.resize(stats.size() + nlevels);
+      rows.resize(rows.size() + nrows);
     }
     last_key = key;
     last_row = it->second;
   }
-  return &stats[std::size_t{last_row} * nlevels];
+  return &rows[std::size_t{last_row} * nrows];
 }
 
-std::vector<GroupStats> Hierarchy::Groups::sorted() const {
+LevelStats Hierarchy::stats_of(const Counters* rows, std::size_t level) const {
+  LevelStats s;
+  for (std::size_t k = level; k <= levels_.size(); ++k) {
+    s.accesses += rows[k].ended;
+    if (k > level) s.bytes_from_below += rows[k].ended_bytes;
+  }
+  s.hits = level < levels_.size() ? rows[level].ended : 0;
+  s.misses = s.accesses - s.hits;
+  s.evictions = rows[level].evictions;
+  s.invalidations = rows[level].invalidations;
+  s.bypasses = rows[level].bypasses;
+  return s;
+}
+
+std::vector<GroupStats> Hierarchy::sorted(const Groups& g) const {
   std::vector<GroupStats> out;
-  if (keys.empty()) return out;
-  const std::size_t n = stats.size() / keys.size();
-  for (std::size_t g = 0; g < keys.size(); ++g)
-    out.push_back(GroupStats{keys[g], std::vector<LevelStats>(stats.begin() + g * n, stats.begin() + (g + 1) * n)});
+  const std::size_t nrows = levels_.size() + 1;
+  for (std::size_t i = 0; i < g.keys.size(); ++i) {
+    GroupStats gs{g.keys[i], {}};
+    for (std::size_t l = 0; l < levels_.size(); ++l) gs.levels.push_back(stats_of(&g.rows[i * nrows], l));
+    out.push_back(std::move(gs));
+  }
   std::sort(out.begin(), out.end(), [](const GroupStats& a, const GroupStats& b) { return a.key < b.key; });
   return out;
 }
 
 std::uint64_t Hierarchy::hits() const {
-  return std::accumulate(totals_.begin(), totals_.end(), std::uint64_t{0},
-                         [](std::uint64_t s, const LevelStats& l) { return s + l.hits; });
+  return accesses_ - totals_[levels_.size()].ended;
 }
 
 std::size_t Hierarchy::access_hashed(const Access& a, std::uint64_t h, std::int64_t next) {
   const std::size_t n = levels_.size();
   ++accesses_;
-  req_row_ = requests_.enabled ? requests_.row(a.request, n) : nullptr;
-  step_row_ = steps_.enabled ? steps_.row(a.step, n) : nullptr;
+  req_row_ = requests_.enabled ? requests_.row(a.request, n + 1) : nullptr;
+  step_row_ = steps_.enabled ? steps_.row(a.step, n + 1) : nullptr;
 
   std::size_t k = 0;
   Slot s = kNoSlot;
   for (; k < n; ++k) {
     levels_[k]->arrive();
-    count(k, [](LevelStats& st) { ++st.accesses; });
     s = levels_[k]->find(a.id, h);
     if (s != kNoSlot) break;
-    miss(k, a.size);
   }
-  if (k < n) count(k, [](LevelStats& st) { ++st.hits; });
+  count(k, [&](Counters& c) { ++c.ended, c.ended_bytes += a.size; });
   if (options_.mode == Mode::exclusive) {
     access_exclusive(a, next, k, s);
     return k;
@@ -89,7 +101,7 @@ std::size_t Hierarchy::access_hashed(const Access& a, std::uint64_t h, std::int6
   for (std::size_t j = k; j-- > 0;) {
     Level& level = *levels_[j];
     if (bypass_above || !level.fits(a.size)) {
-      count(j, [](LevelStats& st) { ++st.bypasses; });
+      count(j, [](Counters& st) { ++st.bypasses; });
       bypass_above = options_.mode == Mode::inclusive;
       continue;
     }
@@ -97,11 +109,11 @@ std::size_t Hierarchy::access_hashed(const Access& a, std::uint64_t h, std::int6
     if (inclusive) victims_.clear();
     const std::size_t evicted = level.insert(a.id, h, a.size, next, a.score, inclusive ? &victims_ : nullptr);
     if (!evicted) continue;
-    count(j, [&](LevelStats& st) { st.evictions += evicted; });
+    count(j, [&](Counters& st) { st.evictions += evicted; });
     if (!inclusive) continue;
     for (const Victim& v : victims_)
       for (std::size_t i = 0; i < j; ++i)
-        if (levels_[i]->erase(v.id)) count(i, [](LevelStats& st) { ++st.invalidations; });
+        if (levels_[i]->erase(v.id)) count(i, [](Counters& st) { ++st.invalidations; });
   }
   return k;
 }
@@ -120,14 +132,14 @@ void Hierarchy::access_exclusive(const Access& a, std::int64_t next, std::size_t
   for (std::size_t w = 0; w < pending_.size(); ++w) {
     auto [j, item] = pending_[w];
     while (j < n && !levels_[j]->fits(item.size)) {
-      if (w == 0) count(j, [](LevelStats& st) { ++st.bypasses; });
+      if (w == 0) count(j, [](Counters& st) { ++st.bypasses; });
       ++j;
     }
     if (j == n) continue;
     victims_.clear();
     const std::size_t evicted = levels_[j]->insert(item.id, item.size, item.next, item.score, &victims_);
     if (!evicted) continue;
-    count(j, [&](LevelStats& st) { st.evictions += evicted; });
+    count(j, [&](Counters& st) { st.evictions += evicted; });
     for (const Victim& v : victims_) pending_.push_back(Pending{j + 1, v});
   }
 }

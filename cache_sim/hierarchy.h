@@ -68,25 +68,34 @@ class Hierarchy {
 
   std::size_t levels() const { return levels_.size(); }
   const Level& level(std::size_t i) const { return *levels_[i]; }
-  const LevelStats& stats(std::size_t i) const { return totals_[i]; }
+  LevelStats stats(std::size_t i) const { return stats_of(totals_.data(), i); }
   std::uint64_t accesses() const { return accesses_; }
   // Accesses that hit some level.
   std::uint64_t hits() const;
   // Per request / per step, sorted by id (empty unless enabled in the options).
-  std::vector<GroupStats> per_request() const { return requests_.sorted(); }
-  std::vector<GroupStats> per_step() const { return steps_.sorted(); }
+  std::vector<GroupStats> per_request() const { return sorted(requests_); }
+  std::vector<GroupStats> per_step() const { return sorted(steps_); }
   Mode mode() const { return options_.mode; }
 
  private:
+  // What is counted per access: where it ended (the level that hit, or levels() for a miss
+  // everywhere) and its bytes, per ending; the rest of LevelStats follows (stats_of). Evictions,
+  // invalidations and bypasses are counted per level as they happen.
+  struct Counters {
+    std::uint64_t ended = 0, ended_bytes = 0;
+    std::uint64_t evictions = 0, invalidations = 0, bypasses = 0;
+  };
+  LevelStats stats_of(const Counters* rows, std::size_t level) const;
+
   struct Groups {
     bool enabled = false;
     std::unordered_map<std::uint32_t, std::uint32_t> index;
     std::vector<std::uint32_t> keys;
-    std::vector<LevelStats> stats;  // group-major, levels per group
+    std::vector<Counters> rows;  // group-major, levels() + 1 rows per group
     std::uint32_t last_key = 0, last_row = UINT32_MAX;
-    LevelStats* row(std::uint32_t key, std::size_t nlevels);
-    std::vector<GroupStats> sorted() const;
+    Counters* row(std::uint32_t key, std::size_t nrows);
   };
+  std::vector<GroupStats> sorted(const Groups& g) const;
 
   template <class F>
   void count(std::size_t level, F&& f) {
@@ -94,18 +103,15 @@ class Hierarchy {
     if (req_row_) f(req_row_[level]);
     if (step_row_) f(step_row_[level]);
   }
-  void miss(std::size_t level, std::uint32_t size) {
-    count(level, [&](LevelStats& s) { ++s.misses, s.bytes_from_below += size; });
-  }
   std::size_t access_hashed(const Access& a, std::uint64_t h, std::int64_t next);
   void access_exclusive(const Access& a, std::int64_t next, std::size_t hit_level, Slot slot);
 
   HierarchyOptions options_;
   std::vector<std::unique_ptr<Level>> levels_;
-  std::vector<LevelStats> totals_;
+  std::vector<Counters> totals_;  // levels() + 1 rows
   Groups requests_, steps_;
-  LevelStats* req_row_ = nullptr;
-  LevelStats* step_row_ = nullptr;
+  Counters* req_row_ = nullptr;
+  Counters* step_row_ = nullptr;
   std::uint64_t accesses_ = 0;
   bool needs_future_ = false;
   std::vector<Victim> victims_;

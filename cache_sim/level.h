@@ -1,13 +1,14 @@
 // One cache level: a policy and a capacity (entries or bytes). The level owns the id -> slot map, the
-// object sizes, the occupancy; the policy only ranks. The hierarchy owns the statistics.
+// object ids and sizes, the occupancy; the policy only ranks. The hierarchy owns the statistics.
 //
-// Level is the interface the hierarchy sees; make_level() builds the implementation for the spec's
-// policy (detail/level_impl.h, one instantiation per policy), so per-access calls into the policy
-// inline and only the level's own operations go through a virtual call.
+// Level holds everything that does not depend on the policy (lookups are plain inline calls);
+// make_level() builds the LevelImpl<P> of the spec's policy (detail/level_impl.h, one instantiation
+// per policy), whose hit/insert/erase call the policy inline — one virtual call per operation.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "cache_sim/capacity.h"
 #include "cache_sim/detail/hash.h"
+#include "cache_sim/detail/slot_map.h"
 #include "cache_sim/policy.h"
 
 namespace ip::cache {
@@ -42,15 +44,17 @@ class Level {
   // The hash every lookup uses; the hierarchy computes it once per access for all levels.
   static std::uint64_t hash(std::uint64_t id) { return detail::mix64(id); }
 
-  virtual Slot find(std::uint64_t id, std::uint64_t h) const = 0;
+  Slot find(std::uint64_t id, std::uint64_t h) const {
+    return map_.find(id, h, [this](Slot s) { return entries_[s].id(); });
+  }
   Slot find(std::uint64_t id) const { return find(id, hash(id)); }
   bool contains(std::uint64_t id) const { return find(id) != kNoSlot; }
   // False when the object is larger than a byte-capacity level: it bypasses the level.
   bool fits(std::uint32_t size) const { return !cap_.bytes || size <= cap_.value; }
 
   virtual void hit(Slot s, std::int64_t next, float score) = 0;
-  // Stores `id` (absent, fits), evicting first; the victims are appended to `out` when not null.
-  // Returns how many were evicted.
+  // Stores `id` (absent, fits; h = hash(id)), evicting first; the victims are appended to `out` when
+  // not null. Returns how many were evicted.
   virtual std::size_t insert(std::uint64_t id, std::uint64_t h, std::uint32_t size, std::int64_t next, float score,
                              std::vector<Victim>* out) = 0;
   std::size_t insert(std::uint64_t id, std::uint32_t size, std::int64_t next, float score, std::vector<Victim>* out) {
@@ -59,27 +63,81 @@ class Level {
   // Removes `id` when present (invalidation, promotion); returns whether it was.
   virtual bool erase(std::uint64_t id, Victim* removed = nullptr) = 0;
 
-  // Start loading what an access to `id` will read, in two stages that the trace replay issues some
-  // accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.
-  virtual void prefetch(std::uint64_t h) const = 0;
-  virtual void prefetch_entry(std::uint64_t h) const = 0;
+  // Start loading what an access with hash h will read, in two stages that the trace replay issues
+  // some accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.
+  void prefetch(std::uint64_t h) const { map_.prefetch(h); }
+  void prefetch_entry(std::uint64_t h) const {
+    const Slot s = map_.candidate(h);
+    if (s == kNoSlot) return;
+    __builtin_prefetch(entries_.data() + s);
+    prefetch_policy(s);
+  }
 
   std::size_t entries() const { return count_; }
   std::uint64_t used_bytes() const { return used_; }
-  virtual std::uint32_t size_of(Slot s) const = 0;
-  virtual void for_each_id(const std::function<void(std::uint64_t)>& f) const = 0;
+  std::uint32_t size_of(Slot s) const { return entries_[s].size; }
+  void for_each_id(const std::function<void(std::uint64_t)>& f) const;
 
   // Bytes of metadata held now: map, ids and sizes, kept touches and the policy's own.
-  virtual std::size_t metadata_bytes() const = 0;
+  std::size_t metadata_bytes() const;
 
  protected:
-  Level(std::string policy_name, const Capacity& cap) : policy_name_(std::move(policy_name)), cap_(cap) {}
+  Level(std::string policy_name, const Capacity& cap, bool keep_touches)
+      : policy_name_(std::move(policy_name)), cap_(cap), keep_touches_(keep_touches) {}
+
+  virtual void prefetch_policy(Slot s) const = 0;
+  virtual void resize_policy(Slot slots) = 0;
+  virtual std::size_t policy_bytes() const = 0;
+
+  // Id and size of a slot, packed in 12 bytes. A free slot keeps the index of the next free slot in
+  // `size` (the free list).
+  struct Entry {
+    std::uint32_t id_part[2];
+    std::uint32_t size;
+    std::uint64_t id() const {
+      std::uint64_t v;
+      std::memcpy(&v, id_part, sizeof v);
+      return v;
+    }
+    void set(std::uint64_t id, std::uint32_t sz) {
+      std::memcpy(id_part, &id, sizeof id);
+      size = sz;
+    }
+  };
+  static_assert(sizeof(Entry) == 12);
+
+  bool full_for(std::uint32_t size) const { return cap_.bytes ? used_ + size > cap_.value : count_ >= cap_.value; }
+  Slot allocate() {
+    if (free_head_ != kNoSlot) {
+      const Slot s = free_head_;
+      free_head_ = entries_[s].size;
+      return s;
+    }
+    if (used_slots_ == slots_) grow();
+    return used_slots_++;
+  }
+  void release(Slot s) {
+    entries_[s].size = free_head_;
+    free_head_ = s;
+  }
+  void grow();
+  Victim victim_of(Slot s) const {
+    return Victim{entries_[s].id(), entries_[s].size, keep_touches_ ? score_[s] : 1.0f, keep_touches_ ? next_[s] : -1};
+  }
 
   std::string policy_name_;
   Capacity cap_;
+  bool keep_touches_;
   std::uint64_t tick_ = 0;
   std::size_t count_ = 0;
   std::uint64_t used_ = 0;
+  detail::SlotMap map_;
+  std::vector<Entry> entries_;
+  std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
+  std::vector<float> score_;
+  Slot slots_ = 0;           // slots announced to the policy
+  Slot used_slots_ = 0;      // slots [0, used_slots_) have been handed out at least once
+  Slot free_head_ = kNoSlot;
 };
 
 // The level for a spec. keep_touches: remember per slot the next use and score of the last access,

@@ -1,0 +1,40 @@
+#include "cache_sim/level.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace ip::cache {
+
+namespace {
+
+template <class T>
+void grow_exact(std::vector<T>& v, std::size_t n) {
+  v.reserve(n);  // exactly n: the bytes reported are the bytes held
+  v.resize(n);
+}
+
+}  // namespace
+
+// Doubles the slots; an entry-capacity level never holds more slots than its capacity.
+void Level::grow() {
+  std::uint64_t n = std::max<std::uint64_t>(64, std::uint64_t{slots_} * 2);
+  if (!cap_.bytes) n = std::min<std::uint64_t>(n, cap_.value);
+  IP_REQUIRE(n < kNoSlot && n > slots_, "level '{}': more than {} resident entries", policy_name_, kNoSlot - 1);
+  slots_ = static_cast<Slot>(n);
+  grow_exact(entries_, slots_);
+  if (keep_touches_) grow_exact(next_, slots_), grow_exact(score_, slots_);
+  resize_policy(slots_);
+  map_.reserve(slots_, [this](Slot s) { return entries_[s].id(); });
+}
+
+void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {
+  map_.for_each_slot([&](Slot s) { f(entries_[s].id()); });
+}
+
+std::size_t Level::metadata_bytes() const {
+  return map_.bytes() + entries_.capacity() * sizeof(Entry) + next_.capacity() * sizeof(std::int64_t) +
+         score_.capacity() * sizeof(float) + policy_bytes();
+}
+
+}  // namespace ip::cache
