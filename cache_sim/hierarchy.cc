@@ -144,7 +144,7 @@ void Hierarchy::access_exclusive(const Access& a, std::int64_t next, std::size_t
   }
 }
 
-void Hierarchy::run(const Trace& trace) {
+void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_next) {
   // The trace is known ahead: start loading what an access reads a few accesses early, so that the
   // memory loads of consecutive accesses overlap instead of waiting one by one. Two stages: the map
   // buckets kAhead accesses early, the entry and policy metadata kAhead / 2 early. Each id is hashed
@@ -152,7 +152,10 @@ void Hierarchy::run(const Trace& trace) {
   constexpr std::size_t kAhead = 16, kRing = 32;
   const std::vector<Access>& t = trace.accesses;
   const std::size_t n = t.size();
-  const std::vector<std::int64_t> next = needs_future_ ? next_uses(t) : std::vector<std::int64_t>{};
+  std::vector<std::int64_t> computed;
+  if (needs_future_ && !given_next) computed = next_uses(t);
+  IP_REQUIRE(!given_next || given_next->size() == n, "run: {} next uses for {} accesses", given_next ? given_next->size() : 0, n);
+  const std::vector<std::int64_t>& next = given_next ? *given_next : computed;
   std::uint64_t ring[kRing];
   const auto stage1 = [&](std::size_t i) {
     ring[i % kRing] = Level::hash(t[i].id);

@@ -9,6 +9,8 @@
 //  exclusive  victim-cache style: an object lives in at most one level. A hit at level k > 0 moves it
 //             to level 0; whatever level i evicts is stored in level i + 1 (the last level drops it);
 //             a miss everywhere stores the object in level 0. An object too large for a level skips it.
+//             A demoted entry enters the level below as if accessed then, with the score and next use
+//             of its last access (so semantic and opt levels below rank it).
 // Objects larger than a byte-capacity level bypass it (counted as a miss and a bypass).
 #pragma once
 
@@ -34,7 +36,7 @@ struct LevelStats {
   std::uint64_t misses = 0;
   std::uint64_t evictions = 0;      // entries this level's policy pushed out (demoted in exclusive mode)
   std::uint64_t invalidations = 0;  // copies removed because a lower level evicted them (inclusive)
-  std::uint64_t bypasses = 0;       // misses on objects larger than the level
+  std::uint64_t bypasses = 0;       // misses not stored: larger than the level (inclusive: or a level below)
   std::uint64_t bytes_from_below = 0;  // bytes of the objects this level missed (read from below)
   double hit_rate() const { return accesses ? static_cast<double>(hits) / static_cast<double>(accesses) : 0.0; }
   bool operator==(const LevelStats&) const = default;
@@ -63,8 +65,9 @@ class Hierarchy {
   // Returns the level that hit, or levels() when every level missed.
   std::size_t access(const Access& a, std::int64_t next = -1) { return access_hashed(a, Level::hash(a.id), next); }
 
-  // Every access of the trace in order (precomputing next uses when a level needs them).
-  void run(const Trace& trace);
+  // Every access of the trace in order. Next uses (for opt) are computed from the trace when a level
+  // needs them, unless given (next_uses(trace.accesses)).
+  void run(const Trace& trace, const std::vector<std::int64_t>* next = nullptr);
 
   std::size_t levels() const { return levels_.size(); }
   const Level& level(std::size_t i) const { return *levels_[i]; }

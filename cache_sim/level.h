@@ -42,7 +42,7 @@ class Level {
   std::uint64_t tick() const { return tick_; }
 
   // The hash every lookup uses; the hierarchy computes it once per access for all levels.
-  static std::uint64_t hash(std::uint64_t id) { return detail::mix64(id); }
+  static std::uint64_t hash(std::uint64_t id) { return detail::table_hash(id); }
 
   Slot find(std::uint64_t id, std::uint64_t h) const {
     return map_.find(id, h, [this](Slot s) { return entries_[s].id(); });

@@ -13,10 +13,28 @@ namespace {
 
 constexpr std::uint64_t kShardsModulus = 1ULL << 24;
 
-void count(std::vector<std::uint64_t>& hist, std::uint64_t d) {
-  if (d >= hist.size()) hist.resize(std::max<std::size_t>(d + 1, hist.size() * 2));
-  ++hist[d];
-}
+// Histogram of stack distances, filled in batches: the increments of one batch are independent of
+// each other, so their cache misses overlap (done one per access, each waited on memory).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<std::uint64_t>& hist) : hist_(hist) { batch_.reserve(kBatch); }
+  ~Histogram() { flush(); }
+  void add(std::uint64_t d) {
+    batch_.push_back(d);
+    if (batch_.size() == kBatch) flush();
+  }
+  void flush() {
+    for (const std::uint64_t d : batch_)
+      if (d >= hist_.size()) hist_.resize(std::max<std::size_t>(d + 1, hist_.size() * 2));
+    for (const std::uint64_t d : batch_) ++hist_[d];
+    batch_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kBatch = 4096;
+  std::vector<std::uint64_t>& hist_;
+  std::vector<std::uint64_t> batch_;
+};
 
 }  // namespace
 
@@ -40,10 +58,17 @@ LruCurve exact_lru_curve(const std::vector<Access>& accesses) {
   curve.accesses = accesses.size();
   curve.hist.assign(1024, 0);
   detail::StackDistance sd;
-  for (const Access& a : accesses) {
-    const std::uint64_t d = sd.access(a.id);
-    if (d == 0) ++curve.cold;
-    else count(curve.hist, d);
+  constexpr std::size_t kAhead = 16;  // prefetch distance (accesses), see StackDistance::prefetch
+  const std::size_t n = accesses.size();
+  {
+    Histogram hist(curve.hist);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) sd.prefetch(accesses[i + kAhead].id);
+      if (i + kAhead / 2 < n) sd.prefetch_paths(accesses[i + kAhead / 2].id);
+      const std::uint64_t d = sd.access(accesses[i].id);
+      if (d == 0) ++curve.cold;
+      else hist.add(d);
+    }
   }
   std::size_t last = curve.hist.size();
   while (last > 1 && curve.hist[last - 1] == 0) --last;
@@ -72,12 +97,15 @@ ShardsCurve shards_lru_curve(const std::vector<Access>& accesses, double rate) {
   curve.accesses = accesses.size();
   std::vector<std::uint64_t> hist(1024, 0);
   detail::StackDistance sd;
-  for (const Access& a : accesses) {
-    if ((detail::mix64(a.id ^ 0x5ca1ab1e5eedULL) & (kShardsModulus - 1)) >= threshold) continue;
-    ++curve.sampled;
-    const std::uint64_t d = sd.access(a.id);
-    if (d == 0) ++curve.cold;
-    else count(hist, d);
+  {
+    Histogram h(hist);
+    for (const Access& a : accesses) {
+      if ((detail::mix64(a.id ^ 0x5ca1ab1e5eedULL) & (kShardsModulus - 1)) >= threshold) continue;
+      ++curve.sampled;
+      const std::uint64_t d = sd.access(a.id);
+      if (d == 0) ++curve.cold;
+      else h.add(d);
+    }
   }
   std::size_t last = hist.size();
   while (last > 2 && hist[last - 1] == 0) --last;

@@ -18,7 +18,7 @@ namespace ip::cache {
 
 struct Access {
   std::uint64_t id = 0;
-  std::uint32_t size = 1;      // bytes
+  std::uint32_t size = 1;      // bytes (0: takes no room in a byte-capacity level)
   float score = 1.0f;          // relevance (attention mass), finite and >= 0
   std::uint32_t request = 0;   // request id
   std::uint32_t step = 0;      // decode step id

@@ -161,7 +161,7 @@ int run(const Options& o) {
     for (const auto& [c, m] : curve_points(curve))
       std::cout << fmt::format("{} {} {:.6f}\n", c, m, static_cast<double>(m) / static_cast<double>(curve.accesses));
     if (o.shards > 0)
-      std::cout << fmt::format("# SHARDS rate {} ({} of {} accesses sampled): mean |error| {:.6f}, max |error| {:.6f} "
+      std::cout << fmt::format("# SHARDS rate {:.6g} ({} of {} accesses sampled): mean |error| {:.6f}, max |error| {:.6f} "
                                "at capacity {}\n",
                                shards.rate, shards.sampled, shards.accesses, err.mean_abs, err.max_abs, err.max_at);
   }

@@ -1,5 +1,6 @@
-// Open-addressing map from a 64-bit id to a small value, keys stored in the table (for the trace
-// passes: next-use positions, stack distances). Linear probing, no erase; grows at 1/2 load.
+// Open-addressing map from a 64-bit id to a small value, key and value side by side in one bucket
+// (for the trace passes: next-use positions, stack distances). Linear probing, no erase; grows at
+// 1/2 load.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,7 @@ class FlatMap {
   explicit FlatMap(std::size_t expected = 16) {
     std::size_t size = 16;
     while (size < expected * 2) size *= 2;
-    keys_.assign(size, kEmpty);
-    vals_.resize(size);
+    buckets_.assign(size, Bucket{kEmpty, V{}});
   }
 
   // The value for `id`, inserting `init` when absent; `inserted` tells which.
@@ -29,48 +29,60 @@ class FlatMap {
       has_empty_key_ = true;
       return empty_key_val_;
     }
-    if ((count_ + 1) * 2 > keys_.size()) grow();
-    std::size_t i = mix64(id) & (keys_.size() - 1);
-    while (keys_[i] != kEmpty && keys_[i] != id) i = (i + 1) & (keys_.size() - 1);
-    inserted = keys_[i] == kEmpty;
+    if ((count_ + 1) * 2 > buckets_.size()) grow();
+    const std::size_t mask = buckets_.size() - 1;
+    std::size_t i = mix64(id) & mask;
+    while (buckets_[i].key != kEmpty && buckets_[i].key != id) i = (i + 1) & mask;
+    inserted = buckets_[i].key == kEmpty;
     if (inserted) {
-      keys_[i] = id;
-      vals_[i] = init;
+      buckets_[i] = Bucket{id, init};
       ++count_;
     }
-    return vals_[i];
+    return buckets_[i].val;
   }
+
+  // The value for `id`, or null.
+  const V* find(std::uint64_t id) const {
+    if (id == kEmpty) return has_empty_key_ ? &empty_key_val_ : nullptr;
+    const std::size_t mask = buckets_.size() - 1;
+    for (std::size_t i = mix64(id) & mask;; i = (i + 1) & mask) {
+      if (buckets_[i].key == id) return &buckets_[i].val;
+      if (buckets_[i].key == kEmpty) return nullptr;
+    }
+  }
+
+  void prefetch(std::uint64_t id) const { __builtin_prefetch(&buckets_[mix64(id) & (buckets_.size() - 1)]); }
 
   std::size_t size() const { return count_ + (has_empty_key_ ? 1 : 0); }
 
   // Calls f(value&) for every entry.
   template <class F>
   void for_each_value(F&& f) {
-    for (std::size_t i = 0; i < keys_.size(); ++i)
-      if (keys_[i] != kEmpty) f(vals_[i]);
+    for (auto& b : buckets_)
+      if (b.key != kEmpty) f(b.val);
     if (has_empty_key_) f(empty_key_val_);
   }
 
  private:
   static constexpr std::uint64_t kEmpty = UINT64_MAX;
+  struct Bucket {
+    std::uint64_t key;
+    V val;
+  };
 
   void grow() {
-    std::vector<std::uint64_t> keys(keys_.size() * 2, kEmpty);
-    std::vector<V> vals(keys.size());
-    const std::size_t mask = keys.size() - 1;
-    for (std::size_t j = 0; j < keys_.size(); ++j) {
-      if (keys_[j] == kEmpty) continue;
-      std::size_t i = mix64(keys_[j]) & mask;
-      while (keys[i] != kEmpty) i = (i + 1) & mask;
-      keys[i] = keys_[j];
-      vals[i] = std::move(vals_[j]);
+    std::vector<Bucket> old(buckets_.size() * 2, Bucket{kEmpty, V{}});
+    old.swap(buckets_);
+    const std::size_t mask = buckets_.size() - 1;
+    for (auto& b : old) {
+      if (b.key == kEmpty) continue;
+      std::size_t i = mix64(b.key) & mask;
+      while (buckets_[i].key != kEmpty) i = (i + 1) & mask;
+      buckets_[i] = std::move(b);
     }
-    keys_.swap(keys);
-    vals_.swap(vals);
   }
 
-  std::vector<std::uint64_t> keys_;
-  std::vector<V> vals_;
+  std::vector<Bucket> buckets_;
   std::size_t count_ = 0;
   bool has_empty_key_ = false;
   V empty_key_val_{};

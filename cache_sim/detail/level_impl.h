@@ -26,18 +26,19 @@ class LevelImpl final : public Level {
                      std::vector<Victim>* out) override {
     IP_REQUIRE(fits(size), "level '{}': object {} of {} bytes is larger than the level", policy_name_, id, size);
     std::size_t evicted = 0;
+    Slot s = kNoSlot;  // the last victim's slot is reused for the new entry
     while (full_for(size)) {
-      const Slot v = policy_.victim();
-      const Victim gone = victim_of(v);
-      if (out) out->push_back(gone);
-      policy_.on_remove(v);
-      map_.erase(hash(gone.id), v);
-      used_ -= gone.size;
+      if (s != kNoSlot) release(s);
+      s = policy_.victim();
+      const std::uint64_t gone = entries_[s].id();
+      if (out) out->push_back(victim_of(s));
+      policy_.on_remove(s);
+      map_.erase(hash(gone), s);
+      used_ -= entries_[s].size;
       --count_;
-      release(v);
       ++evicted;
     }
-    const Slot s = allocate();
+    if (s == kNoSlot) s = allocate();
     entries_[s].set(id, size);
     if (keep_touches_) next_[s] = next, score_[s] = score;
     map_.insert(h, s, [this](Slot x) { return entries_[x].id(); });

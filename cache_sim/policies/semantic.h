@@ -4,9 +4,9 @@
 // this level (hits and misses alike; decay applies once per such access). Parameter: decay in (0, 1],
 // default 0.99 — "semantic(decay=0.95)"; decay = 1 ranks by the plain sum of scores.
 //
-// All entries share the factor decay^t, so the heap ranks by L = log(sum_i score_i * decay^(-t_i)),
+// All entries share the factor decay^t, so the ranking uses L = log(sum_i score_i * decay^(-t_i)),
 // kept in log space so that it never overflows; a new access adds log(score) - t*log(decay) by
-// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used. 24 bytes per slot.
+// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used. 24 to 32 bytes per slot.
 #pragma once
 
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "cache_sim/detail/slot_heap.h"
+#include "cache_sim/detail/slot_tournament.h"
 #include "cache_sim/policy.h"
 
 namespace ip::cache {
@@ -28,18 +28,18 @@ class Semantic {
     return Semantic(decay);
   }
   explicit Semantic(double decay) : log_decay_(std::log(decay)) {}
-  void resize(Slot slots) { heap_.resize(slots); }
-  void on_fill(Slot s, const Touch& t) { heap_.push(s, Key{contribution(t), ++seq_}); }
-  void on_hit(Slot s, const Touch& t) { heap_.update(s, Key{log_add(heap_.key(s).log_rel, contribution(t)), ++seq_}); }
-  void on_remove(Slot s) { heap_.erase(s); }
-  Slot victim() { return heap_.top(); }
-  std::size_t bytes() const { return heap_.bytes(); }
-  Slot peek_victim(int k) const { return k == 0 && !heap_.empty() ? heap_.top() : kNoSlot; }
-  void prefetch(Slot s) const { heap_.prefetch(s); }
+  void resize(Slot slots) { rank_.resize(slots); }
+  void on_fill(Slot s, const Touch& t) { rank_.push(s, key(contribution(t))); }
+  void on_hit(Slot s, const Touch& t) { rank_.update(s, key(log_add(log_rel(s), contribution(t)))); }
+  void on_remove(Slot s) { rank_.erase(s); }
+  Slot victim() { return rank_.top(); }
+  std::size_t bytes() const { return rank_.bytes(); }
+  Slot peek_victim(int k) const { return rank_.empty() ? kNoSlot : k == 0 ? rank_.top() : rank_.second(); }
+  void prefetch(Slot s) const { rank_.prefetch(s); }
 
   // Relevance of slot s at level tick t (for tests and reports).
   double relevance(Slot s, std::uint64_t t) const {
-    return std::exp(heap_.key(s).log_rel + static_cast<double>(t) * log_decay_);
+    return std::exp(log_rel(s) + static_cast<double>(t) * log_decay_);
   }
 
  private:
@@ -52,13 +52,12 @@ class Semantic {
     if (b == -std::numeric_limits<double>::infinity()) return a;
     return a + std::log1p(std::exp(b - a));
   }
-  struct Key {
-    double log_rel;
-    std::uint64_t seq;
-    bool operator<(const Key& o) const { return log_rel != o.log_rel ? log_rel < o.log_rel : seq < o.seq; }
-  };
+  // Ranking key: (L as an order-preserving u64, sequence number of the last access).
+  detail::RankKey key(double log_rel) { return detail::RankKey{detail::ordered(log_rel), ++seq_}; }
+  double log_rel(Slot s) const { return detail::unordered(rank_.key(s).major); }
+
   double log_decay_;
-  detail::SlotHeap<Key> heap_;
+  detail::SlotTournament rank_;
   std::uint64_t seq_ = 0;
 };
 

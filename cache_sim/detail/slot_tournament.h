@@ -1,0 +1,108 @@
+// The slot of smallest key among the present slots, with O(log n) insertion, key change and removal
+// of any slot (for the policies that rank entries: lfu, semantic, opt).
+//
+// A winner tree: leaves are the slots (padded to a power of two), each internal node holds the slot
+// with the smaller key of its two children, the root the overall minimum. Changing a slot's key
+// recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
+// it do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
+// stops early once a node's winner is unchanged and is not the slot itself. A key is a pair of u64
+// compared as one 128-bit number: no branches to mispredict. Absent slots carry the largest key.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ip::cache::detail {
+
+// Ranking key: `major` first, then `minor` (both unsigned); smaller is evicted first.
+struct RankKey {
+  std::uint64_t major;
+  std::uint64_t minor;
+  friend bool operator<(const RankKey& a, const RankKey& b) {
+    using u128 = unsigned __int128;
+    return ((u128{a.major} << 64) | a.minor) < ((u128{b.major} << 64) | b.minor);
+  }
+};
+
+// An order-preserving map from doubles (not NaN) to u64: a < b iff ordered(a) < ordered(b).
+inline std::uint64_t ordered(double d) {
+  const auto bits = std::bit_cast<std::uint64_t>(d);
+  return bits >> 63 ? ~bits : bits | (1ULL << 63);
+}
+inline double unordered(std::uint64_t u) { return std::bit_cast<double>(u >> 63 ? u & ~(1ULL << 63) : ~u); }
+
+class SlotTournament {
+ public:
+  using Slot = std::uint32_t;
+
+  void resize(Slot slots) {
+    key_.reserve(slots);
+    key_.resize(slots, kAbsent);
+    std::size_t leaves = 1;
+    while (leaves < slots) leaves *= 2;
+    if (leaves == leaves_) return;
+    leaves_ = leaves;
+    win_.clear();
+    win_.shrink_to_fit();
+    win_.reserve(2 * leaves);
+    win_.resize(2 * leaves);
+    for (std::size_t i = 0; i < leaves; ++i) win_[leaves + i] = static_cast<Slot>(i);  // padding: i >= slots
+    for (std::size_t i = leaves - 1; i >= 1; --i) win_[i] = better(win_[2 * i], win_[2 * i + 1]);
+  }
+
+  bool empty() const { return count_ == 0; }
+  Slot top() const { return win_[1]; }
+  // A likely runner-up (for prefetch hints): the winner of the root's other subtree.
+  Slot second() const {
+    if (count_ < 2) return UINT32_MAX;
+    const Slot t = win_[1];
+    return win_[2] == t ? win_[3] : win_[2];
+  }
+  const RankKey& key(Slot s) const { return key_[s]; }
+
+  void push(Slot s, const RankKey& k) {
+    ++count_;
+    set(s, k);
+  }
+  void update(Slot s, const RankKey& k) { set(s, k); }
+  void erase(Slot s) {
+    --count_;
+    set(s, kAbsent);
+  }
+
+  void prefetch(Slot s) const {
+    __builtin_prefetch(key_.data() + s);
+    __builtin_prefetch(win_.data() + (leaves_ + s) / 2);
+  }
+
+  std::size_t bytes() const { return key_.capacity() * sizeof(RankKey) + win_.capacity() * sizeof(Slot); }
+
+ private:
+  static constexpr RankKey kAbsent{UINT64_MAX, UINT64_MAX};
+
+  Slot better(Slot a, Slot b) const {
+    const RankKey& ka = a < key_.size() ? key_[a] : kAbsent;
+    const RankKey& kb = b < key_.size() ? key_[b] : kAbsent;
+    return kb < ka ? b : a;
+  }
+
+  void set(Slot s, const RankKey& k) {
+    key_[s] = k;
+    for (std::size_t i = (leaves_ + s) / 2; i >= 1; i /= 2) {
+      const Slot old = win_[i];
+      const Slot w = better(win_[2 * i], win_[2 * i + 1]);
+      win_[i] = w;
+      // Ancestors compare only winners' keys: unchanged winner other than s -> nothing above changes.
+      if (w == old && w != s) break;
+    }
+  }
+
+  std::vector<RankKey> key_;
+  std::vector<Slot> win_;  // [1, 2 * leaves): internal nodes, then the leaves (win_[leaves + s] = s)
+  std::size_t leaves_ = 0;
+  std::size_t count_ = 0;
+};
+
+}  // namespace ip::cache::detail

@@ -1,0 +1,163 @@
+// The data structures under the levels, against plain references: the id -> slot map under heavy
+// churn in small, nearly full tables (every group overflowing), the winner tree against a linear
+// scan, the order-preserving double encoding, the intrusive list.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <unordered_map>
+
+#include "cache_sim/detail/flat_map.h"
+#include "cache_sim/detail/hash.h"
+#include "cache_sim/detail/slot_list.h"
+#include "cache_sim/detail/slot_map.h"
+#include "cache_sim/detail/slot_tournament.h"
+
+namespace ip::cache::detail {
+namespace {
+
+TEST(SlotMap, MatchesAReferenceUnderChurnAtEveryLoad) {
+  for (const std::size_t capacity : {1, 5, 12, 40, 84, 300, 2000}) {
+    std::mt19937_64 rng(capacity);
+    std::vector<std::uint64_t> ids(capacity);  // slot -> id
+    SlotMap map;
+    const auto id_of = [&](std::uint32_t s) { return ids[s]; };
+    map.reserve(capacity, id_of);
+    std::unordered_map<std::uint64_t, std::uint32_t> ref;
+    std::vector<std::uint32_t> free_slots;
+    for (std::uint32_t s = 0; s < capacity; ++s) free_slots.push_back(s);
+    // Ids from a small universe so that lookups hit, miss, and collide; the table stays as full as
+    // the capacity allows (7/8 of the buckets at most), so groups overflow.
+    for (int step = 0; step < 20000; ++step) {
+      const std::uint64_t id = rng() % (3 * capacity + 7) * 0x100000001ULL;  // ids differing in high bits too
+      const std::uint64_t h = table_hash(id);
+      const std::uint32_t got = map.find(id, h, id_of);
+      const auto it = ref.find(id);
+      ASSERT_EQ(got, it == ref.end() ? SlotMap::kNone : it->second) << "capacity " << capacity << " step " << step;
+      if (it != ref.end()) {
+        if (rng() % 2) {  // erase
+          map.erase(h, it->second);
+          free_slots.push_back(it->second);
+          ref.erase(it);
+        }
+        continue;
+      }
+      if (free_slots.empty()) {  // evict a random entry first
+        auto victim = ref.begin();
+        std::advance(victim, static_cast<long>(rng() % ref.size()));
+        map.erase(table_hash(victim->first), victim->second);
+        free_slots.push_back(victim->second);
+        ref.erase(victim);
+      }
+      const std::uint32_t s = free_slots.back();
+      free_slots.pop_back();
+      ids[s] = id;
+      map.insert(h, s, id_of);
+      ref[id] = s;
+    }
+    std::size_t listed = 0;
+    map.for_each_slot([&](std::uint32_t s) {
+      ++listed;
+      ASSERT_EQ(ref.at(ids[s]), s);
+    });
+    EXPECT_EQ(listed, ref.size());
+  }
+}
+
+TEST(SlotMap, MemoryStaysWithinTheStatedBound) {
+  for (const std::size_t n : {1000, 100000, 1000000}) {
+    SlotMap map;
+    map.reserve(n, [](std::uint32_t) { return std::uint64_t{0}; });
+    const double per_entry = static_cast<double>(map.bytes()) / static_cast<double>(n);
+    EXPECT_LE(per_entry, 12.2) << n;
+    EXPECT_GE(per_entry, 6.0) << n;
+  }
+}
+
+TEST(SlotTournament, TopIsTheSmallestPresentKey) {
+  std::mt19937_64 rng(3);
+  SlotTournament t;
+  std::map<std::uint32_t, RankKey> ref;
+  std::uint32_t slots = 5;
+  t.resize(slots);
+  for (int step = 0; step < 20000; ++step) {
+    if (step % 3000 == 2999) t.resize(slots += 7);  // growing keeps every key
+    const auto s = static_cast<std::uint32_t>(rng() % slots);
+    const RankKey k{rng() % 4, rng() % 1000};  // many ties in major
+    if (!ref.count(s)) {
+      t.push(s, k);
+      ref[s] = k;
+    } else if (rng() % 3 == 0) {
+      t.erase(s);
+      ref.erase(s);
+    } else {
+      t.update(s, k);
+      ref[s] = k;
+    }
+    ASSERT_EQ(t.empty(), ref.empty());
+    if (ref.empty()) continue;
+    const auto best = std::min_element(ref.begin(), ref.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second || (!(b.second < a.second) && a.first < b.first);
+    });
+    ASSERT_FALSE(best->second < t.key(t.top()) || t.key(t.top()) < best->second) << "step " << step;
+    ASSERT_TRUE(ref.count(t.top())) << "step " << step;
+  }
+}
+
+TEST(SlotTournament, KeysCompareAsPairs) {
+  EXPECT_TRUE((RankKey{1, 9} < RankKey{2, 0}));
+  EXPECT_TRUE((RankKey{2, 0} < RankKey{2, 1}));
+  EXPECT_FALSE((RankKey{2, 1} < RankKey{2, 1}));
+  EXPECT_TRUE((RankKey{0, UINT64_MAX} < RankKey{1, 0}));
+}
+
+TEST(SlotTournament, OrderedDoublesKeepTheirOrder) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> v = {-inf, -1e300, -2.5, -1e-300, -0.0, 1e-310, 1e-300, 0.5, 1.0, 3e300, inf};
+  for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+    EXPECT_LT(ordered(v[i]), ordered(v[i + 1])) << v[i] << " " << v[i + 1];
+    EXPECT_EQ(unordered(ordered(v[i])), v[i]);
+  }
+}
+
+TEST(SlotList, FrontBackAndNeighbours) {
+  SlotList l;
+  l.resize(4);
+  EXPECT_TRUE(l.empty());
+  EXPECT_EQ(l.back(), SlotList::kNone);
+  l.push_front(2);
+  l.push_front(0);
+  l.push_front(3);  // 3 0 2
+  EXPECT_EQ(l.front(), 3u);
+  EXPECT_EQ(l.back(), 2u);
+  EXPECT_EQ(l.newer(2), 0u);
+  EXPECT_EQ(l.older(3), 0u);
+  EXPECT_EQ(l.newer(3), SlotList::kNone);
+  l.move_to_front(2);  // 2 3 0
+  EXPECT_EQ(l.back(), 0u);
+  l.remove(3);  // 2 0
+  EXPECT_EQ(l.older(2), 0u);
+  l.remove(2);
+  l.remove(0);
+  EXPECT_TRUE(l.empty());
+}
+
+TEST(FlatMap, GetFindAndTheReservedKey) {
+  FlatMap<int> m(2);
+  bool inserted = false;
+  for (std::uint64_t i = 0; i < 1000; ++i) m.get(i * 7919, static_cast<int>(i), inserted);
+  m.get(UINT64_MAX, 42, inserted);  // the table's empty marker is an ordinary key to callers
+  EXPECT_TRUE(inserted);
+  EXPECT_EQ(m.size(), 1001u);
+  EXPECT_EQ(*m.find(999 * 7919), 999);
+  EXPECT_EQ(*m.find(UINT64_MAX), 42);
+  EXPECT_EQ(m.find(5), nullptr);
+  m.get(999 * 7919, -1, inserted);
+  EXPECT_FALSE(inserted);
+}
+
+}  // namespace
+}  // namespace ip::cache::detail
