@@ -16,11 +16,6 @@ double ms_since(Clock::time_point t0) {
 }
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-bool needs_query_ref(const WeightParams& wp) {
-  return (wp.scheme == Weighting::cosine || wp.scheme == Weighting::hybrid) &&
-         wp.cosine_reference == CosineReference::query;
-}
-
 }  // namespace
 
 void validate_pipeline(const PipelineParams& p, const Workload& w) {
@@ -39,7 +34,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
   const MatrixView<const float> keys = w.index_keys.mat();
   const WeightParams& wp = p.pool.weights;
-  const bool learns = uses_stats(wp.scheme) || needs_query_ref(wp);
+  const bool learns = uses_stats(wp.scheme) || uses_query_reference(wp);
 
   RequestResult res;
   res.tokens = T;
@@ -59,7 +54,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     // 1. (Re)build the index when the scheme learns from history, or on the first step.
     if (q == 0 || (learns && q % p.rebuild_every == 0)) {
       PoolParams pp = p.pool;
-      if (needs_query_ref(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
+      if (uses_query_reference(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
       const auto t0 = Clock::now();
       be.build_index(keys, pp, &stats, query_ref.empty() ? nullptr : query_ref.data(), res.index);
       rec.pool_ms = ms_since(t0);
@@ -128,7 +123,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     ranges.reserve(sel.size());
     for (std::int32_t g : sel) ranges.emplace_back(Index64{g} * G, std::min(T, (Index64{g} + 1) * G));
     be.update_stats(stats, step_mass, ranges);
-    if (needs_query_ref(wp)) {
+    if (uses_query_reference(wp)) {
       if (query_ref.empty()) query_ref.assign(D, 0.0f);
       const float a = q == 0 ? 0.0f : p.query_ema;  // the first query starts the average
       for (Index64 d = 0; d < D; ++d) {

@@ -121,9 +121,7 @@ void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, con
     IP_REQUIRE(stats->tokens() == keys.rows, "pooling: access statistics cover {} tokens, the context has {}",
                stats->tokens(), keys.rows);
   }
-  const bool needs_query =
-      (wp.scheme == Weighting::cosine || wp.scheme == Weighting::hybrid) && wp.cosine_reference == CosineReference::query;
-  IP_REQUIRE(!needs_query || query_ref != nullptr, "pooling: cosine reference 'query' needs a query reference");
+  IP_REQUIRE(!uses_query_reference(wp) || query_ref != nullptr, "pooling: cosine reference 'query' needs a query reference");
 }
 
 std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

@@ -44,6 +44,12 @@ struct WeightParams {
   float alpha_tfidf = 1.0f;
 };
 
+// True when the weights need a query reference (cosine weights, alone or in hybrid, against past queries).
+inline bool uses_query_reference(const WeightParams& wp) {
+  return (wp.scheme == Weighting::cosine || wp.scheme == Weighting::hybrid) &&
+         wp.cosine_reference == CosineReference::query;
+}
+
 // ---- per-group math, shared with the kernels -------------------------------------------------------
 
 // Positional weights of n tokens in a group of nominal size G (n < G for a partial last group).
