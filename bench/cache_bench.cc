@@ -23,6 +23,7 @@
 
 #include "cache_sim/detail/hash.h"
 #include "cache_sim/hierarchy.h"
+#include "bench/bench_util.h"
 #include "cache_sim/mrc.h"
 
 namespace po = boost::program_options;
@@ -30,25 +31,8 @@ using namespace ip::cache;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Best and median of `reps` timed runs: on a shared machine the best is the run least disturbed by
-// other work (bench_util.h's median_seconds gives the median alone).
-struct Timing {
-  double best = 0, median = 0;  // seconds
-};
-
-template <class Fn>
-Timing time_runs(int reps, Fn&& fn) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return Timing{t.front(), t[t.size() / 2]};
-}
+using ip::bench::Timing;
+using ip::bench::time_runs;
 
 std::vector<Access> zipf_trace(std::size_t n, std::uint64_t ids, double alpha, std::uint32_t size, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

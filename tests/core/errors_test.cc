@@ -13,17 +13,11 @@
 
 namespace {
 
+using iptest::params;
 using iptest::view;
 using ip::Weighting;
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-ip::PoolParams params(Weighting scheme, int G) {
-  ip::PoolParams p;
-  p.group_size = G;
-  p.weights.scheme = scheme;
-  return p;
-}
 
 const std::vector<float> kKeys = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // T = 6, D = 2
 

@@ -152,7 +152,9 @@ TEST(Pipeline, SelectedMassIsTheStepsAttentionOverEachGroup) {
       for (ip::Index64 i = 0; i < r.k_groups; ++i) {
         const float m = r.selected_mass[q * r.k_groups + i];
         EXPECT_GE(m, 0.0f);
-        if (!attention) EXPECT_FLOAT_EQ(m, 1.0f / 64);
+        if (!attention) {
+          EXPECT_FLOAT_EQ(m, 1.0f / 64);
+        }
         sum += m;
       }
       EXPECT_NEAR(sum, 1.0, 1e-5) << "step " << q << (attention ? " with" : " without") << " attention";

@@ -11,17 +11,10 @@
 
 namespace {
 
+using iptest::params;
 using iptest::view;
 using ip::Precision;
 using ip::Weighting;
-
-ip::PoolParams params(Weighting scheme, int G, Precision prec = Precision::fp32) {
-  ip::PoolParams p;
-  p.group_size = G;
-  p.weights.scheme = scheme;
-  p.precision = prec;
-  return p;
-}
 
 // T = 10, D = 2, G = 4: groups {0..3}, {4..7}, {8,9} (partial).
 const std::vector<float> kTen = {1, 8,  3, 0,  5, 4,  7, -4,   // group 0: mean (4, 2)

@@ -12,17 +12,10 @@
 
 namespace {
 
+using iptest::params;
 using iptest::view;
 using ip::Precision;
 using ip::Weighting;
-
-ip::PoolParams params(Weighting scheme, int G, Precision prec = Precision::fp32) {
-  ip::PoolParams p;
-  p.group_size = G;
-  p.weights.scheme = scheme;
-  p.precision = prec;
-  return p;
-}
 
 std::vector<float> randn(int n, unsigned seed) {
   std::mt19937 gen(seed);

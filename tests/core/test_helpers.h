@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/pool.h"
 #include "core/tensor.h"
 
 namespace iptest {
@@ -17,6 +18,15 @@ namespace iptest {
 // A read-only [rows, cols] view of a row-major vector.
 inline ip::MatrixView<const float> view(const std::vector<float>& v, ip::Index64 rows, ip::Index64 cols) {
   return ip::MatrixView<const float>(v.data(), rows, cols);
+}
+
+// Pooling parameters of one scheme, group size and precision (other fields at their defaults).
+inline ip::PoolParams params(ip::Weighting scheme, int G, ip::Precision prec = ip::Precision::fp32) {
+  ip::PoolParams p;
+  p.group_size = G;
+  p.weights.scheme = scheme;
+  p.precision = prec;
+  return p;
 }
 
 // Success when fn() throws ip::Error whose what() contains `needle`.

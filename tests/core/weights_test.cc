@@ -12,15 +12,9 @@
 
 namespace {
 
+using iptest::params;
 using iptest::view;
 using ip::Weighting;
-
-ip::PoolParams params(Weighting scheme, int G) {
-  ip::PoolParams p;
-  p.group_size = G;
-  p.weights.scheme = scheme;
-  return p;
-}
 
 void expect_rel(const std::vector<float>& got, const std::vector<double>& want, double rel = 1e-6) {
   ASSERT_EQ(got.size(), want.size());
