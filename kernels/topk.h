@@ -1,0 +1,27 @@
+// Launcher of exact batched top-k (radix select): per row, the k largest scores, best first, equal
+// scores to the lower id (core/topk.h) -- the same ids as a full stable sort.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ip::cuda {
+
+struct TopkArgs {
+  int rows = 1;
+  const long long* row_offset = nullptr;  // device [rows + 1]: row r is scores[row_offset[r] .. row_offset[r+1])
+  long long max_row = 0;                  // longest row (host-known), for sizing and dispatch
+  const float* scores = nullptr;
+  int k = 1;                              // every row must hold at least k scores (NaN not allowed)
+  std::int32_t* ids = nullptr;            // [rows, k], ids relative to the row start
+  float* values = nullptr;                // optional [rows, k]
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+std::size_t topk_workspace_bytes(int rows, long long max_row, int k);
+void topk(const TopkArgs& a, cudaStream_t stream);
+
+}  // namespace ip::cuda
