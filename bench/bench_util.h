@@ -1,28 +1,43 @@
 // Timing helper shared by the benchmark programs.
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
 namespace ip::bench {
 
+// CPU seconds this thread has run (not counting time the scheduler gave to other processes).
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // Best and median wall-clock seconds of `reps` (>= 1) calls of fn(): on a shared machine the best is
-// the run least disturbed by other work.
+// the run least disturbed by other work. cpu_best / cpu_median: the same in CPU seconds of the calling
+// thread (meaningful for single-threaded work; unaffected by time the process waited for a core, still
+// affected by other processes sharing the caches).
 struct Timing {
   double best = 0, median = 0;
+  double cpu_best = 0, cpu_median = 0;
 };
 
 template <class Fn>
 Timing time_runs(int reps, Fn&& fn) {
-  std::vector<double> t;
+  std::vector<double> t, c;
   for (int i = 0; i < reps; ++i) {
+    const double c0 = thread_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    c.push_back(thread_cpu_seconds() - c0);
   }
   std::sort(t.begin(), t.end());
-  return Timing{t.front(), t[t.size() / 2]};
+  std::sort(c.begin(), c.end());
+  return Timing{t.front(), t[t.size() / 2], c.front(), c[c.size() / 2]};
 }
 
 template <class Fn>

@@ -13,6 +13,7 @@
 #include "cache_sim/policies/lru.h"
 #include "cache_sim/policies/opt.h"
 #include "cache_sim/policies/semantic.h"
+#include "cache_sim/policies/semantic_cos.h"
 #include "cache_sim/policies/sieve.h"
 
 namespace ip::cache {
@@ -28,6 +29,8 @@ constexpr PolicyInfo kPolicies[] = {
     {"lfu", "fewest hits while resident; ties: least recently used", make_level<Lfu>},
     {"sieve", "SIEVE: FIFO queue, visited bit, hand that does not move survivors", make_level<Sieve>},
     {"semantic", "lowest decayed sum of access scores; semantic(decay=0.99)", make_level<Semantic>},
+    {"semantic-cos", "lowest score of the latest access (no sum, no decay); for cache.relevance = cosine",
+     make_level<SemanticCos>},
     {"opt", "Belady: next use farthest in the future (needs the whole trace)", make_level<Opt>},
 };
 

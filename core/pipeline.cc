@@ -1,5 +1,6 @@
 #include "core/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,33 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Folds this step's query (mean over heads) into the EMA m (factor a; a = 0 starts it), then appends
+// (1 + cos(c_g, m)) / 2 for each selected group g. Serial and in a fixed order: the same bits on
+// every thread count.
+void record_similarity(const PooledIndex& index, const IndexQuery& iq, Index64 H, float a, std::vector<float>& m,
+                       std::vector<float>& row, const std::vector<std::int32_t>& sel, std::vector<float>& out) {
+  const Index64 D = static_cast<Index64>(m.size());
+  double mm = 0;
+  for (Index64 d = 0; d < D; ++d) {
+    float s = 0.0f;
+    for (Index64 j = 0; j < H; ++j) s += iq.heads(j, d);
+    m[d] = a * m[d] + (1.0f - a) * (s / static_cast<float>(H));
+    mm += static_cast<double>(m[d]) * m[d];
+  }
+  const int rows = index.rows_per_group();
+  for (const std::int32_t g : sel) {
+    for (int r = 0; r < rows; ++r) dequantize_row(index.rows, Index64{g} * rows + r, row.data() + r * D);
+    double cm = 0, cc = 0;
+    for (Index64 d = 0; d < D; ++d) {
+      const double c = rows == 2 ? 0.5 * (static_cast<double>(row[d]) + row[D + d]) : row[d];
+      cm += c * m[d];
+      cc += c * c;
+    }
+    const double cosine = cc > 0 && mm > 0 ? cm / std::sqrt(cc * mm) : 0.0;
+    out.push_back(static_cast<float>(0.5 * (1.0 + std::clamp(cosine, -1.0, 1.0))));
+  }
+}
 
 }  // namespace
 
@@ -47,6 +75,8 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
 
   AccessStats stats(T, p.stats_decay);
   std::vector<float> query_ref;  // EMA of past queries (mean over heads); empty until one step has run
+  std::vector<float> sim_ref(p.record_similarity ? D : 0), sim_row(p.record_similarity ? 2 * D : 0);
+  if (p.record_similarity) res.selected_similarity.reserve(static_cast<std::size_t>(Q * res.k_groups));
   std::vector<float> group_scores(res.groups), token_scores(T), oracle_scores(res.groups), step_mass(T);
 
   for (Index64 q = 0; q < Q; ++q) {
@@ -70,6 +100,8 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     const auto sel = be.topk(group_scores.data(), res.groups, res.k_groups);
     rec.topk_ms = ms_since(t0);
     res.selected.insert(res.selected.end(), sel.begin(), sel.end());
+    if (p.record_similarity) record_similarity(res.index, iq, H, q == 0 ? 0.0f : p.query_ema, sim_ref, sim_row,
+                                               sel, res.selected_similarity);
     const auto sel_tokens = tokens_of_groups(sel, G, T);
 
     // 3. Block-sparse attention over the selected groups.

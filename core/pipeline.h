@@ -17,6 +17,7 @@ struct PipelineParams {
   float query_ema = 0.9f;      // EMA factor of the query reference (cosine.reference = query)
   int rebuild_every = 1;       // steps between index rebuilds for schemes that learn from history
   bool fidelity = true;        // compute the exact indexer and dense attention for the metrics
+  bool record_similarity = false;  // fill RequestResult::selected_similarity (a cache model's relevance)
 };
 
 void validate_pipeline(const PipelineParams& p, const Workload& w);
@@ -33,6 +34,12 @@ struct RequestResult {
   std::vector<std::int32_t> selected;  // [Q, k_g] selected group ids, best first
   std::vector<float> selected_mass;    // [Q, k_g] attention mass each selected group got (mean over heads;
                                        // 1/k_g each when the workload has no attention stage)
+  std::vector<float> selected_similarity;  // [Q, k_g] (1 + cos(c_g, m_q)) / 2 of each selected group, with
+                                           // c_g its composite key as the index stood at that step (maxmin:
+                                           // the mean of its two bound rows) and m_q the EMA (factor
+                                           // query_ema) of the queries up to and including step q, each the
+                                           // mean over heads; 0.5 when a norm is 0. Empty unless
+                                           // record_similarity.
   PooledIndex index;                   // the index as it stood after the last step
   Index64 tokens = 0, groups = 0, k_groups = 0;
   int group_size = 1;

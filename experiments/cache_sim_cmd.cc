@@ -195,7 +195,7 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
       std::cout << "Replays a trace of object accesses through a cache hierarchy and prints, per level, accesses,\n"
                    "hits, misses, evictions and bytes read from the level below.\n\n"
                 << opts << "\npolicies:\n";
-      for (const auto& p : policy_table()) std::cout << fmt::format("  {:<10} {}\n", p.name, p.summary);
+      for (const auto& p : policy_table()) std::cout << fmt::format("  {:<13} {}\n", p.name, p.summary);
       std::cout << "\nexample:\n  indexpool cache-sim --trace t.bin --level lru:128MiB --level clock:1GiB --json\n";
       return 0;
     }

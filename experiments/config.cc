@@ -222,7 +222,7 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.cache.enabled = parse_bool(v); }},
       {"cache.levels", "lru:16KiB clock:256KiB semantic:8MiB",
        "space-separated POLICY:CAPACITY levels, closest first (capacity: entries, or bytes with KiB/MiB/GiB);\n"
-       "                                          policies: lru clock fifo lfu sieve semantic opt",
+       "                                          policies: lru clock fifo lfu sieve semantic semantic-cos opt",
        [](P& p, const std::string& v) {
          std::vector<std::string> levels;
          std::istringstream in(v);
@@ -240,7 +240,14 @@ std::vector<KeyInfo> make_keys() {
          p.cache.kv_bytes = parse_i32(v);
          IP_REQUIRE(p.cache.kv_bytes >= 1 && p.cache.kv_bytes <= 8, "must be 1..8");
        }},
-      {"cache.opt_bound", "true", "also replay with Belady's OPT at every level (the bound)",
+      {"cache.relevance", "mass",
+       "score each access carries (semantic levels rank by it): mass (attention mass the step gave the\n"
+       "                                          group) or cosine ((1 + cos(group's composite key, EMA of the queries with\n"
+       "                                          factor pool.query_ema)) / 2; needed by semantic-cos levels)",
+       [](P& p, const std::string& v) { p.cache.relevance = one_of(v, {"mass", "cosine"}); }},
+      {"cache.opt_bound", "true",
+       "also replay under Belady's OPT: the hierarchy with opt at every level (a reference), and one opt\n"
+       "                                          cache of all levels' capacity (the upper bound on the overall hit rate)",
        [](P& p, const std::string& v) { p.cache.opt_bound = parse_bool(v); }},
       {"cache.mrc", "true", "store the exact LRU miss-ratio curve of each point's trace",
        [](P& p, const std::string& v) { p.cache.mrc = parse_bool(v); }},
@@ -248,6 +255,15 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.output_path = v; }},
       {"output.save_tensors", "false", "store each point's composite keys and selected group ids",
        [](P& p, const std::string& v) { p.save_tensors = parse_bool(v); }},
+      {"output.cache_trace", "",
+       "write each point's cache access trace to this file, for 'indexpool cache-sim --trace' ({index} in\n"
+       "                                          the path becomes the point's 6-digit index; required when the sweep has\n"
+       "                                          several points); an existing file is replaced only with --overwrite or --resume",
+       [](P& p, const std::string& v) { p.cache_trace = v; }},
+      {"output.cache_trace_format", "auto",
+       "auto (from the name: .csv csv, .bin oracle, else txt), txt (id size score), csv (id, size, score,\n"
+       "                                          request, step) or oracle (ids and sizes only: semantic levels replay with score 1)",
+       [](P& p, const std::string& v) { p.cache_trace_format = one_of(v, {"auto", "txt", "csv", "oracle"}); }},
   };
   return k;
 }
@@ -480,6 +496,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   for (const auto& p : sw.points) {
     try {
       validate_spec(p.workload);
+      validate_cache_point(p.cache);
     } catch (const Error& e) {
       throw Error(fmt::format("{}: point {} ({}): {}", path, p.index, p.key, e.what()));
     }

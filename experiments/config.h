@@ -24,6 +24,8 @@ struct Point {
   CacheParams cache;
   std::string output_path;    // results HDF5 file ("" = none)
   bool save_tensors = false;  // store composite keys and selected groups per point
+  std::string cache_trace;    // output.cache_trace: file for each point's access trace ("" = none)
+  std::string cache_trace_format = "auto";  // auto | txt | csv | oracle
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list

@@ -126,6 +126,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   // Everything that can fail on bad input happens before the first point: imports, the output file.
   WorkloadCache cache;
   preload_imports(points, cache);
+  check_cache_traces(points, vm.count("overwrite") > 0 || vm.count("resume") > 0);
   std::unique_ptr<ResultsFile> results;
   if (!out_path.empty()) {
     check_writable(out_path);

@@ -29,7 +29,8 @@ using Kind = h5::Column::Kind;
 constexpr const char* kNumberColumns[] = {
     "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "exact_macs_per_query",
     "token_recall", "block_recall", "mass_recall", "output_error", "pool_ms", "score_ms", "topk_ms", "attention_ms",
-    "wall_s", "cache_l1_hit_rate", "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate"};
+    "wall_s", "cache_l1_hit_rate", "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
+    "cache_opt_single_hit_rate"};
 // clang-format on
 constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_recall", "output_error",
                                         "pool_ms",      "score_ms",     "topk_ms",     "attention_ms"};
@@ -38,7 +39,9 @@ constexpr const char* kUnits =
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
     "block_recall, mass_recall: fractions in [0, 1]; output_error: relative, no unit; *_ms: milliseconds "
     "(median over steps); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "
-    "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same with Belady's policy)";
+    "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same hierarchy with Belady's OPT at every level, a "
+    "reference and not a bound; cache_opt_single_hit_rate: Belady's OPT on one cache holding as many objects as all "
+    "levels together, an upper bound on cache_hit_rate for any policies and mode, NaN when objects differ in size)";
 constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
 
 std::vector<double> numbers(const PointSummary& s) {
@@ -46,7 +49,7 @@ std::vector<double> numbers(const PointSummary& s) {
   return {s.tokens, s.index_bytes_per_token, s.exact_bytes_per_token, s.macs_per_query, s.exact_macs_per_query,
           s.token_recall, s.block_recall, s.mass_recall, s.output_error, s.pool_ms, s.score_ms, s.topk_ms,
           s.attention_ms, s.wall_s, s.cache_l1_hit_rate, s.cache_l2_hit_rate, s.cache_l3_hit_rate, s.cache_hit_rate,
-          s.cache_opt_hit_rate};
+          s.cache_opt_hit_rate, s.cache_opt_single_hit_rate};
   // clang-format on
 }
 

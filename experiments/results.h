@@ -56,9 +56,12 @@ struct PointSummary {
   double pool_ms = 0, score_ms = 0, topk_ms = 0, attention_ms = 0;  // milliseconds, median
   double wall_s = 0;  // seconds for the whole point
   // Cache model (NaN when off or when the point has fewer levels): hit rates of levels 1..3 (fraction
-  // of the accesses reaching that level), overall (accesses that hit some level) and its OPT bound.
+  // of the accesses reaching that level), overall (accesses that hit some level), overall with every
+  // level's policy replaced by Belady's OPT (a reference, not a bound: per-level Belady is not optimal
+  // for a hierarchy), and Belady's OPT on one cache of all levels' capacity (the upper bound on
+  // cache_hit_rate; NaN when accesses differ in size).
   double cache_l1_hit_rate = kNoValue, cache_l2_hit_rate = kNoValue, cache_l3_hit_rate = kNoValue;
-  double cache_hit_rate = kNoValue, cache_opt_hit_rate = kNoValue;
+  double cache_hit_rate = kNoValue, cache_opt_hit_rate = kNoValue, cache_opt_single_hit_rate = kNoValue;
 };
 
 struct RequestDetail {

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 #include <map>
 #include <memory>
@@ -54,6 +56,56 @@ std::string source_key(const Point& p) {
 
 }  // namespace
 
+std::string cache_trace_path(const Point& p) {
+  std::string path = p.cache_trace;
+  const auto at = path.find("{index}");
+  if (at != std::string::npos) path.replace(at, 7, fmt::format("{:06d}", p.index));
+  return path;
+}
+
+cache::TraceFormat cache_trace_format(const Point& p) {
+  return p.cache_trace_format == "auto" ? cache::guess_trace_format(cache_trace_path(p))
+                                        : cache::parse_trace_format(p.cache_trace_format);
+}
+
+void check_cache_traces(const std::vector<Point>& points, bool replace) {
+  namespace fs = std::filesystem;
+  std::set<std::string> seen;
+  for (const auto& p : points) {
+    if (p.cache_trace.empty()) continue;
+    IP_REQUIRE(p.cache.enabled, "output.cache_trace is set but cache.enabled = false (point {}: {})", p.index, p.key);
+    const std::string path = cache_trace_path(p);
+    IP_REQUIRE(seen.insert(path).second,
+               "output.cache_trace '{}': several points would write '{}'; put {{index}} in the path (it becomes the "
+               "point's 6-digit index)",
+               p.cache_trace, path);
+    const fs::path f(path);
+    std::error_code ec;
+    if (f.has_parent_path()) fs::create_directories(f.parent_path(), ec);
+    IP_REQUIRE(!ec, "output.cache_trace '{}': cannot create its folder: {}", path, ec.message());
+    IP_REQUIRE(!fs::is_directory(f), "output.cache_trace '{}' is a folder, not a file", path);
+    IP_REQUIRE(replace || !fs::exists(f),
+               "output.cache_trace '{}' already exists; pass --overwrite to replace it (or --resume to continue the "
+               "sweep that wrote it)",
+               path);
+    const fs::path probe = path + fmt::format(".tmp-{}", ::getpid());
+    {
+      std::ofstream out(probe, std::ios::app);
+      IP_REQUIRE(out.good(), "output.cache_trace '{}' is not writable", path);
+    }
+    fs::remove(probe, ec);
+  }
+}
+
+void write_cache_trace(const Point& p, const cache::Trace& trace) {
+  // A complete file beside the target, then renamed over it: never a half-written trace under its name.
+  const std::string path = cache_trace_path(p), tmp = path + fmt::format(".tmp-{}", ::getpid());
+  cache::write_trace(tmp, cache_trace_format(p), trace);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  IP_REQUIRE(!ec, "output.cache_trace '{}': cannot rename '{}' over it: {}", path, tmp, ec.message());
+}
+
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache) {
   PointRecord rec;
   rec.index = p.index;
@@ -86,8 +138,10 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
   double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
   std::vector<RequestResult> results;
+  PipelineParams pipeline = p.pipeline;
+  pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   for (const auto& w : reqs) {
-    results.push_back(run_request(*backend, w, p.pipeline));
+    results.push_back(run_request(*backend, w, pipeline));
     const RequestResult& r = results.back();
     for (const auto& s : r.steps) {
       tr.push_back(s.token_recall);
@@ -112,15 +166,18 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
       const RequestResult& r = results[b];
       const Workload& w = reqs[b];
       const Index64 Da = w.has_attention() ? w.attn_keys.dim(1) : 0, Dv = w.has_attention() ? w.values.dim(1) : 0;
-      sel.push_back(RequestSelections{&r.selected, &r.selected_mass, r.k_groups, static_cast<Index64>(r.steps.size()),
-                                      cache_object_bytes(p.cache, r.index, Da, Dv)});
+      sel.push_back(RequestSelections{&r.selected, &r.selected_mass, &r.selected_similarity, r.k_groups,
+                                      static_cast<Index64>(r.steps.size()), cache_object_bytes(p.cache, r.index, Da, Dv)});
     }
-    rec.cache = simulate_cache(p.cache, sel);
+    const ip::cache::Trace trace = cache_trace(p.cache, sel);
+    rec.cache = simulate_cache(p.cache, trace);
+    if (!p.cache_trace.empty()) write_cache_trace(p, trace);
     double* level_rates[] = {&out.cache_l1_hit_rate, &out.cache_l2_hit_rate, &out.cache_l3_hit_rate};
     for (std::size_t i = 0; i < std::min<std::size_t>(3, rec.cache.levels.size()); ++i)
       *level_rates[i] = rec.cache.levels[i].hit_rate;
     out.cache_hit_rate = rec.cache.hit_rate;
     out.cache_opt_hit_rate = rec.cache.opt_hit_rate;
+    out.cache_opt_single_hit_rate = rec.cache.opt_single_hit_rate;
   }
   for (auto& r : results) {
     RequestDetail d;
@@ -250,9 +307,9 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
   std::string out;
   std::string head;
   for (const auto& k : axis_keys) head += fmt::format("{:>18} ", k.substr(k.find('.') + 1));
-  head += fmt::format("{:>10} {:>7} {:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}", "idx B/tok", "ratio",
+  head += fmt::format("{:>10} {:>7} {:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6} {:>6}", "idx B/tok", "ratio",
                       "MMAC/q", "tokRec", "blkRec", "massRec", "outErr", "score ms", "topk ms", "pool ms", "cache",
-                      "OPT");
+                      "OPT-h", "bound");
   out += head + "\n" + std::string(head.size(), '-') + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string line;
@@ -266,14 +323,16 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
                         r.index_bytes_per_token, r.exact_bytes_per_token / r.index_bytes_per_token,
                         r.macs_per_query / 1e6, r.token_recall, r.block_recall, r.mass_recall, r.output_error,
                         r.score_ms, r.topk_ms, r.pool_ms);
-    line += fmt::format(" {:>6.3f} {:>6.3f}", r.cache_hit_rate, r.cache_opt_hit_rate);
+    line += fmt::format(" {:>6.3f} {:>6.3f} {:>6.3f}", r.cache_hit_rate, r.cache_opt_hit_rate, r.cache_opt_single_hit_rate);
     out += line + "\n";
   }
   out += "\nidx B/tok: stored index bytes per context token; ratio: uncompressed keys (same precision) / index;\n"
          "MMAC/q: scoring multiply-adds per query (millions); tokRec, blkRec, massRec: token, block and\n"
          "attention-mass recall (fractions); outErr: relative L2 error of the attention output; times: median\n"
-         "milliseconds per step (pool: per index build) on this machine's CPU; cache, OPT: fraction of the\n"
-         "selected groups' accesses that hit some cache level, with the configured policies and with Belady's OPT.\n";
+         "milliseconds per step (pool: per index build) on this machine's CPU; cache: fraction of the selected\n"
+         "groups' accesses that hit some cache level; OPT-h: the same hierarchy with Belady's OPT at every level\n"
+         "(a reference, not a bound); bound: Belady's OPT on one cache of all levels' capacity, an upper bound\n"
+         "on the cache column for any policies (nan: objects of different sizes).\n";
   return out;
 }
 

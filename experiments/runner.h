@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_sim/trace.h"
 #include "experiments/config.h"
 #include "experiments/results.h"
 
@@ -19,6 +20,16 @@ using WorkloadCache = std::map<std::string, std::vector<Workload>>;
 
 // Imports (and so validates) every HDF5 source the points name, before any point runs.
 void preload_imports(const std::vector<Point>& points, WorkloadCache& cache);
+
+// The file output.cache_trace names for point p ("{index}" replaced by its 6-digit index), and its
+// format (output.cache_trace_format; auto: from the file name).
+std::string cache_trace_path(const Point& p);
+cache::TraceFormat cache_trace_format(const Point& p);
+// Before any point runs: every trace path can be written, no two points share one, and none exists
+// unless `replace` (--overwrite or --resume). Throws ip::Error naming the key and the path.
+void check_cache_traces(const std::vector<Point>& points, bool replace);
+// Writes point p's trace crash-safely (a complete file renamed over the target).
+void write_cache_trace(const Point& p, const cache::Trace& trace);
 
 // Runs one point (or records why it cannot run: k > T, memory estimate over the limit, no backend).
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache);

@@ -16,7 +16,7 @@ using test::replay;
 TEST(Policies, TableNamesEveryPolicyOnce) {
   std::vector<std::string> names;
   for (const auto& p : policy_table()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"lru", "clock", "fifo", "lfu", "sieve", "semantic", "opt"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"lru", "clock", "fifo", "lfu", "sieve", "semantic", "semantic-cos", "opt"}));
   for (const auto& n : names) EXPECT_NO_THROW(check_policy(n)) << n;
 }
 
@@ -96,6 +96,21 @@ TEST(Policies, SemanticWorkedExample) {
   EXPECT_EQ(replay("semantic:2", letters("abac", {0.1f, 0, 0.1f, 1})), "m m h m/b");
 }
 
+// semantic-cos, 2 entries: the rank is the score of the entry's latest access, nothing summed or decayed.
+//   a(0.9) b(0.2) miss                  a .9, b .2
+//   c(0.5) miss: victim b (.2 lowest)   a .9, c .5
+//   a(0.1) hit: a's rank becomes .1     a .1, c .5       (semantic would sum: a 1.0)
+//   d(0.7) miss: victim a               c .5, d .7       (semantic(decay=1) evicts c here)
+//   c(0.5) hit: c .5, now the most recent access
+//   e(0.5) miss: victim c (.5 < .7)     d .7, e .5
+//   g(0.7) miss: victim e               d .7, g .7
+//   h(0.9) miss: d and g tie at .7; d was accessed longer ago: victim d
+TEST(Policies, SemanticCosWorkedExample) {
+  const std::vector<float> scores = {0.9f, 0.2f, 0.5f, 0.1f, 0.7f, 0.5f, 0.5f, 0.7f, 0.9f};
+  EXPECT_EQ(replay("semantic-cos:2", letters("abcadcegh", scores)), "m m m/b h m/a h m/c m/e m/d");
+  EXPECT_EQ(replay("semantic(decay=1):2", letters("abcad", scores)), "m m m/b h m/c");
+}
+
 TEST(Policies, SemanticDefaultDecayIsPerAccessOfTheLevel) {
   // Default 0.99. a(1.0), then 69 accesses to b with score 0: r_a = 0.99^69 = 0.4998 at the 70th tick,
   // and c's score 0.5 at that tick; at the next miss (d) r_a = 0.99^70 = 0.4948, r_c = 0.495: victim a
@@ -138,6 +153,7 @@ TEST(Policies, SpecErrorsNameTheProblem) {
   EXPECT_NE(message("semantic(foo=1)").find("no parameter 'foo'"), std::string::npos);
   EXPECT_NE(message("lru(decay=0.5)").find("no parameter 'decay'"), std::string::npos);
   EXPECT_NE(message("semantic(decay)").find("key=value"), std::string::npos);
+  EXPECT_NE(message("semantic-cos(decay=0.5)").find("no parameter 'decay'"), std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // run_request: determinism across thread counts, and the exact indexer as a perfect selector.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -52,6 +53,7 @@ void expect_same_result(const ip::RequestResult& a, const ip::RequestResult& b) 
   }
   EXPECT_EQ(a.selected, b.selected);
   EXPECT_EQ(a.selected_mass, b.selected_mass);
+  EXPECT_EQ(a.selected_similarity, b.selected_similarity);
   EXPECT_EQ(a.index.rows.payload, b.index.rows.payload);
   EXPECT_EQ(a.index.rows.scales, b.index.rows.scales);
   EXPECT_EQ(a.rebuilds, b.rebuilds);
@@ -62,6 +64,7 @@ TEST(Pipeline, OneAndTwoThreadsGiveIdenticalResults) {
   // hybrid + query-referenced cosine: statistics, the query EMA and rebuilds every step all take part.
   auto p = pipeline(Weighting::hybrid, Precision::fp8);
   p.pool.weights.cosine_reference = ip::CosineReference::query;
+  p.record_similarity = true;  // the cache model's cosine relevance too
   auto one = ip::make_cpu_backend(1);
   const auto a = ip::run_request(*one, w, p);
   auto two = ip::make_cpu_backend(2);
@@ -163,3 +166,32 @@ TEST(Pipeline, SelectedMassIsTheStepsAttentionOverEachGroup) {
 }
 
 }  // namespace
+
+// The similarity a cache model ranks by, worked by hand. Keys (1,0) (1,0) (0,1) (0,1), G = 2, uniform:
+// composites c0 = (1,0), c1 = (0,1). One head of weight 1, budget 2 tokens = 1 group, query EMA 0.5.
+//   step 0: q = (1,0) selects group 0; m = q = (1,0); cos(c0, m) = 1          -> (1 + 1) / 2 = 1
+//   step 1: q = (0,2) selects group 1; m = 0.5 (1,0) + 0.5 (0,2) = (0.5, 1);
+//           cos(c1, m) = 1 / sqrt(1.25) = 0.894427191                          -> 0.9472135955
+TEST(Pipeline, SelectedSimilarityByHand) {
+  ip::Workload w;
+  w.index_keys.reshape({4, 2});
+  const float keys[] = {1, 0, 1, 0, 0, 1, 0, 1};
+  std::copy(keys, keys + 8, w.index_keys.data());
+  w.index_queries.reshape({2, 1, 2});
+  const float queries[] = {1, 0, 0, 2};
+  std::copy(queries, queries + 4, w.index_queries.data());
+  w.head_weights.reshape({2, 1});
+  w.head_weights.data()[0] = w.head_weights.data()[1] = 1;
+  auto p = pipeline(Weighting::uniform, Precision::fp32, 2, 2);
+  p.query_ema = 0.5f;
+  auto be = ip::make_cpu_backend(1);
+  const auto off = ip::run_request(*be, w, p);
+  EXPECT_TRUE(off.selected_similarity.empty());
+  p.record_similarity = true;
+  const auto r = ip::run_request(*be, w, p);
+  EXPECT_EQ(r.selected, (std::vector<std::int32_t>{0, 1}));
+  ASSERT_EQ(r.selected_similarity.size(), 2u);
+  EXPECT_FLOAT_EQ(r.selected_similarity[0], 1.0f);
+  EXPECT_NEAR(r.selected_similarity[1], 0.9472135955f, 1e-6);
+  EXPECT_EQ(r.selected_mass, off.selected_mass);  // recording it changes nothing else
+}

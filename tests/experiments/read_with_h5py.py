@@ -22,7 +22,8 @@ def main(path):
                         "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query",
                         "exact_macs_per_query", "token_recall", "block_recall", "mass_recall", "output_error",
                         "pool_ms", "score_ms", "topk_ms", "attention_ms", "wall_s", "cache_l1_hit_rate",
-                        "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate"]
+                        "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
+                        "cache_opt_single_hit_rate"]
     assert list(df.columns) == expected_columns, list(df.columns)
     assert len(df) == 3, len(df)
     assert df["index"].tolist() == [0, 1, 2], df["index"].tolist()

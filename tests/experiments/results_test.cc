@@ -48,9 +48,10 @@ PointRecord point(std::size_t i, bool skipped = false, bool tensors = true) {
   double* nums[] = {&s.tokens, &s.index_bytes_per_token, &s.exact_bytes_per_token, &s.macs_per_query,
                     &s.exact_macs_per_query, &s.token_recall, &s.block_recall, &s.mass_recall, &s.output_error,
                     &s.pool_ms, &s.score_ms, &s.topk_ms, &s.attention_ms, &s.wall_s, &s.cache_l1_hit_rate,
-                    &s.cache_l2_hit_rate, &s.cache_l3_hit_rate, &s.cache_hit_rate, &s.cache_opt_hit_rate};
+                    &s.cache_l2_hit_rate, &s.cache_l3_hit_rate, &s.cache_hit_rate, &s.cache_opt_hit_rate,
+                    &s.cache_opt_single_hit_rate};
   // clang-format on
-  for (int c = 0; c < 19; ++c) *nums[c] = 100.0 * (i + 1) + c / 4.0;
+  for (int c = 0; c < 20; ++c) *nums[c] = 100.0 * (i + 1) + c / 4.0;
   if (skipped) {
     s.status = "skipped";
     s.reason = "k exceeds the context";
@@ -148,7 +149,8 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
                                           "cache_l2_hit_rate",
                                           "cache_l3_hit_rate",
                                           "cache_hit_rate",
-                                          "cache_opt_hit_rate"};
+                                          "cache_opt_hit_rate",
+                                          "cache_opt_single_hit_rate"};
   ASSERT_EQ(t.columns.size(), names.size());
   for (std::size_t c = 0; c < names.size(); ++c) EXPECT_EQ(t.columns[c].name, names[c]);
   ASSERT_EQ(t.rows(), 3u);
