@@ -106,7 +106,11 @@ inline const RegisteredString& stage_string(Stage s) {
 // A thread range in the IndexPool domain, from construction to destruction. Ranges nest (LIFO per thread).
 class ScopedRange {
  public:
-  explicit ScopedRange(Stage s) : ScopedRange(stage_string(s)) {}
+  explicit ScopedRange(Stage s) : ScopedRange(stage_string(s)) {
+    outer_stage_ = current_ref();
+    current_ref() = s;
+    restores_stage_ = true;
+  }
   explicit ScopedRange(const RegisteredString& name) {
 #if IP_HAVE_NVTX
     nvtxEventAttributes_t a{};
@@ -137,6 +141,7 @@ class ScopedRange {
     ++depth_ref();
   }
   ~ScopedRange() {
+    if (restores_stage_) current_ref() = outer_stage_;
 #if IP_HAVE_NVTX
     nvtxDomainRangePop(domain());
 #endif
@@ -147,8 +152,17 @@ class ScopedRange {
 
   // Ranges open on this thread (maintained here, so it works with no tool attached).
   static int depth() { return depth_ref(); }
+  // The innermost Stage range open on this thread (Stage::count: none). Lets a profiling backend
+  // attribute a call to the stage the pipeline is in (top-k inside `fidelity` is fidelity work).
+  static Stage current_stage() { return current_ref(); }
 
  private:
+  static Stage& current_ref() {
+    thread_local Stage s = Stage::count;
+    return s;
+  }
+  Stage outer_stage_ = Stage::count;
+  bool restores_stage_ = false;
   static int& depth_ref() {
     thread_local int d = 0;
     return d;

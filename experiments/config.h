@@ -11,6 +11,7 @@
 #include "core/pipeline.h"
 #include "core/workload.h"
 #include "experiments/cache_model.h"
+#include "experiments/profile_types.h"
 
 namespace ip::exp {
 
@@ -24,6 +25,7 @@ struct Point {
   CacheParams cache;
   std::string output_path;    // results HDF5 file ("" = none)
   bool save_tensors = false;  // store composite keys and selected groups per point
+  ProfileParams profile;      // profile.*: CUPTI counters and kernel records (experiments/profiling.h)
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list

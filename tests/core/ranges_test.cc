@@ -42,6 +42,21 @@ TEST(Ranges, MacrosOpenRangesOnlyWithNvtx) {
   EXPECT_EQ(ScopedRange::depth(), base);
 }
 
+TEST(Ranges, CurrentStageFollowsNesting) {
+  EXPECT_EQ(ScopedRange::current_stage(), Stage::count);
+  {
+    ScopedRange f(Stage::fidelity);
+    EXPECT_EQ(ScopedRange::current_stage(), Stage::fidelity);
+    {
+      ScopedRange t(Stage::topk);
+      ScopedRange m(std::string_view("not a stage"));
+      EXPECT_EQ(ScopedRange::current_stage(), Stage::topk);
+    }
+    EXPECT_EQ(ScopedRange::current_stage(), Stage::fidelity);
+  }
+  EXPECT_EQ(ScopedRange::current_stage(), Stage::count);
+}
+
 TEST(Ranges, DepthIsPerThread) {
   ScopedRange outer(Stage::sweep);
   int other = -1;
