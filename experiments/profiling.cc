@@ -40,7 +40,7 @@ void note_once(const std::string& what, const std::string& reason) {
   if (said.insert(what + reason).second) std::fprintf(stderr, "indexpool: %s not read: %s\n", what.c_str(), reason.c_str());
 }
 
-bool has_device() {
+[[maybe_unused]] bool has_device() {
 #if IP_HAVE_CUDA
   return cuda::device_count() > 0;
 #else
@@ -204,7 +204,7 @@ struct PointProfiler::Impl {
       if (!applied) call();  // put the inputs back to one application
     }
 #else
-    (void)save, (void)restore;
+    (void)s, (void)save, (void)restore;
     call();
 #endif
   }
