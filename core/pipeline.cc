@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/metrics.h"
+#include "core/ranges.h"
 #include "core/topk.h"
 
 namespace ip {
@@ -85,6 +86,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     if (q == 0 || (learns && q % p.rebuild_every == 0)) {
       PoolParams pp = p.pool;
       if (uses_query_reference(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
+      IP_RANGE(pool);
       const auto t0 = Clock::now();
       be.build_index(keys, pp, &stats, query_ref.empty() ? nullptr : query_ref.data(), res.index);
       rec.pool_ms = ms_since(t0);
@@ -94,10 +96,16 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
 
     // 2. Compressed scoring and selection.
     auto t0 = Clock::now();
-    be.score_index(res.index, iq, group_scores.data());
+    {
+      IP_RANGE(score);
+      be.score_index(res.index, iq, group_scores.data());
+    }
     rec.score_ms = ms_since(t0);
     t0 = Clock::now();
-    const auto sel = be.topk(group_scores.data(), res.groups, res.k_groups);
+    const auto sel = [&] {
+      IP_RANGE(topk);
+      return be.topk(group_scores.data(), res.groups, res.k_groups);
+    }();
     rec.topk_ms = ms_since(t0);
     res.selected.insert(res.selected.end(), sel.begin(), sel.end());
     if (p.record_similarity) record_similarity(res.index, iq, H, q == 0 ? 0.0f : p.query_ema, sim_ref, sim_row,
@@ -107,6 +115,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     // 3. Block-sparse attention over the selected groups.
     AttentionOutput sparse;
     if (w.has_attention()) {
+      IP_RANGE(attention);
       t0 = Clock::now();
       sparse = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), sel_tokens, true);
       rec.attention_ms = ms_since(t0);
@@ -115,6 +124,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     // 4. Fidelity against the exact indexer, the block oracle and dense attention.
     rec.token_recall = rec.block_recall = rec.mass_recall = rec.output_error = kNaN;
     if (p.fidelity) {
+      IP_RANGE(fidelity);
       t0 = Clock::now();
       be.score_tokens(keys, iq, token_scores.data());
       const auto exact = be.topk(token_scores.data(), T, p.topk_tokens);
@@ -132,6 +142,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
 
     // 5. Feedback: this step's attention mass (mean over heads; uniform over the selection when the
     //    workload has no attention stage) and selection go into the access statistics.
+    IP_RANGE(stats);
     std::fill(step_mass.begin(), step_mass.end(), 0.0f);
     const Index64 n = static_cast<Index64>(sel_tokens.size());
     for (Index64 i = 0; i < n; ++i) {

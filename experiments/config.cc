@@ -118,6 +118,12 @@ std::vector<float> parse_floats(const std::string& v) {
   return out;
 }
 
+std::string default_metric_list() {
+  std::string s;
+  for (const auto& m : default_metrics()) s += (s.empty() ? "" : " ") + m;
+  return s;
+}
+
 std::vector<KeyInfo> make_keys() {
   using P = Point;
   std::vector<KeyInfo> k = {
@@ -264,6 +270,27 @@ std::vector<KeyInfo> make_keys() {
        "auto (from the name: .csv csv, .bin oracle, else txt), txt (id size score), csv (id, size, score,\n"
        "                                          request, step) or oracle (ids and sizes only: semantic levels replay with score 1)",
        [](P& p, const std::string& v) { p.cache_trace_format = one_of(v, {"auto", "txt", "csv", "oracle"}); }},
+      // Profiling (experiments/profiling.h, README "Profiling").
+      {"profile.counters", "off",
+       "read CUPTI hardware counters per stage into point_<i>/counters (cuda backend and a GPU; each stage\n"
+       "                                          call is replayed once per CUPTI pass, so stage times include the replays)",
+       [](P& p, const std::string& v) { p.profile.counters = parse_bool(v); }},
+      {"profile.metrics", default_metric_list(),
+       "CUPTI / Nsight Compute metric names, space-separated; checked against profile.chip before any point runs",
+       [](P& p, const std::string& v) {
+         std::vector<std::string> m;
+         std::istringstream in(v);
+         for (std::string s; in >> s;) m.push_back(s);
+         IP_REQUIRE(!m.empty(), "no metric names");
+         p.profile.metrics = m;
+       }},
+      {"profile.kernel_records", "off",
+       "record every kernel launch (name, duration, grid, block, registers, shared memory) into point_<i>/kernels",
+       [](P& p, const std::string& v) { p.profile.kernel_records = parse_bool(v); }},
+      {"profile.chip", "auto",
+       "CUPTI chip the metric names are checked against (GH100: H100/H200, GA100: A100); auto: device 0's chip,\n"
+       "                                          GH100 without a device",
+       [](P& p, const std::string& v) { p.profile.chip = v; }},
   };
   return k;
 }

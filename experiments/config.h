@@ -11,6 +11,7 @@
 #include "core/pipeline.h"
 #include "core/workload.h"
 #include "experiments/cache_model.h"
+#include "experiments/profile_types.h"
 
 namespace ip::exp {
 
@@ -26,6 +27,7 @@ struct Point {
   bool save_tensors = false;  // store composite keys and selected groups per point
   std::string cache_trace;    // output.cache_trace: file for each point's access trace ("" = none)
   std::string cache_trace_format = "auto";  // auto | txt | csv | oracle
+  ProfileParams profile;      // profile.*: CUPTI counters and kernel records (experiments/profiling.h)
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list

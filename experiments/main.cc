@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "experiments/cache_sim_cmd.h"
 #include "experiments/config.h"
+#include "experiments/profiling.h"
 #include "experiments/results.h"
 #include "experiments/runner.h"
 #include "indexpool/build_config.h"
@@ -98,6 +99,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     ("help-config", "list every config key with its default and meaning")
     ("resume", "run only the points the results file does not hold yet")
     ("overwrite", "replace an existing results file (after the first point finishes)")
+    ("profile", "for Nsight: each point once, no warm-up, the sweep inside cudaProfilerStart/Stop, in-process "
+                "CUPTI off (README: Profiling)")
     ("quiet,q", "no progress lines");
   // clang-format on
   add_sweep_options(opts);
@@ -118,12 +121,15 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   }
   const Sweep sweep = load_from(vm);
   const auto [shard, shards] = shard_of(vm);
-  const std::vector<Point> points = shard_points(sweep, shard, shards);
+  std::vector<Point> points = shard_points(sweep, shard, shards);
   const std::string out_path = sweep.points.empty() ? "" : sweep.points.front().output_path;
   IP_REQUIRE(!(vm.count("resume") && vm.count("overwrite")), "--resume and --overwrite exclude each other");
   IP_REQUIRE(!vm.count("resume") || !out_path.empty(), "--resume needs output.path");
 
-  // Everything that can fail on bad input happens before the first point: imports, the output file.
+  // Everything that can fail on bad input happens before the first point: metric names, imports, the
+  // output file.
+  const std::string profile_note = vm.count("profile") ? apply_profile_mode(points) : "";
+  const std::string metrics_note = validate_profiling(sweep, points);
   WorkloadCache cache;
   preload_imports(points, cache);
   check_cache_traces(points, vm.count("overwrite") > 0 || vm.count("resume") > 0);
@@ -147,6 +153,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
 
   RunOptions ro;
   ro.quiet = vm.count("quiet") > 0;
+  ro.profile = vm.count("profile") > 0;
+  if (!ro.quiet) std::fprintf(stderr, "%s%s", profile_note.c_str(), metrics_note.c_str());
   if (!ro.quiet)
     std::fprintf(stderr, "%s\n%zu points from %s%s\n", version_string().c_str(), points.size(),
                  sweep.config_path.c_str(), shards > 1 ? fmt::format(" (shard {}/{})", shard, shards).c_str() : "");

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "experiments/h5.h"
+#include "experiments/profiling.h"
 
 namespace ip::exp {
 namespace {
@@ -159,6 +160,7 @@ void write_point(h5::File& f, const PointRecord& rec) {
     }
   }
   f.write_table(g + "/steps", steps);
+  write_profile(f, g, rec.profile);
   if (!rec.cache.levels.empty()) {
     h5::Table lv;
     lv.add("level", Kind::kInt64);

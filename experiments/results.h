@@ -22,6 +22,12 @@
 //                            composite_keys   float32 [groups(*2 for maxmin), D]   (save_tensors, request 0)
 //                            selected_groups  int32 [Q, k_g]                        (save_tensors, request 0)
 //                            request_<b>/composite_keys, request_<b>/selected_groups for b >= 1
+//                          profiling (experiments/profiling.h): attributes counters_status, counters_reason,
+//                          kernels_status, kernels_reason ("off", "ok" or "unavailable" and why), with
+//                          counters on also counters_chip, counters_passes; tables
+//                            counters  compound: stage, metric, value, unit, calls, aggregate (sum | mean)
+//                            kernels   compound: name, stage, pass, duration_ns, grid_x/y/z, block_x/y/z,
+//                                      registers_per_thread, static_shared_bytes, dynamic_shared_bytes
 //
 // Crash safety: every append writes a complete new file (copy of the previous one plus the new point)
 // next to the target and renames it over the target, so the file on disk is always one that h5py opens,
@@ -38,6 +44,7 @@
 
 #include "core/pipeline.h"
 #include "experiments/cache_model.h"
+#include "experiments/profile_types.h"
 #include "core/tensor.h"
 
 namespace ip::exp {
@@ -78,6 +85,7 @@ struct PointRecord {
   PointSummary summary;
   std::vector<RequestDetail> requests;  // empty for a skipped point
   CacheResult cache;                    // empty levels when the cache model is off
+  ProfileResult profile;                // profiling status, counters and kernel records (profile.*)
 };
 
 // What the root attributes say about the sweep.

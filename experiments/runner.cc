@@ -12,11 +12,14 @@
 #include <set>
 #include <thread>
 #include <map>
+#include <optional>
 #include <memory>
 
 #include "core/backend.h"
 #include "core/parallel.h"
 #include "experiments/import.h"
+#include "experiments/profiling.h"
+#include "core/ranges.h"
 #include "indexpool/build_config.h"
 #if IP_HAVE_CUDA
 #include "kernels/device.h"
@@ -127,6 +130,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   }
   auto& reqs = cache[source_key(p)];
   if (reqs.empty()) {
+    IP_RANGE(workload);
     IP_REQUIRE(p.source == "synthetic", "workload '{}' was not preloaded", p.source);
     for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
   }
@@ -135,6 +139,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
       return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
                               p.pipeline.topk_tokens, w.tokens()));
   auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
+  PointProfiler profiler(p);  // counters / kernel records (profile.*): wraps the backend when on
+  backend = profiler.wrap(std::move(backend));
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
   double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
   std::vector<RequestResult> results;
@@ -161,6 +167,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   }
   // The cache model replays what the requests selected, interleaved step by step.
   if (p.cache.enabled) {
+    IP_RANGE(cache_model);
     std::vector<RequestSelections> sel;
     for (std::size_t b = 0; b < results.size(); ++b) {
       const RequestResult& r = results[b];
@@ -179,6 +186,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     out.cache_opt_hit_rate = rec.cache.opt_hit_rate;
     out.cache_opt_single_hit_rate = rec.cache.opt_single_hit_rate;
   }
+  rec.profile = profiler.finish();
   for (auto& r : results) {
     RequestDetail d;
     d.steps = std::move(r.steps);
@@ -278,6 +286,8 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
                  points.size());
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = todo.size();
+  std::optional<ProfileCapture> capture;  // --profile: the measured region for Nsight
+  if (opt.profile) capture.emplace(points, opt.quiet);
   for (std::size_t i = 0; i < n; ++i) {
     const Point& p = *todo[i];
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -291,8 +301,14 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
         std::fprintf(stderr, "%s\n", line.c_str());
       std::fflush(stderr);
     }
-    rows.push_back(run_point(p, sweep.memory_limit, cache));
-    if (out) out->append(rows.back());
+    {
+      IP_RANGE_MESSAGE(fmt::format("point {}: {}", p.index, p.key));  // one NVTX range per point
+      rows.push_back(run_point(p, sweep.memory_limit, cache));
+      if (out) {
+        IP_RANGE(output);
+        out->append(rows.back());
+      }
+    }
     if (!opt.quiet && !tty && rows.back().summary.status != "ok")
       std::fprintf(stderr, "[%zu/%zu] skipped: %s\n", i + 1, n, rows.back().summary.reason.c_str());
   }

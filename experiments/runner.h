@@ -13,6 +13,9 @@ namespace ip::exp {
 
 struct RunOptions {
   bool quiet = false;
+  // --profile (Nsight): every point once with no warm-up or repeat loop, the loop inside
+  // cudaProfilerStart/Stop (ProfileCapture), in-process CUPTI off (apply_profile_mode).
+  bool profile = false;
 };
 
 // Workloads by source: generated requests keyed by their spec, imported files keyed by path.

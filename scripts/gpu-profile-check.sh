@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Profiling step of the one-shot GPU check (issue 6). Run on a machine with a GPU, after a build:
+#   scripts/gpu-profile-check.sh [BUILD_DIR]        (default: build)
+# or source it and call gpu_profile_check BUILD_DIR from scripts/gpu-check.sh's profiling hook.
+#   1. the GPU CUPTI tests (label gpu): DRAM bytes of a copy kernel within +-5% of the bytes it moves,
+#      replay with restored inputs, kernel records;
+#   2. the runner with profile.counters = on, backend = cuda: DRAM bytes CUPTI reports for the pool
+#      stage within +-5% of the bytes the benchmark declares for pooling (keys read + index written,
+#      bench/indexpool_bench.cc), for a working set >= 4x L2 (1Mi tokens x 128 dims x 4 B = 512 MiB of keys).
+# Exit status 0 when every check passes.
+set -uo pipefail
+
+gpu_profile_check() {
+  local build=${1:-build}
+  local bin="$build/experiments/indexpool"
+  local out; out=$(mktemp -d)
+  local fail=0
+  echo "== profiling check 1/2: CUPTI GPU tests"
+  (cd "$build" && ctest -L gpu -R "CuptiCounters" -V) > "$out/tests.log" 2>&1 || fail=1
+  grep -E "copy of|OK \]|FAILED|SKIPPED|Failure|counters cannot" "$out/tests.log" | sed 's/^/   /'
+  if grep -q "\[  SKIPPED \]" "$out/tests.log"; then
+    echo "   CUPTI GPU tests were SKIPPED (no GPU, or counters not readable: see the reason above)"; fail=1
+  fi
+
+  echo "== profiling check 2/2: runner counters for pooling vs declared bytes"
+  cat > "$out/check.ini" <<INI
+backend = cuda
+[workload]
+tokens = 1Mi
+dim = 128
+index_heads = 8
+attn_dim = 0
+steps = 1
+[pool]
+weighting = uniform
+group_size = 4
+precision = fp32, fp16
+[select]
+topk_tokens = 2048
+fidelity = false
+[cache]
+enabled = false
+[profile]
+counters = on
+kernel_records = on
+metrics = dram__bytes_read.sum dram__bytes_write.sum lts__t_sector_hit_rate.pct
+[output]
+path = $out/check.h5
+INI
+  if ! "$bin" run "$out/check.ini"; then echo "   indexpool run failed"; return 1; fi
+  python3 - "$out/check.h5" <<'PY' || fail=1
+import sys
+import h5py
+f = h5py.File(sys.argv[1], "r")
+ok = True
+for row in f["points"][:]:
+    g = f["point_%06d" % row["index"]]
+    status = g.attrs["status"].decode() if isinstance(g.attrs["status"], bytes) else g.attrs["status"]
+    cs = g.attrs.get("counters_status", b"")
+    cs = cs.decode() if isinstance(cs, bytes) else cs
+    key = row["key"].decode()
+    if status != "ok" or cs != "ok" or "counters" not in g:
+        why = g.attrs.get("reason", b"") or g.attrs.get("counters_reason", b"")
+        print(f"   {key}: no counters ({status}/{cs}): {why.decode() if isinstance(why, bytes) else why}")
+        ok = False
+        continue
+    c = g["counters"][:]
+    pool = {r["metric"].decode(): (r["value"], int(r["calls"])) for r in c if r["stage"].decode() == "pool"}
+    read, calls = pool["dram__bytes_read.sum"]
+    written, _ = pool["dram__bytes_write.sum"]
+    tokens = row["tokens"]
+    keys = tokens * 128 * 4                      # fp32 keys read
+    index = row["index_bytes_per_token"] * tokens  # index written
+    declared = calls * (keys + index)
+    measured = read + written
+    ratio = measured / declared
+    print(f"   {key}: pool calls {calls}, DRAM read {read/2**20:.1f} MiB + written {written/2**20:.1f} MiB "
+          f"= {measured/2**20:.1f} MiB vs declared {declared/2**20:.1f} MiB: ratio {ratio:.3f}")
+    if abs(ratio - 1) > 0.05:
+        print("   FAIL: outside +-5%")
+        ok = False
+    if "kernels" in g:
+        ks = g["kernels"][:]
+        print(f"   {len(ks)} kernel records, first: {ks[0]['name'].decode()[:80]}")
+sys.exit(0 if ok else 1)
+PY
+  rm -rf "$out"
+  [ $fail -eq 0 ] && echo "== profiling check: PASS" || echo "== profiling check: FAIL"
+  return $fail
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  cd "$(dirname "$0")/.." || exit 1
+  gpu_profile_check "${1:-build}"
+fi

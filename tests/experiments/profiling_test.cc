@@ -1,0 +1,171 @@
+// Profiling in the runner, on this machine's CPU: counters asked for on the CPU backend (or with no
+// device) leave a reason in every point and the sweep runs to completion; the counters and kernels
+// tables of the results file read back exactly; metric names are validated before any point runs.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/config.h"
+#include "experiments/h5.h"
+#include "experiments/profiling.h"
+#include "experiments/results.h"
+#include "experiments/runner.h"
+#include "indexpool/build_config.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ip::exp;
+
+std::string write_config(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("ip_profiling_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+constexpr const char* kSmall =
+    "backend = cpu\nthreads = 1\n[workload]\ntokens = 2Ki\nsteps = 2\n[pool]\nweighting = uniform, tfidf\n"
+    "[select]\ntopk_tokens = 128\n[cache]\nenabled = false\n[profile]\ncounters = on\nkernel_records = on\n";
+
+TEST(Profiling, CountersOnTheCpuBackendRecordWhyAndTheSweepGoesOn) {
+  const std::string cfg = write_config("cpu.ini", kSmall);
+  const fs::path out = fs::path(cfg).string() + ".h5";
+  fs::remove(out);
+  const Sweep sw = load_sweep(cfg, {"output.path=" + out.string()});
+  ASSERT_EQ(sw.points.size(), 2u);
+  EXPECT_TRUE(sw.points[0].profile.counters);
+  validate_profiling(sw, sw.points);  // the default metrics are valid (or, without CUPTI, not checked)
+  SweepMeta meta;
+  meta.sweep_id = sw.sweep_id;
+  meta.axis_keys = sw.axis_keys;
+  meta.points_total = 2;
+  {
+    ResultsFile rf(out.string(), meta, false, false);
+    WorkloadCache cache;
+    RunOptions ro;
+    ro.quiet = true;
+    const auto rows = run_points(sw, sw.points, ro, cache, &rf);
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& r : rows) {
+      EXPECT_EQ(r.summary.status, "ok");
+      EXPECT_EQ(r.profile.counters_status, "unavailable");
+      EXPECT_NE(r.profile.counters_reason.find("cpu backend"), std::string::npos) << r.profile.counters_reason;
+      EXPECT_NE(r.profile.counters_reason.find("backend = cuda"), std::string::npos) << r.profile.counters_reason;
+      EXPECT_EQ(r.profile.kernels_status, "unavailable");
+      EXPECT_TRUE(r.profile.counters.empty());
+      EXPECT_TRUE(std::isfinite(r.summary.token_recall));
+    }
+  }
+  ip::h5::File f(out.string(), "r");
+  for (const char* g : {"point_000000", "point_000001"}) {
+    EXPECT_EQ(f.attr_string(g, "counters_status"), "unavailable");
+    EXPECT_NE(f.attr_string(g, "counters_reason").find("cpu backend"), std::string::npos);
+    EXPECT_EQ(f.attr_string(g, "kernels_status"), "unavailable");
+    EXPECT_FALSE(f.exists(std::string(g) + "/counters"));
+    EXPECT_FALSE(f.exists(std::string(g) + "/kernels"));
+  }
+  fs::remove(out);
+  fs::remove(cfg);
+}
+
+TEST(Profiling, CountersOffRecordOff) {
+  const std::string cfg = write_config("off.ini", kSmall);
+  const Sweep sw = load_sweep(cfg, {"profile.counters=off", "profile.kernel_records=off"});
+  EXPECT_EQ(validate_profiling(sw, sw.points), "");
+  WorkloadCache cache;
+  const PointRecord r = run_point(sw.points[0], 1e12, cache);
+  EXPECT_EQ(r.profile.counters_status, "off");
+  EXPECT_EQ(r.profile.kernels_status, "off");
+  fs::remove(cfg);
+}
+
+TEST(Profiling, ProfileModeTurnsInProcessCuptiOff) {
+  const std::string cfg = write_config("mode.ini", kSmall);
+  Sweep sw = load_sweep(cfg);
+  EXPECT_NE(apply_profile_mode(sw.points), "");
+  for (const auto& p : sw.points) EXPECT_FALSE(p.profile.counters || p.profile.kernel_records);
+  EXPECT_EQ(apply_profile_mode(sw.points), "");
+  fs::remove(cfg);
+}
+
+TEST(Profiling, UnknownMetricNamesKeyFileAndLine) {
+  const std::string cfg = write_config(
+      "bad.ini", "[workload]\ntokens = 2Ki\n[profile]\ncounters = on\nmetrics = dram__bytes_read.sum sm__nope.avg\n");
+  const Sweep sw = load_sweep(cfg);
+#if IP_HAVE_CUPTI
+  try {
+    validate_profiling(sw, sw.points);
+    FAIL() << "no error for an unknown metric";
+  } catch (const ip::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(cfg + ":5"), std::string::npos) << m;
+    EXPECT_NE(m.find("profile.metrics"), std::string::npos) << m;
+    EXPECT_NE(m.find("sm__nope.avg"), std::string::npos) << m;
+  }
+  // The same list checked for the A100.
+  const Sweep ga = load_sweep(cfg, {"profile.chip=GA100"});
+  EXPECT_THROW(validate_profiling(ga, ga.points), ip::Error);
+  const Sweep ok = load_sweep(cfg, {"profile.metrics=dram__bytes_read.sum", "profile.chip=GA100"});
+  EXPECT_NE(validate_profiling(ok, ok.points).find("GA100"), std::string::npos);
+#else
+  EXPECT_NE(validate_profiling(sw, sw.points).find("not checked"), std::string::npos);
+#endif
+  EXPECT_THROW(load_sweep(cfg, {"profile.metrics="}), ip::Error);  // an empty list is a config error
+  fs::remove(cfg);
+}
+
+TEST(Profiling, CounterAndKernelTablesReadBack) {
+  ProfileResult r;
+  r.counters_status = "ok";
+  r.chip = "GH100";
+  r.passes = 8;
+  r.counters = {{"pool", "dram__bytes_read.sum", 1.5e9, "byte", 16, "sum"},
+                {"pool", "lts__t_sector_hit_rate.pct", 42.5, "percent", 16, "mean"},
+                {"score", "dram__bytes_read.sum", 3.0e8, "byte", 32, "sum"}};
+  r.kernels_status = "ok";
+  KernelLaunch k;
+  k.name = "void ip::cuda::pool_kernel<4>(ip::cuda::PoolArgs)";
+  k.stage = "pool";
+  k.pass = 3;
+  k.duration_ns = 12345;
+  k.grid_x = 1024, k.grid_y = 2, k.grid_z = 1, k.block_x = 256, k.block_y = 1, k.block_z = 1;
+  k.registers_per_thread = 40, k.static_shared_bytes = 4096, k.dynamic_shared_bytes = 16384;
+  r.kernels = {k};
+  const fs::path path = fs::temp_directory_path() / ("ip_profiling_tables_" + std::to_string(::getpid()) + ".h5");
+  {
+    ip::h5::File f(path.string(), "w");
+    f.create_group("point_000007");
+    write_profile(f, "point_000007", r);
+    f.close();
+  }
+  ip::h5::File f(path.string(), "r");
+  EXPECT_EQ(f.attr_string("point_000007", "counters_status"), "ok");
+  EXPECT_EQ(f.attr_string("point_000007", "counters_chip"), "GH100");
+  EXPECT_EQ(f.attr_int("point_000007", "counters_passes"), 8);
+  const ip::h5::Table c = f.read_table("point_000007/counters");
+  ASSERT_EQ(c.rows(), 3u);
+  std::vector<std::string> names;
+  for (const auto& col : c.columns) names.push_back(col.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"stage", "metric", "value", "unit", "calls", "aggregate"}));
+  EXPECT_EQ(c.column("metric").strings[1], "lts__t_sector_hit_rate.pct");
+  EXPECT_DOUBLE_EQ(c.column("value").floats[0], 1.5e9);
+  EXPECT_EQ(c.column("unit").strings[1], "percent");
+  EXPECT_EQ(c.column("calls").ints[2], 32);
+  EXPECT_EQ(c.column("aggregate").strings[1], "mean");
+  const ip::h5::Table kt = f.read_table("point_000007/kernels");
+  ASSERT_EQ(kt.rows(), 1u);
+  EXPECT_EQ(kt.column("name").strings[0], k.name);
+  EXPECT_EQ(kt.column("stage").strings[0], "pool");
+  EXPECT_EQ(kt.column("pass").ints[0], 3);
+  EXPECT_DOUBLE_EQ(kt.column("duration_ns").floats[0], 12345);
+  EXPECT_EQ(kt.column("grid_x").ints[0], 1024);
+  EXPECT_EQ(kt.column("block_x").ints[0], 256);
+  EXPECT_EQ(kt.column("registers_per_thread").ints[0], 40);
+  EXPECT_EQ(kt.column("static_shared_bytes").ints[0], 4096);
+  EXPECT_EQ(kt.column("dynamic_shared_bytes").ints[0], 16384);
+  fs::remove(path);
+}
+
+}  // namespace
