@@ -100,6 +100,8 @@ BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, con
     if (!d.cuda_build)
       return {"cuda", "backend = cuda: this build has no CUDA (IP_HAVE_CUDA = 0: nvcc was not found at configure "
                       "time or INDEXPOOL_CUDA=OFF)"};
+    // describe_devices() already says "no CUDA device (why)" when it knows why.
+    if (d.description.rfind("no CUDA device", 0) == 0) return {"cuda", "backend = cuda: " + d.description};
     return {"cuda", fmt::format("backend = cuda: no CUDA device ({})", d.description)};
   }
   const DeviceBytes need = estimate_device_bytes(s, p);

@@ -310,8 +310,9 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
   out += "\nidx B/tok: stored index bytes per context token; ratio: uncompressed keys (same precision) / index;\n"
          "MMAC/q: scoring multiply-adds per query (millions); tokRec, blkRec, massRec: token, block and\n"
          "attention-mass recall (fractions); outErr: relative L2 error of the attention output; times: median\n"
-         "milliseconds per step (pool: per index build) on this machine's CPU; cache, OPT: fraction of the\n"
-         "selected groups' accesses that hit some cache level, with the configured policies and with Belady's OPT.\n";
+         "milliseconds per step (pool: per index build) on the point's backend (run_backend in the results file);\n"
+         "cache, OPT: fraction of the selected groups' accesses that hit some cache level, with the configured\n"
+         "policies and with Belady's OPT.\n";
   return out;
 }
 
