@@ -230,7 +230,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (ip::cuda::device_count() == 0) {
-      const std::string why = ip::cuda::describe_devices();
+      std::string why = ip::cuda::describe_devices();  // "no CUDA device (reason)" or "no CUDA device"
+      const std::string prefix = "no CUDA device (";
+      if (why.rfind(prefix, 0) == 0 && why.back() == ')') why = why.substr(prefix.size(), why.size() - prefix.size() - 1);
       std::printf("kernel_bench: skipped: no CUDA device (%s)\n", why.c_str());
       if (!o.json.empty()) write_json(o.json, why, o, Env{}, {}, 0, 0, 0, "no CUDA device");
       return 0;
