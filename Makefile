@@ -34,6 +34,8 @@ test: build
 bench: build
 	$(BUILD_DIR)/bench/indexpool_bench
 	$(BUILD_DIR)/bench/runner_bench 200
+	@if [ -x $(BUILD_DIR)/bench/kernel_bench ]; then $(BUILD_DIR)/bench/kernel_bench; \
+	  else echo "kernel_bench: not built (no CUDA toolkit at configure time)"; fi
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log

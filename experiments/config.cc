@@ -127,7 +127,8 @@ std::string default_metric_list() {
 std::vector<KeyInfo> make_keys() {
   using P = Point;
   std::vector<KeyInfo> k = {
-      {"backend", "cpu", "cpu, cuda or auto (cuda needs a CUDA build and a device)",
+      {"backend", "cpu", "cpu, cuda or auto. cuda needs a CUDA build, a device and room for the point (else the point is\n"
+       "                                          skipped with the reason); auto: cuda when a device is present, else cpu",
        [](P& p, const std::string& v) { p.backend = one_of(v, {"cpu", "cuda", "auto"}); }},
       {"threads", "0", "CPU backend threads (0 = all hardware threads)",
        [](P& p, const std::string& v) {

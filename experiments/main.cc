@@ -106,10 +106,12 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   add_sweep_options(opts);
   const auto vm = parse(args, opts);
   if (vm.count("help")) {
-    std::cout << "Runs every point of the sweep in CONFIG on the CPU backend and prints one row per point:\n"
-                 "index bytes per token, compression ratio, scoring multiply-adds, recall against the exact\n"
-                 "indexer, attention fidelity, stage times. With output.path set, each point is written to that\n"
-                 "HDF5 file as soon as it finishes; a killed run continues with --resume.\n\n"
+    std::cout << "Runs every point of the sweep in CONFIG on its backend (backend = cpu | cuda | auto) and prints\n"
+                 "one row per point: index bytes per token, compression ratio, scoring multiply-adds, recall\n"
+                 "against the exact indexer, attention fidelity, stage times. With output.path set, each point is\n"
+                 "written to that HDF5 file as soon as it finishes; a killed run continues with --resume. A point\n"
+                 "that cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
+                 "skipped with its reason; the exit status is still 0.\n\n"
               << opts
               << "\nexamples:\n  indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n"
                  "  indexpool run configs/ablation_weighting.ini --shard 3/8 --set output.path=results/abl_3.h5\n";

@@ -25,7 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = h5::Column::Kind;
 
-// The PointSummary numbers, in table order (float64 columns after index, key, axes, status, reason).
+// The PointSummary numbers, in table order (float64 columns after index, key, axes, status, reason,
+// run_backend, run_device).
 // clang-format off
 constexpr const char* kNumberColumns[] = {
     "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "exact_macs_per_query",
@@ -69,6 +70,8 @@ h5::Table points_table(const std::vector<std::string>& axis_keys) {
   for (const auto& a : axis_keys) t.add(a, Kind::kString);
   t.add("status", Kind::kString);
   t.add("reason", Kind::kString);
+  t.add("run_backend", Kind::kString);
+  t.add("run_device", Kind::kString);
   for (const char* n : kNumberColumns) t.add(n, Kind::kFloat64);
   return t;
 }
@@ -95,6 +98,8 @@ h5::Table one_row(const PointRecord& rec, const std::vector<std::string>& axis_k
   for (const auto& a : rec.axes) t.columns[c++].strings.push_back(a.second);
   t.columns[c++].strings.push_back(rec.summary.status);
   t.columns[c++].strings.push_back(rec.summary.reason);
+  t.columns[c++].strings.push_back(rec.summary.backend);
+  t.columns[c++].strings.push_back(rec.summary.device);
   for (double v : numbers(rec.summary)) t.columns[c++].floats.push_back(v);
   return t;
 }
@@ -144,6 +149,8 @@ void write_point(h5::File& f, const PointRecord& rec) {
   f.set_attr(g, "key", rec.key);
   f.set_attr(g, "status", rec.summary.status);
   f.set_attr(g, "reason", rec.summary.reason);
+  f.set_attr(g, "run_backend", rec.summary.backend);
+  f.set_attr(g, "run_device", rec.summary.device);
   for (const auto& [axis, value] : rec.axes) f.set_attr(g, axis, value);
   h5::Table steps;
   steps.add("request", Kind::kInt64);

@@ -9,10 +9,14 @@
 //                          were written; pandas.DataFrame(f["points"][:]) reads it directly. Columns:
 //                          index (int64, position in the sweep's point list), key (fixed-length bytes,
 //                          the point's identity), one fixed-length bytes column per sweep axis (named
-//                          after the axis key, e.g. "pool.weighting"), status, reason (bytes), then every
+//                          after the axis key, e.g. "pool.weighting"), status, reason, run_backend (what
+//                          the point ran on: cpu or cuda; not "backend", which may be an axis column),
+//                          run_device (that backend's device description) (bytes),
+//                          then every
 //                          PointSummary number as float64, named as in PointSummary with its unit suffix
 //                          where it has one (see results.cc).
 //   /point_<index>/        group per point (6-digit zero-padded index): attributes key, status, reason,
+//                          run_backend, run_device,
 //                          and the axis values; datasets
 //                            steps  compound [requests * steps]: request, step, token_recall, block_recall,
 //                                   mass_recall, output_error, pool_ms, score_ms, topk_ms, attention_ms
@@ -56,6 +60,8 @@ constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();  // a metr
 struct PointSummary {
   std::string status = "ok";  // ok | skipped
   std::string reason;         // why a point was skipped
+  std::string backend = "cpu";  // what the point ran on (cpu | cuda; for a skipped point, what it would have)
+  std::string device;           // that backend's device() ("" when skipped before a backend started)
   double tokens = 0;          // mean context length (tokens)
   double index_bytes_per_token = 0, exact_bytes_per_token = 0;  // bytes
   double macs_per_query = 0, exact_macs_per_query = 0;          // multiply-adds

@@ -14,14 +14,17 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <string_view>
 
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "experiments/device_plan.h"
 #include "experiments/import.h"
 #include "experiments/profiling.h"
 #include "core/ranges.h"
 #include "indexpool/build_config.h"
 #if IP_HAVE_CUDA
+#include "kernels/cuda_backend.h"
 #include "kernels/device.h"
 #endif
 
@@ -121,7 +124,22 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     return rec;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  if (p.backend == "cuda") return skip("backend 'cuda' is not available in this build (no CUDA backend yet)");
+  // The backend: cpu, or cuda when the build, a device and the device-memory estimate allow (auto falls
+  // back to the CPU only when there is no CUDA build or no device). Decided before any request is made.
+  out.backend = p.backend;
+  BackendPlan plan{"cpu", ""};
+  if (p.backend != "cpu") {
+    DeviceShape shape;
+    if (p.source == "synthetic") {
+      shape = device_shape(p.workload);
+    } else {
+      for (const auto& w : cache[source_key(p)])
+        if (static_cast<double>(w.tokens()) >= shape.tokens) shape = device_shape(w);
+    }
+    plan = plan_backend(p.backend, shape, p.pipeline, query_device());
+    out.backend = plan.backend;
+    if (!plan.skip_reason.empty()) return skip(plan.skip_reason);
+  }
   if (p.source == "synthetic") {
     const double need = estimate_point_bytes(p);
     if (need > memory_limit)
@@ -138,17 +156,37 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     if (p.pipeline.topk_tokens > w.tokens())
       return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
                               p.pipeline.topk_tokens, w.tokens()));
-  auto backend = make_cpu_backend(p.threads);  // 'auto' resolves to the CPU until a CUDA backend exists
+  std::unique_ptr<Backend> backend;
+  if (plan.backend == "cuda") {
+#if IP_HAVE_CUDA
+    try {
+      backend = ip::cuda::make_cuda_backend(0);
+    } catch (const Error& e) {
+      return skip(fmt::format("backend = {}: the CUDA backend could not start: {}", p.backend, e.what()));
+    }
+#else
+    return skip("backend = cuda: this build has no CUDA");  // plan_backend already says so; kept for safety
+#endif
+  } else {
+    backend = make_cpu_backend(p.threads);
+  }
+  out.device = backend->device();
   PointProfiler profiler(p);  // counters / kernel records (profile.*): wraps the backend when on
   backend = profiler.wrap(std::move(backend));
-  std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
-  double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
-  std::vector<RequestResult> results;
   PipelineParams pipeline = p.pipeline;
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
-  for (const auto& w : reqs) {
-    results.push_back(run_request(*backend, w, pipeline));
-    const RequestResult& r = results.back();
+  std::vector<RequestResult> results;
+  try {
+    for (const auto& w : reqs) results.push_back(run_request(*backend, w, pipeline));
+  } catch (const Error& e) {
+    // A device allocation that fails despite the estimate skips the point; any other error stops the run.
+    if (plan.backend != "cuda" || std::string_view(e.what()).find("cudaErrorMemoryAllocation") == std::string_view::npos)
+      throw;
+    return skip(fmt::format("backend = {}: out of device memory despite the estimate: {}", p.backend, e.what()));
+  }
+  std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
+  double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
+  for (const auto& r : results) {
     for (const auto& s : r.steps) {
       tr.push_back(s.token_recall);
       br.push_back(s.block_recall);
@@ -345,10 +383,10 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
   out += "\nidx B/tok: stored index bytes per context token; ratio: uncompressed keys (same precision) / index;\n"
          "MMAC/q: scoring multiply-adds per query (millions); tokRec, blkRec, massRec: token, block and\n"
          "attention-mass recall (fractions); outErr: relative L2 error of the attention output; times: median\n"
-         "milliseconds per step (pool: per index build) on this machine's CPU; cache: fraction of the selected\n"
-         "groups' accesses that hit some cache level; OPT-h: the same hierarchy with Belady's OPT at every level\n"
-         "(a reference, not a bound); bound: Belady's OPT on one cache of all levels' capacity, an upper bound\n"
-         "on the cache column for any policies (nan: objects of different sizes).\n";
+         "milliseconds per step (pool: per index build) on the point's backend (run_backend in the results file);\n"
+         "cache: fraction of the selected groups' accesses that hit some cache level; OPT-h: the same hierarchy with\n"
+         "Belady's OPT at every level (a reference, not a bound); bound: Belady's OPT on one cache of all levels'\n"
+         "capacity, an upper bound on the cache column for any policies (nan: objects of different sizes).\n";
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "experiments/device_plan.h"
 #include "experiments/h5.h"
 #include "experiments/results.h"
 
@@ -174,6 +175,37 @@ TEST_F(CliTest, PointThatCannotRunIsSkippedWithReason) {
   const auto r = run("run " + cfg + " --quiet");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipped: select.topk_tokens = 512 exceeds"), std::string::npos) << r.out;
+}
+
+// backend = cuda on a machine or build without a device: every point is skipped, the reason names what is
+// missing, the exit status is 0 (as for any skipped point), and the results file records the backend.
+// backend = auto falls back to the CPU there. With a device, the cuda point runs (or names why the
+// backend could not start).
+TEST_F(CliTest, CudaBackendWithoutDeviceSkipsWithReason) {
+  const std::string h5 = (dir_ / "cuda.h5").string();
+  const auto cfg = file("cuda.ini", "backend = cuda, auto\n[workload]\ntokens = 1Ki\nsteps = 1\n[select]\n"
+                                    "topk_tokens = 128\n[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
+  const auto r = run("run " + cfg + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const ip::exp::DeviceInfo dev = ip::exp::query_device();
+  ip::h5::File f(h5, "r");
+  const ip::h5::Table t = f.read_table("points");
+  ASSERT_EQ(t.rows(), 2u);
+  EXPECT_EQ(t.column("run_backend").strings[0], "cuda");
+  if (!dev.cuda_build || dev.devices == 0) {
+    const std::string why = dev.cuda_build ? "skipped: backend = cuda: no CUDA device (" : "skipped: backend = cuda: this build has no CUDA";
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"skipped", "ok"}));
+    EXPECT_EQ(t.column("reason").strings[0].rfind(why.substr(9), 0), 0u) << t.column("reason").strings[0];
+    EXPECT_EQ(t.column("run_device").strings[0], "");
+    EXPECT_EQ(t.column("run_backend").strings[1], "cpu");  // auto without a device
+    EXPECT_NE(t.column("run_device").strings[1], "");
+  } else {
+    EXPECT_EQ(t.column("run_backend").strings[1], "cuda");  // auto with a device
+    if (t.column("status").strings[0] != "ok") {
+      EXPECT_NE(t.column("reason").strings[0].find("backend = cuda: "), std::string::npos);
+    }
+  }
 }
 
 TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {

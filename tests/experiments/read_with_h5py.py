@@ -19,7 +19,7 @@ def main(path):
         groups = sorted(k for k in f.keys() if k.startswith("point_"))
 
     expected_columns = ["index", "key", "pool.weighting", "topk.tokens", "status", "reason",
-                        "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query",
+                        "run_backend", "run_device", "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query",
                         "exact_macs_per_query", "token_recall", "block_recall", "mass_recall", "output_error",
                         "pool_ms", "score_ms", "topk_ms", "attention_ms", "wall_s", "cache_l1_hit_rate",
                         "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
@@ -34,6 +34,7 @@ def main(path):
     assert df["key"].tolist()[2] == b"pool.weighting=mean;topk.tokens=2048", df["key"].tolist()
     assert df["status"].tolist() == [b"ok", b"ok", b"skipped"], df["status"].tolist()
     assert df["reason"].tolist() == [b"", b"", b"k exceeds the context"], df["reason"].tolist()
+    assert df["run_backend"].tolist() == [b"cpu"] * 3, df["run_backend"].tolist()
     assert df["index_bytes_per_token"].tolist() == [16.0, 32.0, 48.0]
     assert df["token_recall"].tolist() == [0.5, 0.75, 1.0]
     assert df["tokens"].tolist() == [4096.0] * 3

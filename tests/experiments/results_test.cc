@@ -131,6 +131,8 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
                                           "topk.tokens",
                                           "status",
                                           "reason",
+                                          "run_backend",
+                                          "run_device",
                                           "tokens",
                                           "index_bytes_per_token",
                                           "exact_bytes_per_token",
@@ -160,6 +162,7 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
   EXPECT_EQ(t.column("topk.tokens").strings, (std::vector<std::string>{"0", "64", "128"}));
   EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"ok", "ok", "skipped"}));
   EXPECT_EQ(t.column("reason").strings, (std::vector<std::string>{"", "", "k exceeds the context"}));
+  EXPECT_EQ(t.column("run_backend").strings, (std::vector<std::string>{"cpu", "cpu", "cpu"}));
   EXPECT_EQ(t.column("tokens").floats, (std::vector<double>{100.0, 200.0, 300.0}));
   EXPECT_EQ(t.column("exact_bytes_per_token").floats, (std::vector<double>{100.5, 200.5, 300.5}));
   EXPECT_EQ(t.column("wall_s").floats, (std::vector<double>{103.25, 203.25, 303.25}));

@@ -1,0 +1,345 @@
+// IndexPool kernel benchmark (issue 5): every kernel timed with CUDA events after a warm-up, median
+// (and min / max) of many runs over rotating buffers larger than the L2 cache, reported as achieved
+// GB/s of the bytes it is declared to move and as a fraction of the device's copy bandwidth measured
+// in the same run, with the issue's targets marked met / not met. Without a device it says so and exits 0.
+//
+//   kernel_bench [--quick] [--json FILE] [--only GROUP] [--runs N] [--warmup N] [--device N] [--help]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bench/kernel_bench.cuh"
+#include "core/error.h"
+#include "core/numeric.h"
+#include "indexpool/build_config.h"
+#include "kernels/device.h"
+
+namespace ip::kbench {
+namespace {
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_kernel(void* p, unsigned long long n, Fill kind, unsigned long long seed, float lo, float hi) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const float u = static_cast<float>(mix64(seed * 0x100000001B3ull ^ i) >> 40) * (1.0f / 16777216.0f);
+    const float v = lo + (hi - lo) * u;
+    switch (kind) {
+      case Fill::f32: static_cast<float*>(p)[i] = v; break;
+      case Fill::f16: static_cast<std::uint16_t*>(p)[i] = fp16_from_float(v); break;
+      case Fill::bf16: static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v); break;
+      case Fill::fp8: static_cast<std::uint8_t*>(p)[i] = fp8e4m3_from_float(v); break;
+      case Fill::u32: static_cast<std::uint32_t*>(p)[i] = static_cast<std::uint32_t>(v); break;
+    }
+  }
+}
+
+__global__ void copy_float4(const float4* __restrict__ src, float4* __restrict__ dst, unsigned long long n) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride)
+    dst[i] = src[i];
+}
+
+void print_help() {
+  std::puts(
+      "kernel_bench: times IndexPool's CUDA kernels (pooling, scoring, the indexer, top-k, a batched decode step,\n"
+      "block-sparse and dense attention) against the device's copy bandwidth measured in the same run.\n\n"
+      "  --quick        fewer sizes and runs (about a tenth of the time)\n"
+      "  --json FILE    also write the results as JSON\n"
+      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention\n"
+      "  --runs N       timed runs per case (default 50, quick 15)\n"
+      "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
+      "  --device N     CUDA device (default 0)\n"
+      "  --help         this text\n\n"
+      "Each case: CUDA events around every run, median (min..max) of the runs, inputs rotated over copies\n"
+      "whose total exceeds twice the L2 size. GB/s counts the bytes the kernel is declared to move (reads +\n"
+      "writes, in the 'bytes' column), 1 GB = 1e9 B. '% copy' is that over the copy bandwidth (the faster of\n"
+      "cudaMemcpyAsync device-to-device and a float4 copy kernel, counting read + write bytes).\n"
+      "Exit status: 0 (also with no CUDA device: 'skipped: no CUDA device'), 1 when a case failed, 2 on bad\n"
+      "arguments. Targets not met are reported, not an error.");
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", c);
+    else o += c;
+  }
+  return o + "\"";
+}
+std::string json_num(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+
+std::string fmt_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.1f} KB", b / 1e3);
+}
+
+void print_table(const std::vector<Row>& rows) {
+  const auto head = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", "group",
+                                "case", "params", "median", "min..max", "bytes", "GB/s", "% copy", "figures",
+                                "target", "verdict");
+  std::printf("%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
+  for (const auto& r : rows) {
+    std::string line;
+    if (r.t.runs == 0) {
+      line = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", r.group, r.name,
+                         r.params, "-", "-", r.bytes > 0 ? fmt_bytes(r.bytes) : "-", "-", "-", r.extra, r.target,
+                         r.verdict);
+    } else {
+      line = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", r.group, r.name,
+                         r.params, fmt_ms(r.t.median_ms), fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms),
+                         r.bytes > 0 ? fmt_bytes(r.bytes) : "-", r.bytes > 0 ? fmt::format("{:.0f}", r.gbs) : "-",
+                         r.frac >= 0 ? fmt::format("{:.1f} %", 100 * r.frac) : "-", r.extra, r.target, r.verdict);
+    }
+    std::printf("%s\n", line.c_str());
+    if (!r.note.empty() && (r.verdict == "error" || r.verdict == "skipped")) std::printf("          %s\n", r.note.c_str());
+  }
+}
+
+void write_json(const std::string& path, const std::string& device, const Options& o, const Env& env,
+                const std::vector<Row>& rows, int met, int targets, int errors, const std::string& skipped) {
+  std::ofstream f(path);
+  IP_REQUIRE(f.good(), "--json: cannot write '{}'", path);
+  f << "{\n  \"tool\": \"kernel_bench\",\n  \"git_revision\": " << json_str(IP_GIT_REVISION)
+    << ",\n  \"device\": " << json_str(device) << ",\n  \"quick\": " << (o.quick ? "true" : "false");
+  if (!skipped.empty()) {
+    f << ",\n  \"skipped\": " << json_str(skipped) << "\n}\n";
+    return;
+  }
+  f << ",\n  \"l2_bytes\": " << json_num(env.l2_bytes) << ",\n  \"copy_gbs\": " << json_num(env.copy_gbs)
+    << ",\n  \"runs\": " << env.runs << ",\n  \"warmup\": " << env.warmup << ",\n  \"cases\": [";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    f << (i ? "," : "") << "\n    {\"group\": " << json_str(r.group) << ", \"name\": " << json_str(r.name)
+      << ", \"params\": " << json_str(r.params) << ", \"runs\": " << r.t.runs
+      << ", \"median_ms\": " << json_num(r.t.median_ms) << ", \"min_ms\": " << json_num(r.t.min_ms)
+      << ", \"max_ms\": " << json_num(r.t.max_ms) << ", \"bytes\": " << json_num(r.bytes)
+      << ", \"gbs\": " << json_num(r.gbs) << ", \"frac_of_copy\": " << json_num(r.frac >= 0 ? r.frac : NAN);
+    for (const auto& [k, v] : r.figures) f << ", " << json_str(k) << ": " << json_num(v);
+    f << ", \"target\": " << json_str(r.target) << ", \"verdict\": " << json_str(r.verdict)
+      << ", \"note\": " << json_str(r.note) << "}";
+  }
+  f << "\n  ],\n  \"summary\": {\"cases\": " << rows.size() << ", \"errors\": " << errors
+    << ", \"targets\": " << targets << ", \"targets_met\": " << met << "}\n}\n";
+}
+
+}  // namespace
+
+double Env::free_bytes() const {
+  std::size_t fr = 0, tot = 0;
+  IP_CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+  return static_cast<double>(fr);
+}
+
+int Env::rotations(double bytes) const {
+  const double budget = 0.6 * free_bytes();
+  int n = std::max(2, static_cast<int>(std::ceil(2.0 * l2_bytes / std::max(1.0, bytes))));
+  n = std::min(n, 64);
+  while (n > 1 && n * bytes > budget) --n;
+  return n;
+}
+
+void fill(void* p, std::size_t n, Fill kind, std::uint64_t seed, float lo, float hi, const Env& env) {
+  if (!n) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 32ull * env.sms));
+  fill_kernel<<<blocks, 256, 0, env.stream>>>(p, n, kind, seed, lo, hi);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+void copy_kernel(const void* src, void* dst, std::size_t n, const Env& env) {
+  const std::size_t v = n / 16;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((v + 255) / 256, 8ull * env.sms));
+  copy_float4<<<blocks, 256, 0, env.stream>>>(static_cast<const float4*>(src), static_cast<float4*>(dst), v);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+void finish(Row& r, const Env& env) {
+  if (r.t.runs > 0 && r.t.median_ms > 0 && r.bytes > 0) {
+    r.gbs = r.bytes / (r.t.median_ms * 1e-3) / 1e9;
+    if (env.copy_gbs > 0) r.frac = r.gbs / env.copy_gbs;
+  }
+}
+
+std::string fmt_ms(double ms) {
+  if (ms < 1.0) return fmt::format("{:.1f} us", ms * 1e3);
+  if (ms < 1000.0) return fmt::format("{:.3f} ms", ms);
+  return fmt::format("{:.2f} s", ms * 1e-3);
+}
+
+}  // namespace ip::kbench
+
+int main(int argc, char** argv) {
+  using namespace ip::kbench;
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "kernel_bench: %s needs a value (try --help)\n", name);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto count = [&](const char* name) {
+      const std::string v = value(name);
+      char* end = nullptr;
+      const long x = std::strtol(v.c_str(), &end, 10);
+      if (!end || *end || x < 0 || x > 100000) {
+        std::fprintf(stderr, "kernel_bench: %s '%s' is not a count in 0..100000\n", name, v.c_str());
+        std::exit(2);
+      }
+      return static_cast<int>(x);
+    };
+    if (a == "--help" || a == "-h") {
+      print_help();
+      return 0;
+    } else if (a == "--quick") o.quick = true;
+    else if (a == "--json") o.json = value("--json");
+    else if (a == "--only") o.only = value("--only");
+    else if (a == "--runs") o.runs = std::max(1, count("--runs"));
+    else if (a == "--warmup") o.warmup = count("--warmup");
+    else if (a == "--device") o.device = count("--device");
+    else {
+      std::fprintf(stderr, "kernel_bench: unknown argument '%s' (try --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention"};
+  if (!o.only.empty() && std::none_of(std::begin(kGroups), std::end(kGroups), [&](const char* g) { return o.only == g; })) {
+    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention\n",
+                 o.only.c_str());
+    return 2;
+  }
+  try {
+    if (ip::cuda::device_count() == 0) {
+      std::string why = ip::cuda::describe_devices();  // "no CUDA device (reason)" or "no CUDA device"
+      const std::string prefix = "no CUDA device (";
+      if (why.rfind(prefix, 0) == 0 && why.back() == ')') why = why.substr(prefix.size(), why.size() - prefix.size() - 1);
+      std::printf("kernel_bench: skipped: no CUDA device (%s)\n", why.c_str());
+      if (!o.json.empty()) write_json(o.json, why, o, Env{}, {}, 0, 0, 0, "no CUDA device");
+      return 0;
+    }
+    IP_REQUIRE(o.device < ip::cuda::device_count(), "--device {}: only {} device(s)", o.device, ip::cuda::device_count());
+    IP_CUDA_CHECK(cudaSetDevice(o.device));
+    cudaDeviceProp prop{};
+    IP_CUDA_CHECK(cudaGetDeviceProperties(&prop, o.device));
+    int l2 = 0, driver = 0, runtime = 0;
+    IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, o.device));
+    IP_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    IP_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    ip::cuda::Stream stream;
+    Env env;
+    env.stream = stream;
+    env.device = o.device;
+    env.sms = prop.multiProcessorCount;
+    env.l2_bytes = l2;
+    env.quick = o.quick;
+    env.runs = o.runs ? o.runs : (o.quick ? 15 : 50);
+    env.warmup = o.warmup ? o.warmup : (o.quick ? 2 : 5);
+    const std::string device =
+        fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.1f} MiB, driver {}.{}, runtime {}.{}", prop.name, prop.major,
+                    prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, l2 / 1048576.0,
+                    driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    std::printf("kernel_bench (git %s): %s\n%s mode: %d timed runs per case after %d warm-up runs\n\n", IP_GIT_REVISION,
+                device.c_str(), o.quick ? "quick" : "full", env.runs, env.warmup);
+
+    // Copy bandwidth, the reference of every '% copy' figure.
+    std::vector<Row> rows;
+    {
+      const std::size_t n = (o.quick ? 512ull : 2048ull) << 20;
+      ip::cuda::DeviceBuffer<std::uint8_t> src(n), dst(n);
+      fill(src.data(), n / 4, Fill::f32, 1, -1, 1, env);
+      Row m{"copy", "cudaMemcpyAsync D2D", fmt_bytes(static_cast<double>(n)) + " each way"};
+      m.t = time_runs(env, env.runs, [&](int) {
+        IP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), n, cudaMemcpyDeviceToDevice, env.stream));
+      });
+      m.bytes = 2.0 * n;
+      Row k{"copy", "float4 copy kernel", m.params};
+      k.t = time_runs(env, env.runs, [&](int) { copy_kernel(src.data(), dst.data(), n, env); });
+      k.bytes = 2.0 * n;
+      finish(m, env);
+      finish(k, env);
+      env.copy_gbs = std::max(m.gbs, k.gbs);
+      for (Row* r : {&m, &k}) {
+        r->frac = r->gbs / env.copy_gbs;
+        r->verdict = "-";
+        r->note = "reference: the faster of the two";
+        rows.push_back(*r);
+      }
+    }
+    std::printf("copy bandwidth (reference): %.0f GB/s (read + write bytes)\n", env.copy_gbs);
+
+    // A group that leaves the CUDA context broken (a sticky error) stops the remaining groups.
+    auto want = [&](const char* g) { return o.only.empty() || o.only == g; };
+    bool broken = false;
+    auto guarded = [&](const char* group, auto&& fn) {
+      if (broken) return;
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        broken = true;
+        Row r{group, "(remaining cases not run)", ""};
+        r.verdict = "error";
+        r.note = e.what();
+        rows.push_back(r);
+      }
+    };
+    if (want("pool")) guarded("pool", [&] { pool_cases(env, rows); });
+    if (want("score") || want("indexer"))
+      guarded("score", [&] {
+        std::vector<Row> sc;
+        try {
+          score_cases(env, sc);
+        } catch (...) {
+          for (auto& r : sc) rows.push_back(std::move(r));
+          throw;
+        }
+        for (auto& r : sc)
+          if (want(r.group.c_str())) rows.push_back(std::move(r));
+      });
+    if (want("topk")) guarded("topk", [&] { topk_cases(env, rows); });
+    if (want("decode")) guarded("decode", [&] { decode_cases(env, rows); });
+    if (want("attention")) guarded("attention", [&] { attention_cases(env, rows); });
+
+    int met = 0, targets = 0, errors = 0;
+    for (const auto& r : rows) {
+      if (r.verdict == "met" || r.verdict == "not met") ++targets;
+      if (r.verdict == "met") ++met;
+      if (r.verdict == "error") ++errors;
+    }
+    std::printf("\n");
+    print_table(rows);
+    std::printf(
+        "\nTimes: median of %d runs (min..max) with CUDA events. bytes: declared per run (reads + writes); GB/s = "
+        "bytes / median, 1 GB = 1e9 B; %% copy: of %.0f GB/s.\n",
+        env.runs, env.copy_gbs);
+    std::printf("kernel_bench: summary: copy %.0f GB/s; cases %zu; errors %d; targets met %d of %d\n", env.copy_gbs,
+                rows.size(), errors, met, targets);
+    if (!o.json.empty()) {
+      write_json(o.json, device, o, env, rows, met, targets, errors, "");
+      std::printf("json: %s\n", o.json.c_str());
+    }
+    return errors ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernel_bench: error: %s\n", e.what());
+    return 1;
+  }
+}

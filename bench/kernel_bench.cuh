@@ -1,0 +1,110 @@
+// The kernel benchmark's measuring kit (NVBench habits): CUDA-event timing of each run after a warm-up,
+// median / min / max of many runs, rotating input buffers whose total exceeds the L2 cache so every run
+// reads from DRAM, device-side random fills, and the report rows (table and JSON).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+
+namespace ip::kbench {
+
+struct Options {
+  bool quick = false;
+  std::string json;      // --json FILE ("" = none)
+  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention)
+  int device = 0;
+  int runs = 0, warmup = 0;  // 0: the mode's default
+};
+
+// What every case needs: the stream, the device's sizes, the run counts and the reference bandwidth.
+struct Env {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  int sms = 0;
+  double l2_bytes = 0;
+  int runs = 50, warmup = 5;
+  bool quick = false;
+  double copy_gbs = 0;  // reference copy bandwidth (read + write bytes), GB/s
+  // Free device memory now (bytes).
+  double free_bytes() const;
+  // How many copies of an instance of `bytes` to rotate through: enough that their total exceeds
+  // twice the L2 size (at least 2), within `budget` bytes (a fraction of free memory) and 64 copies.
+  int rotations(double bytes) const;
+};
+
+struct Stats {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int runs = 0;
+};
+
+// `warmup` untimed calls, then `runs` calls of fn(i) (i counts every call, so i % rotations picks the
+// buffer), each bracketed by its own pair of events on env.stream. Checks for launch errors.
+template <class Fn>
+Stats time_runs(const Env& env, int runs, Fn&& fn) {
+  cuda::Event a, b;
+  int call = 0;
+  for (int w = 0; w < env.warmup; ++w) fn(call++);
+  IP_CUDA_CHECK(cudaGetLastError());
+  IP_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+  std::vector<double> t;
+  t.reserve(runs);
+  for (int r = 0; r < runs; ++r) {
+    a.record(env.stream);
+    fn(call++);
+    b.record(env.stream);
+    b.sync();
+    t.push_back(b.ms_since(a));
+  }
+  IP_CUDA_CHECK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  const std::size_t n = t.size();
+  Stats s;
+  s.runs = static_cast<int>(n);
+  s.median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  s.min_ms = t.front();
+  s.max_ms = t.back();
+  return s;
+}
+
+// Device-side fills (deterministic: element i of seed s is a hash of (s, i)).
+enum class Fill { f32, f16, bf16, fp8, u32 };
+// Uniform values in [lo, hi) stored as `kind` (u32: the integer part).
+void fill(void* p, std::size_t n, Fill kind, std::uint64_t seed, float lo, float hi, const Env& env);
+// `n` bytes copied from src to dst by a plain float4 copy kernel (n a multiple of 16).
+void copy_kernel(const void* src, void* dst, std::size_t n, const Env& env);
+
+// One row of the report. Every number has its unit in its name.
+struct Row {
+  std::string group;   // pool, score, indexer, topk, decode, attention, copy
+  std::string name;    // what ran
+  std::string params;  // sizes and types
+  Stats t;
+  double bytes = 0;     // bytes the kernel is declared to move (reads + writes), per run
+  double gbs = 0;       // bytes / median time, GB/s (1e9 B/s)
+  double frac = -1;     // gbs / reference copy bandwidth (-1: not a bandwidth case)
+  std::string extra;    // other figures, with units (tokens/s, TFLOP/s, speedup)
+  std::vector<std::pair<std::string, double>> figures;  // the same, for JSON
+  std::string target;   // the issue's target ("" none)
+  std::string verdict;  // met | not met | - | error | skipped
+  std::string note;     // error or skip reason, buffers rotated
+};
+
+// Fills gbs and frac from bytes and t.
+void finish(Row& r, const Env& env);
+std::string fmt_ms(double ms);
+
+// The case groups (kernel_bench_cases.cu). Each appends its rows; an error in one case becomes an
+// "error" row and the group goes on unless the CUDA context is broken (then it rethrows).
+void pool_cases(const Env& env, std::vector<Row>& rows);
+void score_cases(const Env& env, std::vector<Row>& rows);
+void topk_cases(const Env& env, std::vector<Row>& rows);
+void decode_cases(const Env& env, std::vector<Row>& rows);
+void attention_cases(const Env& env, std::vector<Row>& rows);
+
+}  // namespace ip::kbench

@@ -1,0 +1,66 @@
+// Which backend a point runs on (config key `backend = cpu | cuda | auto`) and the device-memory
+// estimate made before a CUDA point runs (issue 5, item 3: a point that would not fit is skipped with a
+// reason, never crashes the sweep). The decision is a pure function of the point and of what the
+// machine offers (DeviceInfo), so it is tested on machines without a GPU; query_device() asks the
+// CUDA runtime when the build has CUDA.
+#pragma once
+
+#include <string>
+
+#include "core/pipeline.h"
+#include "experiments/config.h"
+
+namespace ip::exp {
+
+// The sizes of one request that the device holds at once.
+struct DeviceShape {
+  double tokens = 0;   // T (the longest request: the CUDA backend runs a point's requests one after another)
+  int dim = 0;         // D, index key dimension
+  int index_heads = 0; // H
+  int attn_dim = 0;    // Da (0: no attention stage)
+  int attn_heads = 0;  // Ha
+  int value_dim = 0;   // Dv
+};
+DeviceShape device_shape(const WorkloadSpec& s);
+DeviceShape device_shape(const Workload& longest);
+
+// Estimated device bytes of one request, by what they hold (all arrays fp32 unless the index precision
+// says otherwise). The top-k and attention workspaces are generous allowances (twice the scores and
+// partial softmax states per head), not the launchers' exact sizes.
+struct DeviceBytes {
+  double keys = 0;        // index keys [T, D] fp32, and the per-token weights [T]
+  double composites = 0;  // stored index rows (payload + per-row scales)
+  double scores = 0;      // exact scores [T], compressed scores [rows], queries and head weights
+  double topk = 0;        // ids and values [k] and the radix-select workspace
+  double attention = 0;   // keys [T, Da], values [T, Dv], probabilities [Ha, T], output, workspace
+  double stats = 0;       // access statistics: mass [T] fp32, counts [T] u32, step mass [T], ranges
+  double total() const { return keys + composites + scores + topk + attention + stats; }
+  std::string describe() const;  // "keys 0.50 GiB, composites ... (total X GiB)"
+};
+DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p);
+
+// Free device memory the plan leaves unused beyond the estimate (allocator granularity, the CUDA
+// context's own allocations): 5% of the free memory plus 256 MiB.
+double device_headroom_bytes(double free_bytes);
+
+// What this process can use.
+struct DeviceInfo {
+  bool cuda_build = false;   // IP_HAVE_CUDA
+  int devices = 0;           // usable CUDA devices
+  std::string description;   // describe_devices(), or why there is none
+  double free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo of device 0
+};
+DeviceInfo query_device();
+
+// The backend a point runs on, or why it cannot run.
+struct BackendPlan {
+  std::string backend;      // "cpu" or "cuda"
+  std::string skip_reason;  // non-empty: skip the point
+};
+// cpu: cpu. cuda: cuda when the build has CUDA, a device is present and the estimate fits, else a skip
+// naming what is missing. auto: cuda when the build has CUDA and a device is present (skipped like cuda
+// when it does not fit), else cpu.
+BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, const PipelineParams& p,
+                         const DeviceInfo& d);
+
+}  // namespace ip::exp

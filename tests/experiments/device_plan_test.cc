@@ -1,0 +1,140 @@
+// Backend choice (backend = cpu | cuda | auto) and the device-memory estimate: the arithmetic and the
+// skip reasons, with faked device information so they run on machines without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "experiments/config.h"
+#include "experiments/device_plan.h"
+
+namespace {
+
+using namespace ip::exp;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+ip::PipelineParams params(ip::Weighting w, int G, ip::Precision prec, ip::Index64 k) {
+  ip::PipelineParams p;
+  p.pool.weights.scheme = w;
+  p.pool.group_size = G;
+  p.pool.precision = prec;
+  p.topk_tokens = k;
+  return p;
+}
+
+TEST(DevicePlan, EstimateArithmeticByPart) {
+  // T = 1000 tokens, D = 128, H = 8, Da = Dv = 64, Ha = 4, uniform G = 4 into fp8, k = 100.
+  const DeviceShape s{1000, 128, 8, 64, 4, 64};
+  const DeviceBytes b = estimate_device_bytes(s, params(ip::Weighting::uniform, 4, ip::Precision::fp8, 100));
+  EXPECT_DOUBLE_EQ(b.keys, 1000.0 * 128 * 4 + 1000.0 * 4);
+  EXPECT_DOUBLE_EQ(b.composites, 250.0 * (128 * 1 + 4));  // 250 groups, fp8 payload + fp32 scale
+  EXPECT_DOUBLE_EQ(b.scores, 1000.0 * 4 + 250.0 * 4 + 8.0 * 128 * 4 + 8.0 * 4 + 2.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(b.topk, 100.0 * 8 + 2.0 * 1000 * 8 + kMiB);
+  EXPECT_DOUBLE_EQ(b.attention, 1000.0 * 128 * 4 + 4.0 * 64 * 4 + 4.0 * 64 * 4 + 4.0 * 1000 * 4 + 250.0 * 4 +
+                                    4.0 * 1 * (64 + 2) * 4);  // ceil(1000 / 1024) = 1 slice
+  EXPECT_DOUBLE_EQ(b.stats, 1000.0 * 12 + 250.0 * 16);
+  EXPECT_DOUBLE_EQ(b.total(), b.keys + b.composites + b.scores + b.topk + b.attention + b.stats);
+  EXPECT_NE(b.describe().find("GiB"), std::string::npos);
+}
+
+TEST(DevicePlan, EstimateFollowsSchemeAndPrecision) {
+  const DeviceShape s{1001, 128, 1, 0, 0, 0};  // partial last group, no attention stage
+  const auto maxmin = estimate_device_bytes(s, params(ip::Weighting::maxmin, 4, ip::Precision::bf16, 64));
+  EXPECT_DOUBLE_EQ(maxmin.composites, 2.0 * 251 * 128 * 2);  // two rows per group, no scales
+  EXPECT_DOUBLE_EQ(maxmin.attention, 0.0);
+  // exact keeps every key whatever group_size says; k larger than T counts only T ids.
+  const auto exact = estimate_device_bytes(s, params(ip::Weighting::exact, 8, ip::Precision::fp32, 5000));
+  EXPECT_DOUBLE_EQ(exact.composites, 1001.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(exact.topk, 1001.0 * 8 + 2.0 * 1001 * 8 + kMiB);
+  // Large contexts stay in double precision: 16Mi tokens of fp32 keys are 8 GiB and a bit.
+  const auto big = estimate_device_bytes({16.0 * (1 << 20), 128, 64, 128, 16, 128},
+                                         params(ip::Weighting::uniform, 4, ip::Precision::fp8, 2048));
+  EXPECT_DOUBLE_EQ(big.keys, 16.0 * (1 << 20) * 128 * 4 + 16.0 * (1 << 20) * 4);
+  EXPECT_GT(big.total(), 16.0 * 1024 * kMiB);
+}
+
+TEST(DevicePlan, HeadroomIsFivePercentPlus256MiB) {
+  EXPECT_DOUBLE_EQ(device_headroom_bytes(0), 256 * kMiB);
+  EXPECT_DOUBLE_EQ(device_headroom_bytes(1000 * kMiB), 50 * kMiB + 256 * kMiB);
+}
+
+TEST(DevicePlan, ChoiceAndSkipReasons) {
+  const DeviceShape s{65536, 128, 8, 128, 4, 128};
+  const auto p = params(ip::Weighting::uniform, 4, ip::Precision::fp32, 2048);
+  DeviceInfo none;  // a build without CUDA
+  none.description = "CUDA not built";
+  EXPECT_EQ(plan_backend("cpu", s, p, none).backend, "cpu");
+  EXPECT_EQ(plan_backend("auto", s, p, none).backend, "cpu");
+  EXPECT_EQ(plan_backend("auto", s, p, none).skip_reason, "");
+  const auto no_build = plan_backend("cuda", s, p, none);
+  EXPECT_EQ(no_build.backend, "cuda");
+  EXPECT_NE(no_build.skip_reason.find("this build has no CUDA"), std::string::npos) << no_build.skip_reason;
+
+  DeviceInfo no_dev;  // a CUDA build on a machine without a device
+  no_dev.cuda_build = true;
+  no_dev.description = "no CUDA device (CUDA driver version is insufficient)";
+  EXPECT_EQ(plan_backend("auto", s, p, no_dev).backend, "cpu");
+  const auto r = plan_backend("cuda", s, p, no_dev).skip_reason;
+  EXPECT_EQ(r, "backend = cuda: no CUDA device (CUDA driver version is insufficient)");
+  no_dev.description = "";
+  EXPECT_EQ(plan_backend("cuda", s, p, no_dev).skip_reason, "backend = cuda: no CUDA device ()");
+
+  DeviceInfo gpu;  // an 80 GiB device with 70 GiB free
+  gpu.cuda_build = true;
+  gpu.devices = 1;
+  gpu.description = "0: NVIDIA H100, sm_90, 79.6 GiB";
+  gpu.total_bytes = 80 * 1024 * kMiB;
+  gpu.free_bytes = 70 * 1024 * kMiB;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).backend, "cuda");
+  EXPECT_EQ(plan_backend("auto", s, p, gpu).backend, "cuda");
+  EXPECT_EQ(plan_backend("cpu", s, p, gpu).backend, "cpu");
+
+  // At the limit (plus rounding slack) fits; one token more is skipped, for cuda and for auto alike.
+  const double need = estimate_device_bytes(s, p).total();
+  gpu.free_bytes = (need + 256 * kMiB) / 0.95 * (1 + 1e-12);
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  const DeviceShape s1{65537, 128, 8, 128, 4, 128};
+  const auto over = plan_backend("cuda", s1, p, gpu).skip_reason;
+  EXPECT_NE(over.find("backend = cuda: estimated device memory"), std::string::npos) << over;
+  EXPECT_NE(over.find("exceeds the"), std::string::npos) << over;
+  EXPECT_NE(plan_backend("auto", s1, p, gpu).skip_reason.find("backend = auto: estimated"), std::string::npos);
+
+  EXPECT_THROW(plan_backend("gpu", s, p, gpu), ip::Error);
+}
+
+TEST(DevicePlan, BackendKeyAcceptsCpuCudaAuto) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ip_device_plan_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "b.ini").string();
+  std::ofstream(path) << "backend = cpu, cuda, auto\n[workload]\ntokens = 4Ki\n[select]\ntopk_tokens = 256\n";
+  const Sweep sw = load_sweep(path);
+  ASSERT_EQ(sw.points.size(), 3u);
+  EXPECT_EQ(sw.points[0].backend, "cpu");
+  EXPECT_EQ(sw.points[1].backend, "cuda");
+  EXPECT_EQ(sw.points[2].backend, "auto");
+  std::ofstream(path) << "backend = gpu\n";
+  try {
+    load_sweep(path);
+    ADD_FAILURE() << "backend = gpu was accepted";
+  } catch (const ip::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("b.ini:1: key 'backend': 'gpu' is not one of: cpu, cuda, auto"), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DevicePlan, QueryDeviceNeverThrows) {
+  const DeviceInfo d = query_device();
+  EXPECT_GE(d.devices, 0);
+  EXPECT_FALSE(d.description.empty());
+  if (d.devices > 0) {
+    EXPECT_GT(d.total_bytes, 0.0);
+  }
+}
+
+}  // namespace
