@@ -17,6 +17,8 @@
 namespace ip {
 namespace {
 
+using cuda::ScoreMath;
+
 struct Case {
   Precision precision = Precision::fp32;
   int dim = 128, heads = 8;
