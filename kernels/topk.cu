@@ -17,8 +17,10 @@ using detail::TopkRowState;
 
 constexpr long long kMinChunk = 4096;     // fewest scores per block (per pass)
 constexpr long long kMaxBlocksPerRow = 1024;
-constexpr long long kBlocksPerSm = 4;     // target blocks per SM over the whole batch
+constexpr long long kBlocksPerSm = 8;     // target blocks per SM over the whole batch (memory parallelism)
 constexpr std::size_t kAlign = 256;
+constexpr long long kCompactMin = 8192;   // compact list capacity: max(kCompactMin, max_row / 16), <= max_row
+constexpr long long kCompactDiv = 16;
 
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -26,8 +28,12 @@ long long bpr_cap(long long max_row) {
   return std::clamp<long long>((max_row + kMinChunk - 1) / kMinChunk, 1, kMaxBlocksPerRow);
 }
 
+long long compact_cap(long long max_row) {
+  return std::min(max_row, std::max(kCompactMin, max_row / kCompactDiv));
+}
+
 struct Layout {
-  std::size_t state, hist, ties, cand, total;
+  std::size_t state, hist, ties, cand, clist, total;
 };
 
 Layout layout(int rows, long long max_row, int k) {
@@ -37,7 +43,8 @@ Layout layout(int rows, long long max_row, int k) {
   l.hist = align_up(r * sizeof(TopkRowState));
   l.ties = l.hist + align_up(r * detail::kTopkHistBins * sizeof(std::uint32_t));
   l.cand = l.ties + align_up(r * static_cast<std::size_t>(bpr_cap(max_row)) * sizeof(std::uint32_t));
-  l.total = l.cand + align_up(r * static_cast<std::size_t>(k) * sizeof(std::uint64_t));
+  l.clist = l.cand + align_up(r * static_cast<std::size_t>(k) * sizeof(std::uint64_t));
+  l.total = l.clist + align_up(r * static_cast<std::size_t>(compact_cap(max_row)) * sizeof(std::uint64_t));
   return l;
 }
 
@@ -84,6 +91,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                reinterpret_cast<std::uint32_t*>(ws + l.hist),
                reinterpret_cast<std::uint32_t*>(ws + l.ties),
                reinterpret_cast<std::uint64_t*>(ws + l.cand),
+               reinterpret_cast<std::uint64_t*>(ws + l.clist),
+               static_cast<std::uint32_t>(compact_cap(a.max_row)),
                a.ids,
                a.values};
   // Row states and histograms start at zero; the passes leave the histograms zero.

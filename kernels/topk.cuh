@@ -5,6 +5,9 @@
 //      adds it to the row's global histogram; the last block of the row to finish (ticket counter)
 //      picks the digit holding the k-th largest key and updates the row state. A pass whose bucket
 //      holds exactly the keys still needed ends the search early (take_all).
+//      Compaction: when the pass-0 bucket and the keys above it number at most `compact_cap`, pass 1
+//      also appends them (as composites with their ids) to a per-row list, and pass 2 and the gather
+//      read that list instead of the row (two full reads of the row instead of four).
 //   2. gather: keys above the prefix (and, with take_all, those equal to it under the mask) claim
 //      candidate slots with an integer atomic; otherwise each block counts its ties (key == T).
 //   3. ties (only rows that need a subset of the ties): the lowest-id ties, by an ordered scan of each
@@ -27,6 +30,7 @@ constexpr int kTopkThreads = 256;
 constexpr int kTopkSortThreads = 512;
 constexpr int kTopkMaxK = 4096;
 constexpr int kTopkHistBins = 2048;
+constexpr int kCompactUnroll = 4;
 
 struct TopkRowState {
   std::uint32_t prefix;        // digits found so far
@@ -36,7 +40,9 @@ struct TopkRowState {
   std::uint32_t take_all;      // every key matching the prefix is taken (search over)
   std::uint32_t done_blocks;   // ticket counter of the running pass
   std::uint32_t slots;         // candidate slots claimed by the gather
-  std::uint32_t pad;
+  std::uint32_t compact;       // pass 1 wrote the pass-0 bucket to the compact list
+  std::uint32_t ccount;        // entries of the compact list
+  std::uint32_t pad[6];
 };
 
 struct TopkParams {
@@ -50,6 +56,8 @@ struct TopkParams {
   std::uint32_t* hist;       // [rows, kTopkHistBins], zero between passes
   std::uint32_t* tie_count;  // [rows, bpr_cap]
   std::uint64_t* cand;       // [rows, k]
+  std::uint64_t* clist;      // [rows, compact_cap] compact list (composites)
+  std::uint32_t compact_cap;
   std::int32_t* ids;
   float* values;
 };
@@ -84,6 +92,26 @@ __device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, st
   return before + inc - v;
 }
 
+// Calls f(key, i) for every i in [begin, end), the block's threads striding; kCompactUnroll loads are
+// issued before any is used (memory-level parallelism for the full-row passes).
+template <class F>
+__device__ __forceinline__ void for_each_key(const float* s, long long begin, long long end, F&& f) {
+  const long long step = static_cast<long long>(blockDim.x) * kCompactUnroll;
+  for (long long i0 = begin + threadIdx.x; i0 < end; i0 += step) {
+    std::uint32_t keys[kCompactUnroll];
+#pragma unroll
+    for (int u = 0; u < kCompactUnroll; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * blockDim.x;
+      keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kCompactUnroll; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * blockDim.x;
+      if (i < end) f(keys[u], i);
+    }
+  }
+}
+
 template <int PASS>
 struct Digit {
   static constexpr int shift = PASS == 0 ? 21 : (PASS == 1 ? 10 : 0);
@@ -108,12 +136,60 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   __syncthreads();
 
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
-  long long begin, end;
-  block_chunk(n, blockIdx.y, p.bpr, begin, end);
   const float* s = p.scores + off;
-  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const std::uint32_t key = topk_key(__ldg(s + i));
-    if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
+  std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
+  // The list holds the pass-0 bucket and the (fewer than k) keys above it: everything pass 2 and the
+  // gather can still take. The same decision in every block.
+  const bool compacting =
+      PASS == 1 && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
+  long long begin, end;
+  if (PASS == 2 && st->compact) {  // the surviving keys are all in the compact list
+    block_chunk(st->ccount, blockIdx.y, p.bpr, begin, end);
+    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
+      if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
+    }
+  } else if (compacting) {
+    // Warp tiles of 32 * kCompactUnroll scores; one list reservation per warp tile.
+    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    const int lane = threadIdx.x & 31;
+    constexpr long long tile = 32 * kCompactUnroll;
+    for (long long i0 = begin + (threadIdx.x >> 5) * tile; i0 < end; i0 += (blockDim.x >> 5) * tile) {
+      std::uint32_t keys[kCompactUnroll];
+      std::uint32_t mine = 0;
+#pragma unroll
+      for (int u = 0; u < kCompactUnroll; ++u) {
+        const long long i = i0 + u * 32 + lane;
+        keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
+        if (i < end && (keys[u] & mask) >= prefix) {  // in the bucket or above it
+          if ((keys[u] & mask) == prefix) atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
+          ++mine;
+        }
+      }
+      std::uint32_t inc = mine;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+        if (lane >= o) inc += y;
+      }
+      const std::uint32_t warp_total = __shfl_sync(0xFFFFFFFFu, inc, 31);
+      std::uint32_t base = 0;
+      if (lane == 0 && warp_total) base = atomicAdd(&st->ccount, warp_total);
+      base = __shfl_sync(0xFFFFFFFFu, base, 0) + inc - mine;
+#pragma unroll
+      for (int u = 0; u < kCompactUnroll; ++u) {
+        const long long i = i0 + u * 32 + lane;
+        if (i < end && (keys[u] & mask) >= prefix) {
+          if (base < p.compact_cap) clist[base] = topk_composite(keys[u], static_cast<std::uint32_t>(i));
+          ++base;
+        }
+      }
+    }
+  } else {
+    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    for_each_key(s, begin, end, [&](std::uint32_t key, long long) {
+      if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
+    });
   }
   __syncthreads();
   std::uint32_t* gh = p.hist + static_cast<long long>(row) * kTopkHistBins;
@@ -168,32 +244,48 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       st->bucket_count = found_count;
       st->take_all = found_count == found_rem ? 1u : 0u;
     }
+    if (PASS == 1) st->compact = compacting ? 1u : 0u;
     st->done_blocks = 0;
   }
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
 }
 
-// Step 2. Grid (rows, bpr).
+// Step 2. Grid (rows, bpr). Candidates from the compact list or the row; tie counts (when only some
+// ties are taken) always over the block's chunk of the row, the order step 3 needs.
 __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   const std::uint32_t prefix = st->prefix, mask = st->mask;
-  const bool take_all = st->take_all != 0;
+  const bool take_all = st->take_all != 0, compact = st->compact != 0;
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
-  long long begin, end;
-  block_chunk(n, blockIdx.y, p.bpr, begin, end);
   const float* s = p.scores + off;
   std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k;
+  auto take = [&](std::uint64_t c) {
+    const std::uint32_t slot = atomicAdd(&st->slots, 1u);
+    if (slot < static_cast<std::uint32_t>(p.k)) cand[slot] = c;
+  };
+  long long begin, end;
+  block_chunk(n, blockIdx.y, p.bpr, begin, end);
   std::uint32_t ties = 0;
-  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const std::uint32_t key = topk_key(__ldg(s + i));
-    const std::uint32_t mk = key & mask;
-    if (mk > prefix || (mk == prefix && take_all)) {
-      const std::uint32_t slot = atomicAdd(&st->slots, 1u);
-      if (slot < static_cast<std::uint32_t>(p.k)) cand[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
-    } else if (mk == prefix) {
-      ++ties;
+  if (compact) {
+    long long cb, ce;
+    block_chunk(st->ccount, blockIdx.y, p.bpr, cb, ce);
+    const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
+    for (long long i = cb + threadIdx.x; i < ce; i += blockDim.x) {
+      const std::uint64_t c = clist[i];
+      const std::uint32_t mk = static_cast<std::uint32_t>(c >> 32) & mask;
+      if (mk > prefix || (mk == prefix && take_all)) take(c);
     }
+    if (!take_all)
+      for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) ties += topk_key(__ldg(s + i)) == prefix;
+  } else {
+    for_each_key(s, begin, end, [&](std::uint32_t key, long long i) {
+      const std::uint32_t mk = key & mask;
+      if (mk > prefix || (mk == prefix && take_all))
+        take(topk_composite(key, static_cast<std::uint32_t>(i)));
+      else if (mk == prefix)
+        ++ties;
+    });
   }
   std::uint32_t total;
   block_exclusive_sum(ties, total);

@@ -2,6 +2,7 @@
 // batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores,
 // k = 1, k = n, k = 4096, poisoned outputs; argument checks run without a GPU.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -16,7 +17,9 @@
 namespace ip {
 namespace {
 
-enum class Dist { normal, few_values, all_equal, signed_zeros, ascending };
+// rounded: normal to 2 decimals, so the k-th score is tied with dozens of others even in a long row
+// (a partial take of ties after compaction).
+enum class Dist { normal, few_values, all_equal, signed_zeros, ascending, rounded };
 
 std::vector<float> make_row(long long n, Dist dist, std::mt19937& rng) {
   std::vector<float> s(static_cast<std::size_t>(n));
@@ -32,6 +35,7 @@ std::vector<float> make_row(long long n, Dist dist, std::mt19937& rng) {
         break;
       }
       case Dist::ascending: s[i] = static_cast<float>(i % 1000); break;  // ties spread over the row
+      case Dist::rounded: s[i] = std::round(normal(rng) * 100.0f) / 100.0f; break;
     }
   }
   return s;
@@ -88,7 +92,7 @@ TEST(Topk, SizesAndDistributions) {
   IP_REQUIRE_GPU();
   std::mt19937 rng(3);
   for (long long n : {1LL, 19LL, 111LL, 989LL, 100000LL})
-    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending})
+    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending, Dist::rounded})
       for (long long k : {1LL, 7LL, n, 2048LL, 4096LL}) {
         if (k > n || k > 4096) continue;
         check({make_row(n, d, rng)}, static_cast<int>(k));
@@ -116,6 +120,7 @@ TEST(Topk, LongRows) {
   std::mt19937 rng(9);
   check({make_row(2 * 1024 * 1024, Dist::normal, rng)}, 2048);
   check({make_row(2 * 1024 * 1024, Dist::few_values, rng)}, 4096);
+  check({make_row(2 * 1024 * 1024, Dist::rounded, rng), make_row(1 << 20, Dist::rounded, rng)}, 2048);
   check({make_row(2 * 1024 * 1024 + 17, Dist::ascending, rng), make_row(3000000, Dist::normal, rng)}, 1000);
 }
 
