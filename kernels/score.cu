@@ -13,7 +13,7 @@ namespace {
 
 using detail::ScoreParams;
 
-constexpr int kCoreThreads = 256;       // 8 warps, one entry each
+constexpr int kCoreThreads = 256;       // 8 warps
 constexpr int kCoreBlocksPerSm = 8;     // grid cap of the grid-stride CUDA-core kernel
 constexpr int kMmaBlocksPerSm = 4;      // grid of the tensor-core kernel (contiguous tile ranges)
 constexpr int kMaxHeads = 64;
@@ -69,7 +69,8 @@ int sm_count() {
 
 template <Precision P, int D, bool MAXMIN>
 void launch_core(const ScoreParams& p, cudaStream_t stream) {
-  const long long blocks_needed = (p.entries + kCoreThreads / 32 - 1) / (kCoreThreads / 32);
+  const long long per_block = static_cast<long long>(kCoreThreads / 32) * (D > 0 ? detail::kCoreEntriesPerWarp : 1);
+  const long long blocks_needed = (p.entries + per_block - 1) / per_block;
   const long long cap = static_cast<long long>(sm_count()) * kCoreBlocksPerSm;
   const int grid = static_cast<int>(blocks_needed < cap ? blocks_needed : cap);
   detail::score_cuda_core_kernel<P, D, MAXMIN><<<grid, kCoreThreads, 0, stream>>>(p);

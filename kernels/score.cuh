@@ -4,9 +4,10 @@
 // and is scored against that request's query.
 //
 // Two paths:
-//   score_cuda_core_kernel: one warp per entry, fp32 math on CUDA cores (ScoreMath::fp32). Lane l owns
-//     D/32 consecutive elements (compile-time D) or the elements l, l+32, ... (generic D). Per head a
-//     warp reduction, heads combined in order j = 0..H-1 as on the CPU.
+//   score_cuda_core_kernel: a warp per 4 entries (compile-time D; 1 for generic D), fp32 math on CUDA
+//     cores (ScoreMath::fp32). Lane l owns D/32 consecutive elements (compile-time D) or the elements
+//     l, l+32, ... (generic D). Per head a warp reduction, heads combined in order j = 0..H-1 as on the
+//     CPU.
 //   score_mma_kernel: tensor cores, mma.sync m16n8k16 bf16 -> fp32. M = entries, N = heads (padded to
 //     8 * NT), K = D. The dot product is a sum over d, so K may be permuted as long as rows and queries
 //     use the same permutation: in a chunk of KC = 16*C elements, thread t of a quad loads the 4*C
@@ -102,70 +103,85 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// ---- CUDA-core path: one warp per entry ----
-// D > 0: compile-time dim (multiple of 32, rows 16-byte aligned); D == 0: any dim, scalar loads.
+// ---- CUDA-core path: a warp scores EPW entries at a time ----
+constexpr int kCoreEntriesPerWarp = 4;  // rows loaded before any is used (memory-level parallelism)
+
+// D > 0: compile-time dim (multiple of 32, rows 16-byte aligned), EPW entries per warp step;
+// D == 0: any dim, scalar loads, one entry per warp step.
 template <Precision P, int D, bool MAXMIN>
 __global__ void __launch_bounds__(256) score_cuda_core_kernel(ScoreParams p) {
   using E = Elem<P>;
+  constexpr int EPW = D > 0 ? kCoreEntriesPerWarp : 1;
+  constexpr int V = D > 0 ? D / 32 : 1;  // elements per lane (compile-time dim)
+  constexpr int R = MAXMIN ? 2 : 1;      // rows per entry
   const int lane = threadIdx.x & 31;
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
   const int dim = D > 0 ? D : p.dim;
   const int H = p.heads;
-  constexpr int kRowsPerEntry = MAXMIN ? 2 : 1;
-  for (long long e = static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); e < p.entries;
-       e += warps) {
-    const int r = segment_of(p.entry_offset, p.requests, e);
-    const float* q = p.queries + static_cast<long long>(r) * H * dim;
-    const float* hw = p.head_weights + static_cast<long long>(r) * H;
-    float x[kRowsPerEntry][D > 0 ? D / 32 : 1];
-    for (int k = 0; k < kRowsPerEntry; ++k) {
-      const long long row = e * kRowsPerEntry + k;
-      const float sc = kHasScale<P> ? __ldg(p.scales + row) : 1.0f;
-      const unsigned char* src = p.rows + row * dim * E::bytes;
-      if constexpr (D > 0) {
-        constexpr int V = D / 32;
-        alignas(16) unsigned char buf[V * E::bytes];
-        load_aligned<V * E::bytes>(src + lane * V * E::bytes, buf);
+  for (long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * EPW;
+       e0 < p.entries; e0 += warps * EPW) {
+    const float* q[EPW];
+    const float* hw[EPW];
+    float x[EPW][R][V];  // compile-time dim: the lane's dequantized elements; generic: x[u][k][0] = scale
+    for (int u = 0; u < EPW; ++u) {
+      const long long e = e0 + u < p.entries ? e0 + u : p.entries - 1;  // a tail repeats the last entry
+      const int r = segment_of(p.entry_offset, p.requests, e);
+      q[u] = p.queries + static_cast<long long>(r) * H * dim;
+      hw[u] = p.head_weights + static_cast<long long>(r) * H;
 #pragma unroll
-        for (int v = 0; v < V; ++v) x[k][v] = kHasScale<P> ? E::decode(buf, v) * sc : E::decode(buf, v);
-      } else {
-        x[k][0] = sc;  // generic dim: elements are decoded in the head loop
+      for (int k = 0; k < R; ++k) {
+        const long long row = e * R + k;
+        const float sc = kHasScale<P> ? __ldg(p.scales + row) : 1.0f;
+        if constexpr (D > 0) {
+          alignas(16) unsigned char buf[V * E::bytes];
+          load_aligned<V * E::bytes>(p.rows + (row * D + lane * V) * E::bytes, buf);
+#pragma unroll
+          for (int v = 0; v < V; ++v) x[u][k][v] = kHasScale<P> ? E::decode(buf, v) * sc : E::decode(buf, v);
+        } else {
+          x[u][k][0] = sc;
+        }
       }
     }
-    float s = 0.0f;
-    for (int j = 0; j < H; ++j) {
-      const float* qj = q + static_cast<long long>(j) * dim;
-      float part = 0.0f;
-      if constexpr (D > 0) {
-        constexpr int V = D / 32;
+    float s[EPW];
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-          const float qd = __ldg(qj + lane * V + v);
-          if constexpr (MAXMIN)
-            part += box_upper_bound(&qd, &x[0][v], &x[1][v], 1);
-          else
-            part += qd * x[0][v];
-        }
-      } else {
-        for (int d = lane; d < dim; d += 32) {
-          const float qd = __ldg(qj + d);
-          const long long row = e * kRowsPerEntry;
-          float hi = E::decode(p.rows + row * dim * E::bytes, d);
-          if constexpr (kHasScale<P>) hi *= x[0][0];
-          if constexpr (MAXMIN) {
-            float lo = E::decode(p.rows + (row + 1) * dim * E::bytes, d);
-            if constexpr (kHasScale<P>) lo *= x[1][0];
-            part += box_upper_bound(&qd, &hi, &lo, 1);
-          } else {
-            part += qd * hi;
+    for (int u = 0; u < EPW; ++u) s[u] = 0.0f;
+    for (int j = 0; j < H; ++j) {
+#pragma unroll
+      for (int u = 0; u < EPW; ++u) {
+        const float* qj = q[u] + static_cast<long long>(j) * dim;
+        float part = 0.0f;
+        if constexpr (D > 0) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) {
+            const float qd = __ldg(qj + lane * V + v);
+            if constexpr (MAXMIN)
+              part += box_upper_bound(&qd, &x[u][0][v], &x[u][1][v], 1);
+            else
+              part += qd * x[u][0][v];
+          }
+        } else {
+          const long long row = e0 * R;  // EPW == 1
+          for (int d = lane; d < dim; d += 32) {
+            const float qd = __ldg(qj + d);
+            float hi = E::decode(p.rows + row * dim * E::bytes, d);
+            if constexpr (kHasScale<P>) hi *= x[u][0][0];
+            if constexpr (MAXMIN) {
+              float lo = E::decode(p.rows + (row + 1) * dim * E::bytes, d);
+              if constexpr (kHasScale<P>) lo *= x[u][R - 1][0];
+              part += box_upper_bound(&qd, &hi, &lo, 1);
+            } else {
+              part += qd * hi;
+            }
           }
         }
+        const float dot = warp_sum(part);
+        const float h = __ldg(hw[u] + j);
+        s[u] += head_weighted_relu(&dot, &h, 1);
       }
-      const float dot = warp_sum(part);
-      const float h = __ldg(hw + j);
-      s += head_weighted_relu(&dot, &h, 1);
     }
-    if (lane == 0) p.scores[e] = s;
+#pragma unroll
+    for (int u = 0; u < EPW; ++u)
+      if (lane == u && e0 + u < p.entries) p.scores[e0 + u] = s[u];
   }
 }
 
