@@ -8,6 +8,18 @@
 
 namespace ip::cuda {
 
+// How the dot products are computed (kernels/score.cuh).
+//   fp32:   CUDA cores, fp32 multiply-add of the dequantized row and the fp32 query: the CPU's math up
+//           to summation order (~1e-6 relative of sum_d |q_d x_d|).
+//   bf16x2: tensor cores (mma bf16, fp32 accumulate). Rows must be exact in bf16 (bf16, int8, fp8);
+//           the query is split into two bf16 parts (hi + lo), which carry ~16 of its 24 bits: per head
+//           |error| <= 2^-16 * sum_d |q_d x_d| + fp32 summation error.
+//   bf16:   tensor cores with the query (and fp16/fp32 rows) rounded to bf16, one mma per step:
+//           |error| <= 2^-7 * sum_d |q_d x_d| per head (2^-8 when the rows are exact in bf16). Fastest.
+//   automatic: bf16x2 where it is supported and pays (heads >= 8, dim 64/128/256, rows bf16/int8/fp8,
+//           not maxmin, 16-byte aligned rows), otherwise fp32.
+enum class ScoreMath { automatic, fp32, bf16x2, bf16 };
+
 struct ScoreArgs {
   Batch batch;  // entries of each request are scored against that request's query
   const void* rows = nullptr;    // [rows, dim] in `precision` (core/quant.h layout)
@@ -19,7 +31,11 @@ struct ScoreArgs {
   const float* head_weights = nullptr;  // [requests, heads]
   int heads = 1;
   float* scores = nullptr;  // [total_entries]
+  ScoreMath math = ScoreMath::automatic;
 };
+
+// The math `score` will use for these arguments (resolves automatic; throws like `score`).
+ScoreMath resolve_score_math(const ScoreArgs& a);
 
 void score(const ScoreArgs& a, cudaStream_t stream);
 

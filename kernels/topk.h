@@ -1,5 +1,8 @@
 // Launcher of exact batched top-k (radix select): per row, the k largest scores, best first, equal
-// scores to the lower id (core/topk.h) -- the same ids as a full stable sort.
+// scores to the lower id (core/topk.h) -- the same ids as a full stable sort. -0.0 and +0.0 are equal
+// (core/topk_order.h). NaN is not checked on the device (that would need a sync): a NaN ranks below
+// -inf. A row shorter than k (a broken precondition) yields its scores, then ids -1 and NaN values.
+// k <= 4096; rows of any length up to 2^31 - 1. The workspace needs no initialization.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,165 @@
+// Launcher of multi-head index scoring: validates, chooses the math (kernels/score.h), dispatches
+// precision / dim / head tiles to compile-time values and launches kernels/score.cuh.
+#include "kernels/score.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/score.cuh"
+
+namespace ip::cuda {
+namespace {
+
+using detail::ScoreParams;
+
+constexpr int kCoreThreads = 256;       // 8 warps
+constexpr int kCoreBlocksPerSm = 8;     // grid cap of the grid-stride CUDA-core kernel
+constexpr int kMmaBlocksPerSm = 4;      // grid of the tensor-core kernel (contiguous tile ranges)
+constexpr int kMaxHeads = 64;
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+bool bf16_exact(Precision p) { return p == Precision::bf16 || p == Precision::int8 || p == Precision::fp8; }
+bool mma_dim(int d) { return d == 64 || d == 128 || d == 256; }
+
+void validate(const ScoreArgs& a) {
+  IP_REQUIRE(a.batch.requests >= 1, "score: batch.requests = {} (must be >= 1)", a.batch.requests);
+  IP_REQUIRE(a.batch.entry_offset != nullptr, "score: batch.entry_offset is null");
+  IP_REQUIRE(a.batch.total_entries >= 0, "score: batch.total_entries = {} (must be >= 0)", a.batch.total_entries);
+  IP_REQUIRE(a.dim >= 1, "score: dim = {} (must be >= 1)", a.dim);
+  IP_REQUIRE(a.heads >= 1 && a.heads <= kMaxHeads, "score: heads = {} outside [1, {}]", a.heads, kMaxHeads);
+  if (a.batch.total_entries == 0) return;
+  IP_REQUIRE(a.rows != nullptr, "score: rows is null");
+  IP_REQUIRE(a.queries != nullptr, "score: queries is null");
+  IP_REQUIRE(a.head_weights != nullptr, "score: head_weights is null");
+  IP_REQUIRE(a.scores != nullptr, "score: scores is null");
+  const bool scaled = a.precision == Precision::int8 || a.precision == Precision::fp8;
+  IP_REQUIRE(!scaled || a.scales != nullptr, "score: scales is null (precision {} needs one scale per row)",
+             to_string(a.precision));
+  const int eb = element_bytes(a.precision);
+  IP_REQUIRE(reinterpret_cast<std::uintptr_t>(a.rows) % static_cast<std::uintptr_t>(eb) == 0,
+             "score: rows is not aligned to its {}-byte elements", eb);
+}
+
+ScoreMath resolve(const ScoreArgs& a) {
+  const bool mma_ok = mma_dim(a.dim) && !a.maxmin && aligned16(a.rows);
+  switch (a.math) {
+    case ScoreMath::automatic:
+      return (mma_ok && a.heads >= 8 && bf16_exact(a.precision)) ? ScoreMath::bf16x2 : ScoreMath::fp32;
+    case ScoreMath::fp32:
+      return ScoreMath::fp32;
+    case ScoreMath::bf16x2:
+    case ScoreMath::bf16:
+      IP_REQUIRE(!a.maxmin, "score: tensor-core math does not support maxmin (use math fp32 or automatic)");
+      IP_REQUIRE(mma_dim(a.dim), "score: unsupported dim {} for tensor-core math (64, 128 or 256)", a.dim);
+      IP_REQUIRE(aligned16(a.rows), "score: rows must be 16-byte aligned for tensor-core math");
+      IP_REQUIRE(a.math == ScoreMath::bf16 || bf16_exact(a.precision),
+                 "score: math bf16x2 needs rows exact in bf16 (bf16, int8, fp8), not {}", to_string(a.precision));
+      return a.math;
+  }
+  throw Error("score: unsupported math value");
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  IP_CUDA_CHECK(cudaGetDevice(&dev));
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+template <Precision P, int D, bool MAXMIN>
+void launch_core(const ScoreParams& p, cudaStream_t stream) {
+  const long long per_block = static_cast<long long>(kCoreThreads / 32) * (D > 0 ? detail::kCoreEntriesPerWarp : 1);
+  const long long blocks_needed = (p.entries + per_block - 1) / per_block;
+  const long long cap = static_cast<long long>(sm_count()) * kCoreBlocksPerSm;
+  const int grid = static_cast<int>(blocks_needed < cap ? blocks_needed : cap);
+  detail::score_cuda_core_kernel<P, D, MAXMIN><<<grid, kCoreThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <Precision P, bool MAXMIN>
+void dispatch_core_dim(const ScoreParams& p, bool aligned, cudaStream_t stream) {
+  if (!aligned) return launch_core<P, 0, MAXMIN>(p, stream);
+  switch (p.dim) {
+    case 64: return launch_core<P, 64, MAXMIN>(p, stream);
+    case 128: return launch_core<P, 128, MAXMIN>(p, stream);
+    case 256: return launch_core<P, 256, MAXMIN>(p, stream);
+    default: return launch_core<P, 0, MAXMIN>(p, stream);  // the generic-dim kernel, not a fallback of a fast one
+  }
+}
+
+template <Precision P>
+void dispatch_core(const ScoreParams& p, bool maxmin, bool aligned, cudaStream_t stream) {
+  if (maxmin)
+    dispatch_core_dim<P, true>(p, aligned, stream);
+  else
+    dispatch_core_dim<P, false>(p, aligned, stream);
+}
+
+template <Precision P, int D, int NT>
+void launch_mma(const ScoreParams& p, cudaStream_t stream) {
+  constexpr int smem = detail::kMmaSmemBytes<D, NT>;
+  auto kernel = detail::score_mma_kernel<P, D, NT>;
+  if (smem > 48 * 1024) IP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const long long tiles = (p.entries + detail::kMmaEntriesPerBlock - 1) / detail::kMmaEntriesPerBlock;
+  const long long cap = static_cast<long long>(sm_count()) * kMmaBlocksPerSm;
+  const int grid = static_cast<int>(tiles < cap ? tiles : cap);
+  kernel<<<grid, detail::kMmaWarps * 32, smem, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <Precision P, int D>
+void dispatch_mma_heads(const ScoreParams& p, cudaStream_t stream) {
+  const int nt = (p.heads + 7) / 8;
+  if (nt <= 1) return launch_mma<P, D, 1>(p, stream);
+  if (nt <= 2) return launch_mma<P, D, 2>(p, stream);
+  if (nt <= 4) return launch_mma<P, D, 4>(p, stream);
+  if (nt <= 8) return launch_mma<P, D, 8>(p, stream);
+  throw Error(fmt::format("score: unsupported heads {} for tensor-core math", p.heads));
+}
+
+template <Precision P>
+void dispatch_mma(const ScoreParams& p, cudaStream_t stream) {
+  switch (p.dim) {
+    case 64: return dispatch_mma_heads<P, 64>(p, stream);
+    case 128: return dispatch_mma_heads<P, 128>(p, stream);
+    case 256: return dispatch_mma_heads<P, 256>(p, stream);
+    default: throw Error(fmt::format("score: unsupported dim {} for tensor-core math", p.dim));
+  }
+}
+
+}  // namespace
+
+ScoreMath resolve_score_math(const ScoreArgs& a) {
+  validate(a);
+  return resolve(a);
+}
+
+void score(const ScoreArgs& a, cudaStream_t stream) {
+  const ScoreMath math = resolve_score_math(a);
+  if (a.batch.total_entries == 0) return;
+  ScoreParams p{a.batch.requests, a.batch.entry_offset, a.batch.total_entries,
+                static_cast<const unsigned char*>(a.rows), a.scales, a.dim, a.queries, a.head_weights, a.heads,
+                a.scores, math == ScoreMath::bf16x2};
+  if (math == ScoreMath::fp32) {
+    const bool aligned = aligned16(a.rows);
+    switch (a.precision) {
+      case Precision::fp32: return dispatch_core<Precision::fp32>(p, a.maxmin, aligned, stream);
+      case Precision::fp16: return dispatch_core<Precision::fp16>(p, a.maxmin, aligned, stream);
+      case Precision::bf16: return dispatch_core<Precision::bf16>(p, a.maxmin, aligned, stream);
+      case Precision::int8: return dispatch_core<Precision::int8>(p, a.maxmin, aligned, stream);
+      case Precision::fp8: return dispatch_core<Precision::fp8>(p, a.maxmin, aligned, stream);
+      default: throw Error("score: unsupported precision");
+    }
+  }
+  switch (a.precision) {
+    case Precision::fp32: return dispatch_mma<Precision::fp32>(p, stream);
+    case Precision::fp16: return dispatch_mma<Precision::fp16>(p, stream);
+    case Precision::bf16: return dispatch_mma<Precision::bf16>(p, stream);
+    case Precision::int8: return dispatch_mma<Precision::int8>(p, stream);
+    case Precision::fp8: return dispatch_mma<Precision::fp8>(p, stream);
+    default: throw Error("score: unsupported precision");
+  }
+}
+
+}  // namespace ip::cuda

@@ -1,0 +1,115 @@
+// Launcher of exact batched top-k (kernels/topk.cuh): validates, lays out the workspace, chooses the
+// blocks per row and launches the passes on the stream.
+#include "kernels/topk.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/topk.cuh"
+
+namespace ip::cuda {
+namespace {
+
+using detail::TopkParams;
+using detail::TopkRowState;
+
+constexpr long long kMinChunk = 4096;     // fewest scores per block (per pass)
+constexpr long long kMaxBlocksPerRow = 1024;
+constexpr long long kBlocksPerSm = 8;     // target blocks per SM over the whole batch (memory parallelism)
+constexpr std::size_t kAlign = 256;
+constexpr long long kCompactMin = 8192;   // compact list capacity: max(kCompactMin, max_row / 16), <= max_row
+constexpr long long kCompactDiv = 16;
+
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+long long bpr_cap(long long max_row) {
+  return std::clamp<long long>((max_row + kMinChunk - 1) / kMinChunk, 1, kMaxBlocksPerRow);
+}
+
+long long compact_cap(long long max_row) {
+  return std::min(max_row, std::max(kCompactMin, max_row / kCompactDiv));
+}
+
+struct Layout {
+  std::size_t state, hist, ties, cand, clist, total;
+};
+
+Layout layout(int rows, long long max_row, int k) {
+  const std::size_t r = static_cast<std::size_t>(rows);
+  Layout l{};
+  l.state = 0;
+  l.hist = align_up(r * sizeof(TopkRowState));
+  l.ties = l.hist + align_up(r * detail::kTopkHistBins * sizeof(std::uint32_t));
+  l.cand = l.ties + align_up(r * static_cast<std::size_t>(bpr_cap(max_row)) * sizeof(std::uint32_t));
+  l.clist = l.cand + align_up(r * static_cast<std::size_t>(k) * sizeof(std::uint64_t));
+  l.total = l.clist + align_up(r * static_cast<std::size_t>(compact_cap(max_row)) * sizeof(std::uint64_t));
+  return l;
+}
+
+void validate_shape(int rows, long long max_row, int k) {
+  IP_REQUIRE(rows >= 1, "top-k: rows = {} (must be >= 1)", rows);
+  IP_REQUIRE(k >= 1 && k <= detail::kTopkMaxK, "top-k: k = {} outside [1, {}]", k, detail::kTopkMaxK);
+  IP_REQUIRE(max_row >= k, "top-k: max_row = {} < k = {} (every row must hold at least k scores)", max_row, k);
+  IP_REQUIRE(max_row <= INT32_MAX, "top-k: max_row = {} exceeds the 32-bit id range", max_row);
+}
+
+}  // namespace
+
+std::size_t topk_workspace_bytes(int rows, long long max_row, int k) {
+  validate_shape(rows, max_row, k);
+  return layout(rows, max_row, k).total;
+}
+
+void topk(const TopkArgs& a, cudaStream_t stream) {
+  validate_shape(a.rows, a.max_row, a.k);
+  IP_REQUIRE(a.row_offset != nullptr, "top-k: row_offset is null");
+  IP_REQUIRE(a.scores != nullptr, "top-k: scores is null");
+  IP_REQUIRE(a.ids != nullptr, "top-k: ids is null");
+  const Layout l = layout(a.rows, a.max_row, a.k);
+  IP_REQUIRE(a.workspace != nullptr, "top-k: workspace is null");
+  IP_REQUIRE(a.workspace_bytes >= l.total, "top-k: workspace_bytes = {} < {} needed (topk_workspace_bytes)",
+             a.workspace_bytes, l.total);
+  IP_REQUIRE(reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0, "top-k: workspace is not 16-byte aligned");
+
+  int dev = 0, sms = 0;
+  IP_CUDA_CHECK(cudaGetDevice(&dev));
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
+  const long long cap = bpr_cap(a.max_row);
+  const int bpr = static_cast<int>(std::clamp<long long>(want, 1, cap));
+
+  auto* ws = static_cast<unsigned char*>(a.workspace);
+  TopkParams p{a.rows,
+               a.row_offset,
+               a.scores,
+               a.k,
+               bpr,
+               static_cast<int>(cap),
+               reinterpret_cast<TopkRowState*>(ws + l.state),
+               reinterpret_cast<std::uint32_t*>(ws + l.hist),
+               reinterpret_cast<std::uint32_t*>(ws + l.ties),
+               reinterpret_cast<std::uint64_t*>(ws + l.cand),
+               reinterpret_cast<std::uint64_t*>(ws + l.clist),
+               static_cast<std::uint32_t>(compact_cap(a.max_row)),
+               a.ids,
+               a.values};
+  // Row states and histograms start at zero; the passes leave the histograms zero.
+  IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));
+  const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
+  detail::topk_hist_kernel<0><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+  detail::topk_hist_kernel<1><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+  detail::topk_hist_kernel<2><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+  detail::topk_gather_kernel<<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+  detail::topk_ties_kernel<<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+  detail::topk_sort_kernel<<<static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream>>>(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ip::cuda

@@ -1,0 +1,359 @@
+// Exact batched top-k by radix select (launcher: kernels/topk.cu). Per row, on the order-preserving
+// keys of core/topk_order.h:
+//   1. up to three histogram passes (digits of 11, 11 and 10 bits, high first) over the elements that
+//      match the prefix found so far; each block histograms its chunk of the row in shared memory and
+//      adds it to the row's global histogram; the last block of the row to finish (ticket counter)
+//      picks the digit holding the k-th largest key and updates the row state. A pass whose bucket
+//      holds exactly the keys still needed ends the search early (take_all).
+//      Compaction: when the pass-0 bucket and the keys above it number at most `compact_cap`, pass 1
+//      also appends them (as composites with their ids) to a per-row list, and pass 2 and the gather
+//      read that list instead of the row (two full reads of the row instead of four).
+//   2. gather: keys above the prefix (and, with take_all, those equal to it under the mask) claim
+//      candidate slots with an integer atomic; otherwise each block counts its ties (key == T).
+//   3. ties (only rows that need a subset of the ties): the lowest-id ties, by an ordered scan of each
+//      block's chunk offset by the tie counts of the blocks before it.
+//   4. sort: one block per row sorts the k candidates (key, id) packed as topk_composite by a bitonic
+//      sort in shared memory, descending: score descending, ties to the lower id.
+// Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
+// order: the output is deterministic.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/topk_order.h"
+
+namespace ip::cuda::detail {
+
+constexpr int kTopkThreads = 256;
+constexpr int kTopkSortThreads = 512;
+constexpr int kTopkMaxK = 4096;
+constexpr int kTopkHistBins = 2048;
+constexpr int kCompactUnroll = 4;
+
+struct TopkRowState {
+  std::uint32_t prefix;        // digits found so far
+  std::uint32_t mask;          // bits of the key they cover
+  std::uint32_t k_rem;         // keys still needed among those matching prefix under mask
+  std::uint32_t bucket_count;  // keys matching prefix under mask
+  std::uint32_t take_all;      // every key matching the prefix is taken (search over)
+  std::uint32_t done_blocks;   // ticket counter of the running pass
+  std::uint32_t slots;         // candidate slots claimed by the gather
+  std::uint32_t compact;       // pass 1 wrote the pass-0 bucket to the compact list
+  std::uint32_t ccount;        // entries of the compact list
+  std::uint32_t pad[6];
+};
+
+struct TopkParams {
+  int rows;
+  const long long* row_offset;
+  const float* scores;
+  int k;
+  int bpr;      // blocks per row (gridDim.y)
+  int bpr_cap;  // stride of tie_count
+  TopkRowState* state;       // [rows]
+  std::uint32_t* hist;       // [rows, kTopkHistBins], zero between passes
+  std::uint32_t* tie_count;  // [rows, bpr_cap]
+  std::uint64_t* cand;       // [rows, k]
+  std::uint64_t* clist;      // [rows, compact_cap] compact list (composites)
+  std::uint32_t compact_cap;
+  std::int32_t* ids;
+  float* values;
+};
+
+// Chunk [begin, end) of block b among bpr over a row of n.
+__device__ __forceinline__ void block_chunk(long long n, int b, int bpr, long long& begin, long long& end) {
+  const long long chunk = (n + bpr - 1) / bpr;
+  begin = min(n, chunk * b);
+  end = min(n, begin + chunk);
+}
+
+// Exclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024); `total` gets the sum.
+// Every thread of the block must call it.
+__device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, std::uint32_t& total) {
+  __shared__ std::uint32_t warp_tot[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  std::uint32_t inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  __syncthreads();  // warp_tot may still be read by a previous call
+  if (lane == 31) warp_tot[warp] = inc;
+  __syncthreads();
+  std::uint32_t before = 0, all = 0;
+  for (int w = 0; w < warps; ++w) {
+    if (w < warp) before += warp_tot[w];
+    all += warp_tot[w];
+  }
+  total = all;
+  return before + inc - v;
+}
+
+// Calls f(key, i) for every i in [begin, end), the block's threads striding; kCompactUnroll loads are
+// issued before any is used (memory-level parallelism for the full-row passes).
+template <class F>
+__device__ __forceinline__ void for_each_key(const float* s, long long begin, long long end, F&& f) {
+  const long long step = static_cast<long long>(blockDim.x) * kCompactUnroll;
+  for (long long i0 = begin + threadIdx.x; i0 < end; i0 += step) {
+    std::uint32_t keys[kCompactUnroll];
+#pragma unroll
+    for (int u = 0; u < kCompactUnroll; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * blockDim.x;
+      keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kCompactUnroll; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * blockDim.x;
+      if (i < end) f(keys[u], i);
+    }
+  }
+}
+
+template <int PASS>
+struct Digit {
+  static constexpr int shift = PASS == 0 ? 21 : (PASS == 1 ? 10 : 0);
+  static constexpr int bits = PASS == 2 ? 10 : 11;
+  static constexpr std::uint32_t mask = (1u << bits) - 1u;
+};
+
+// Step 1, pass PASS. Grid (rows, bpr).
+template <int PASS>
+__global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
+  using Dg = Digit<PASS>;
+  constexpr int bins = 1 << Dg::bits;
+  const int row = blockIdx.x;
+  TopkRowState* st = p.state + row;
+  if (st->take_all) return;  // the same for every block of the row
+  const std::uint32_t prefix = st->prefix, mask = st->mask;
+  const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
+
+  __shared__ std::uint32_t h[bins];
+  __shared__ bool last;
+  for (int d = threadIdx.x; d < bins; d += blockDim.x) h[d] = 0;
+  __syncthreads();
+
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
+  const float* s = p.scores + off;
+  std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
+  // The list holds the pass-0 bucket and the (fewer than k) keys above it: everything pass 2 and the
+  // gather can still take. The same decision in every block.
+  const bool compacting =
+      PASS == 1 && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
+  long long begin, end;
+  if (PASS == 2 && st->compact) {  // the surviving keys are all in the compact list
+    block_chunk(st->ccount, blockIdx.y, p.bpr, begin, end);
+    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
+      if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
+    }
+  } else if (compacting) {
+    // Warp tiles of 32 * kCompactUnroll scores; one list reservation per warp tile.
+    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    const int lane = threadIdx.x & 31;
+    constexpr long long tile = 32 * kCompactUnroll;
+    for (long long i0 = begin + (threadIdx.x >> 5) * tile; i0 < end; i0 += (blockDim.x >> 5) * tile) {
+      std::uint32_t keys[kCompactUnroll];
+      std::uint32_t mine = 0;
+#pragma unroll
+      for (int u = 0; u < kCompactUnroll; ++u) {
+        const long long i = i0 + u * 32 + lane;
+        keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
+        if (i < end && (keys[u] & mask) >= prefix) {  // in the bucket or above it
+          if ((keys[u] & mask) == prefix) atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
+          ++mine;
+        }
+      }
+      std::uint32_t inc = mine;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+        if (lane >= o) inc += y;
+      }
+      const std::uint32_t warp_total = __shfl_sync(0xFFFFFFFFu, inc, 31);
+      std::uint32_t base = 0;
+      if (lane == 0 && warp_total) base = atomicAdd(&st->ccount, warp_total);
+      base = __shfl_sync(0xFFFFFFFFu, base, 0) + inc - mine;
+#pragma unroll
+      for (int u = 0; u < kCompactUnroll; ++u) {
+        const long long i = i0 + u * 32 + lane;
+        if (i < end && (keys[u] & mask) >= prefix) {
+          if (base < p.compact_cap) clist[base] = topk_composite(keys[u], static_cast<std::uint32_t>(i));
+          ++base;
+        }
+      }
+    }
+  } else {
+    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    for_each_key(s, begin, end, [&](std::uint32_t key, long long) {
+      if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
+    });
+  }
+  __syncthreads();
+  std::uint32_t* gh = p.hist + static_cast<long long>(row) * kTopkHistBins;
+  for (int d = threadIdx.x; d < bins; d += blockDim.x)
+    if (h[d]) atomicAdd(gh + d, h[d]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&st->done_blocks, 1u) == static_cast<std::uint32_t>(p.bpr - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+
+  // The last block: find the digit of the k_rem-th largest matching key. Thread t owns the `per`
+  // buckets [bins - (t+1) per, bins - t per), so lower threads own higher digits.
+  constexpr int per = bins / kTopkThreads;
+  const int hi_d = bins - threadIdx.x * per;
+  std::uint32_t cnt[per];
+  std::uint32_t local = 0;
+#pragma unroll
+  for (int i = 0; i < per; ++i) {
+    cnt[i] = __ldcg(gh + hi_d - 1 - i);
+    local += cnt[i];
+  }
+  std::uint32_t total;
+  const std::uint32_t above = block_exclusive_sum(local, total);
+  __shared__ int found_digit;
+  __shared__ std::uint32_t found_rem, found_count;
+  if (threadIdx.x == 0) found_digit = -1;
+  __syncthreads();
+  if (above < k_rem && k_rem <= above + local) {
+    std::uint32_t cum = above;
+#pragma unroll
+    for (int i = 0; i < per; ++i) {
+      if (cum < k_rem && k_rem <= cum + cnt[i]) {
+        found_digit = hi_d - 1 - i;
+        found_rem = k_rem - cum;
+        found_count = cnt[i];
+      }
+      cum += cnt[i];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (found_digit < 0) {  // fewer than k keys in the row: take them all (ids past them stay -1)
+      st->prefix = 0;
+      st->mask = 0;
+      st->take_all = 1;
+    } else {
+      st->prefix = prefix | (static_cast<std::uint32_t>(found_digit) << Dg::shift);
+      st->mask = mask | (Dg::mask << Dg::shift);
+      st->k_rem = found_rem;
+      st->bucket_count = found_count;
+      st->take_all = found_count == found_rem ? 1u : 0u;
+    }
+    if (PASS == 1) st->compact = compacting ? 1u : 0u;
+    st->done_blocks = 0;
+  }
+  for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
+}
+
+// Step 2. Grid (rows, bpr). Candidates from the compact list or the row; tie counts (when only some
+// ties are taken) always over the block's chunk of the row, the order step 3 needs.
+__global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
+  const int row = blockIdx.x;
+  TopkRowState* st = p.state + row;
+  const std::uint32_t prefix = st->prefix, mask = st->mask;
+  const bool take_all = st->take_all != 0, compact = st->compact != 0;
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
+  const float* s = p.scores + off;
+  std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k;
+  auto take = [&](std::uint64_t c) {
+    const std::uint32_t slot = atomicAdd(&st->slots, 1u);
+    if (slot < static_cast<std::uint32_t>(p.k)) cand[slot] = c;
+  };
+  long long begin, end;
+  block_chunk(n, blockIdx.y, p.bpr, begin, end);
+  std::uint32_t ties = 0;
+  if (compact) {
+    long long cb, ce;
+    block_chunk(st->ccount, blockIdx.y, p.bpr, cb, ce);
+    const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
+    for (long long i = cb + threadIdx.x; i < ce; i += blockDim.x) {
+      const std::uint64_t c = clist[i];
+      const std::uint32_t mk = static_cast<std::uint32_t>(c >> 32) & mask;
+      if (mk > prefix || (mk == prefix && take_all)) take(c);
+    }
+    if (!take_all)
+      for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) ties += topk_key(__ldg(s + i)) == prefix;
+  } else {
+    for_each_key(s, begin, end, [&](std::uint32_t key, long long i) {
+      const std::uint32_t mk = key & mask;
+      if (mk > prefix || (mk == prefix && take_all))
+        take(topk_composite(key, static_cast<std::uint32_t>(i)));
+      else if (mk == prefix)
+        ++ties;
+    });
+  }
+  std::uint32_t total;
+  block_exclusive_sum(ties, total);
+  if (threadIdx.x == 0) p.tie_count[static_cast<long long>(row) * p.bpr_cap + blockIdx.y] = total;
+}
+
+// Step 3. Grid (rows, bpr). Only rows that take a strict subset of the ties at the threshold T.
+__global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
+  const int row = blockIdx.x;
+  const TopkRowState* st = p.state + row;
+  if (st->take_all) return;
+  const std::uint32_t T = st->prefix, need = st->k_rem;
+  std::uint32_t before = 0;
+  for (int b = threadIdx.x; b < static_cast<int>(blockIdx.y); b += blockDim.x)
+    before += p.tie_count[static_cast<long long>(row) * p.bpr_cap + b];
+  std::uint32_t offset;
+  block_exclusive_sum(before, offset);  // offset = ties in the chunks before this one
+  if (offset >= need) return;           // block-uniform
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
+  long long begin, end;
+  block_chunk(n, blockIdx.y, p.bpr, begin, end);
+  const float* s = p.scores + off;
+  std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k + (p.k - need);
+  for (long long i0 = begin; i0 < end && offset < need; i0 += blockDim.x) {
+    const long long i = i0 + threadIdx.x;
+    const bool tie = i < end && topk_key(__ldg(s + i)) == T;
+    std::uint32_t tile_total;
+    const std::uint32_t pos = block_exclusive_sum(tie ? 1u : 0u, tile_total);
+    if (tie && offset + pos < need) cand[offset + pos] = topk_composite(T, static_cast<std::uint32_t>(i));
+    offset += tile_total;
+  }
+}
+
+// Step 4. Grid (rows). Bitonic sort of next_pow2(k) composites, padding 0 (sorts last, id -1).
+__global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
+  __shared__ std::uint64_t v[kTopkMaxK];
+  const int row = blockIdx.x;
+  const TopkRowState* st = p.state + row;
+  const int k = p.k;
+  const std::uint32_t count = st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k);
+  int n2 = 1;
+  while (n2 < k) n2 <<= 1;
+  const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
+  for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
+  __syncthreads();
+  for (int size = 2; size <= n2; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < n2; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const std::uint64_t a = v[i], b = v[j];
+          const bool desc = (i & size) == 0;
+          if (desc ? a < b : a > b) {
+            v[i] = b;
+            v[j] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  const long long off = p.row_offset[row];
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    const std::uint64_t c = v[i];
+    const std::int32_t id = c ? topk_composite_id(c) : -1;
+    p.ids[static_cast<long long>(row) * k + i] = id;
+    if (p.values) p.values[static_cast<long long>(row) * k + i] = id >= 0 ? p.scores[off + id] : __int_as_float(0x7FC00000);
+  }
+}
+
+}  // namespace ip::cuda::detail

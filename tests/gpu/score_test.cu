@@ -1,0 +1,296 @@
+// ip::cuda::score against the CPU backend (core/score.h score_index, via tests/gpu/score_reference.cc): every precision,
+// maxmin, heads {1, 3, 8, 64}, dims {64, 96, 128, 256}, batches of requests of different lengths
+// (empty ones included), every math mode, poisoned outputs; argument checks run without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "core/score_math.h"
+#include "kernels/score.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/gpu/score_reference.h"
+
+namespace ip {
+namespace {
+
+using cuda::ScoreMath;
+
+struct Case {
+  Precision precision = Precision::fp32;
+  int dim = 128, heads = 8;
+  bool maxmin = false;
+  bool integers = true;  // small-integer rows and queries (exact fp32 sums)
+  std::vector<long long> lengths = {19};
+  unsigned seed = 1;
+};
+
+std::string name(const Case& c) {
+  return fmt::format("{} D={} H={} maxmin={} int={} requests={} first={}", to_string(c.precision), c.dim, c.heads,
+                     c.maxmin, c.integers, c.lengths.size(), c.lengths.front());
+}
+
+struct Prepared {
+  std::vector<QuantizedMatrix> index;     // per request (CPU reference)
+  std::vector<std::vector<float>> q, hw;  // per request [H*D], [H]
+  std::vector<std::uint8_t> payload;      // whole batch
+  std::vector<float> scales;
+  std::vector<long long> entry_offset;
+};
+
+Prepared prepare(const Case& c) {
+  std::mt19937 rng(c.seed);
+  std::uniform_int_distribution<int> small(-3, 3), weight(0, 4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto value = [&] { return c.integers ? static_cast<float>(small(rng)) : normal(rng); };
+  Prepared p;
+  p.entry_offset = {0};
+  const int per = c.maxmin ? 2 : 1;
+  for (long long len : c.lengths) {
+    std::vector<float> x(static_cast<std::size_t>(len * per * c.dim));
+    for (float& v : x) v = value();
+    if (c.maxmin)  // row 2g = max, row 2g+1 = min, as pooling stores them
+      for (long long g = 0; g < len; ++g)
+        for (int d = 0; d < c.dim; ++d) {
+          float& hi = x[(2 * g) * c.dim + d];
+          float& lo = x[(2 * g + 1) * c.dim + d];
+          if (hi < lo) std::swap(hi, lo);
+        }
+    QuantizedMatrix idx = quantize(MatrixView<const float>(x.data(), len * per, c.dim), c.precision);
+    p.payload.insert(p.payload.end(), idx.payload.begin(), idx.payload.end());
+    p.scales.insert(p.scales.end(), idx.scales.begin(), idx.scales.end());
+    p.index.push_back(std::move(idx));
+    std::vector<float> q(static_cast<std::size_t>(c.heads * c.dim)), hw(c.heads);
+    for (float& v : q) v = c.integers ? static_cast<float>(small(rng)) : normal(rng);
+    for (float& v : hw) v = c.integers ? static_cast<float>(weight(rng)) : std::fabs(normal(rng));
+    p.q.push_back(std::move(q));
+    p.hw.push_back(std::move(hw));
+    p.entry_offset.push_back(p.entry_offset.back() + len);
+  }
+  return p;
+}
+
+// CPU reference and, per entry, sum_j h_j sum_d |q_jd x_d| (the scale of rounding errors).
+void reference(const Case& c, const Prepared& p, std::vector<float>& ref, std::vector<double>& mag) {
+  for (std::size_t b = 0; b < p.index.size(); ++b) {
+    const QuantizedMatrix& idx = p.index[b];
+    const std::vector<float> out = test::cpu_score_index(idx, c.maxmin, p.q[b].data(), p.hw[b].data(), c.heads);
+    ref.insert(ref.end(), out.begin(), out.end());
+    const Tensor<float> x = dequantize(idx);
+    const int per = c.maxmin ? 2 : 1;
+    for (Index64 g = 0; g < static_cast<Index64>(out.size()); ++g) {
+      double m = 0;
+      for (int j = 0; j < c.heads; ++j)
+        for (int r = 0; r < per; ++r)
+          for (int d = 0; d < c.dim; ++d)
+            m += p.hw[b][j] * std::fabs(static_cast<double>(p.q[b][j * c.dim + d]) * x.data()[(g * per + r) * c.dim + d]);
+      mag.push_back(m);
+    }
+  }
+}
+
+// Relative error bound (of mag) of each math, beyond which a result is wrong.
+double tolerance(ScoreMath m) {
+  switch (m) {
+    case ScoreMath::bf16: return 1.0 / 64;
+    case ScoreMath::bf16x2: return 1e-4;
+    default: return 1e-5;
+  }
+}
+
+void check(const Case& c, ScoreMath math) {
+  SCOPED_TRACE(name(c) + fmt::format(" math={}", static_cast<int>(math)));
+  const Prepared p = prepare(c);
+  std::vector<float> ref;
+  std::vector<double> mag;
+  reference(c, p, ref, mag);
+  std::vector<float> q_all, hw_all;
+  for (std::size_t b = 0; b < p.q.size(); ++b) {
+    q_all.insert(q_all.end(), p.q[b].begin(), p.q[b].end());
+    hw_all.insert(hw_all.end(), p.hw[b].begin(), p.hw[b].end());
+  }
+  auto d_rows = test::to_device(p.payload.empty() ? std::vector<std::uint8_t>(1) : p.payload);
+  auto d_scales = test::to_device(p.scales.empty() ? std::vector<float>(1) : p.scales);
+  auto d_off = test::to_device(p.entry_offset);
+  auto d_q = test::to_device(q_all);
+  auto d_hw = test::to_device(hw_all);
+  const long long total = p.entry_offset.back();
+  auto d_out = test::poisoned<float>(static_cast<std::size_t>(std::max<long long>(total, 1)));
+  cuda::ScoreArgs a;
+  a.batch.requests = static_cast<int>(c.lengths.size());
+  a.batch.entry_offset = d_off.data();
+  a.batch.total_entries = total;
+  a.rows = d_rows.data();
+  a.scales = p.scales.empty() ? nullptr : d_scales.data();
+  a.precision = c.precision;
+  a.dim = c.dim;
+  a.maxmin = c.maxmin;
+  a.queries = d_q.data();
+  a.head_weights = d_hw.data();
+  a.heads = c.heads;
+  a.scores = d_out.data();
+  a.math = math;
+  const ScoreMath used = cuda::resolve_score_math(a);
+  cuda::score(a, nullptr);
+  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = d_out.to_host();
+  // Small integers in fp32/fp16/bf16 rows: every product and partial sum is an exact integer, so the
+  // fp32 and bf16x2 paths (integer queries have lo = 0) must agree bit for bit.
+  const bool exact = c.integers && (c.precision == Precision::fp32 || c.precision == Precision::fp16 ||
+                                    c.precision == Precision::bf16) && used != ScoreMath::bf16;
+  int bad = 0;
+  for (long long e = 0; e < total && bad < 10; ++e) {
+    const float g = got[e], r = ref[e];
+    if (test::is_poison(g)) {
+      ADD_FAILURE() << "entry " << e << " never written";
+      ++bad;
+    } else if (exact ? g != r : !(std::fabs(g - r) <= 1e-6 + tolerance(used) * mag[e])) {
+      ADD_FAILURE() << "entry " << e << ": gpu " << g << " cpu " << r << " (mag " << mag[e] << ")";
+      ++bad;
+    }
+  }
+}
+
+const Precision kPrecisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8, Precision::fp8};
+const ScoreMath kMaths[] = {ScoreMath::automatic, ScoreMath::fp32, ScoreMath::bf16x2, ScoreMath::bf16};
+
+bool supported(const Case& c, ScoreMath m) {
+  if (m == ScoreMath::automatic || m == ScoreMath::fp32) return true;
+  if (c.maxmin || (c.dim != 64 && c.dim != 128 && c.dim != 256)) return false;
+  return m == ScoreMath::bf16 || c.precision == Precision::bf16 || c.precision == Precision::int8 ||
+         c.precision == Precision::fp8;
+}
+
+TEST(Score, AllPrecisionsHeadsDimsAndBatches) {
+  IP_REQUIRE_GPU();
+  const std::vector<std::vector<long long>> batches = {{1}, {19}, {111}, {989}, {0, 19, 1, 111, 0, 989, 7}};
+  for (Precision prec : kPrecisions)
+    for (int dim : {64, 96, 128, 256})
+      for (int heads : {1, 3, 8, 64})
+        for (bool maxmin : {false, true})
+          for (bool integers : {true, false})
+            for (const auto& lengths : batches) {
+              if (heads == 64 && lengths.size() == 1 && lengths[0] != 989) continue;  // keep the CPU reference quick
+              const Case c{prec, dim, heads, maxmin, integers, lengths, static_cast<unsigned>(dim + heads)};
+              for (ScoreMath m : kMaths)
+                if (supported(c, m)) check(c, m);
+            }
+}
+
+TEST(Score, LargeRequests) {
+  IP_REQUIRE_GPU();
+  for (Precision prec : {Precision::fp8, Precision::bf16, Precision::int8})
+    for (int heads : {1, 64}) {
+      const Case c{prec, 128, heads, false, false, {100000}, 5};
+      for (ScoreMath m : kMaths)
+        if (supported(c, m)) check(c, m);
+    }
+  check(Case{Precision::fp32, 128, 8, true, false, {100000}, 6}, ScoreMath::automatic);
+  // Many tiny requests: tensor-core tiles span many queries.
+  std::vector<long long> tiny(1000);
+  for (std::size_t i = 0; i < tiny.size(); ++i) tiny[i] = static_cast<long long>(i % 5);
+  check(Case{Precision::bf16, 64, 16, false, true, tiny, 7}, ScoreMath::bf16x2);
+  check(Case{Precision::fp8, 64, 16, false, false, tiny, 8}, ScoreMath::automatic);
+}
+
+TEST(Score, AutomaticMathChoice) {
+  // Host-only: no launch.
+  cuda::ScoreArgs a;
+  long long off = 0;
+  a.batch.entry_offset = &off;
+  a.batch.total_entries = 0;
+  a.dim = 128;
+  a.heads = 64;
+  a.precision = Precision::fp8;
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{256});
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x2);
+  a.heads = 4;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.heads = 64;
+  a.precision = Precision::fp32;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.precision = Precision::bf16;
+  a.maxmin = true;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.maxmin = false;
+  a.dim = 96;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+}
+
+TEST(Score, BadArgumentsAreRejectedOnTheHost) {
+  // Runs without a GPU: validation throws before any CUDA call.
+  long long off[2] = {0, 4};
+  float f[1] = {0};
+  auto good = [&] {
+    cuda::ScoreArgs a;
+    a.batch.entry_offset = off;
+    a.batch.total_entries = 4;
+    a.rows = reinterpret_cast<const void*>(std::uintptr_t{4096});
+    a.dim = 128;
+    a.queries = f;
+    a.head_weights = f;
+    a.heads = 8;
+    a.scores = f;
+    return a;
+  };
+  auto expect_error = [](const cuda::ScoreArgs& a, const std::string& needle) {
+    try {
+      cuda::score(a, nullptr);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto a = good();
+  a.heads = 0;
+  expect_error(a, "heads");
+  a = good();
+  a.heads = 65;
+  expect_error(a, "heads");
+  a = good();
+  a.dim = 0;
+  expect_error(a, "dim");
+  a = good();
+  a.batch.requests = 0;
+  expect_error(a, "requests");
+  a = good();
+  a.batch.entry_offset = nullptr;
+  expect_error(a, "entry_offset");
+  a = good();
+  a.rows = nullptr;
+  expect_error(a, "rows");
+  a = good();
+  a.queries = nullptr;
+  expect_error(a, "queries");
+  a = good();
+  a.head_weights = nullptr;
+  expect_error(a, "head_weights");
+  a = good();
+  a.scores = nullptr;
+  expect_error(a, "scores");
+  a = good();
+  a.precision = Precision::int8;
+  expect_error(a, "scales");
+  a = good();
+  a.math = cuda::ScoreMath::bf16x2;
+  a.precision = Precision::fp16;
+  expect_error(a, "bf16x2");
+  a = good();
+  a.math = cuda::ScoreMath::bf16;
+  a.dim = 96;
+  expect_error(a, "dim 96");
+  a = good();
+  a.math = cuda::ScoreMath::bf16;
+  a.maxmin = true;
+  expect_error(a, "maxmin");
+  a = good();
+  a.math = cuda::ScoreMath::bf16;
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{4100});
+  expect_error(a, "aligned");
+}
+
+}  // namespace
+}  // namespace ip

@@ -1,0 +1,189 @@
+// ip::cuda::topk against the CPU's ip::topk (a full stable sort): sizes {1, 19, 111, 989, 100000, 2M},
+// batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores,
+// k = 1, k = n, k = 4096, poisoned outputs; argument checks run without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/topk.h"
+#include "kernels/topk.h"
+#include "tests/gpu/gpu_test.h"
+
+namespace ip {
+namespace {
+
+// rounded: normal to 2 decimals, so the k-th score is tied with dozens of others even in a long row
+// (a partial take of ties after compaction).
+enum class Dist { normal, few_values, all_equal, signed_zeros, ascending, rounded };
+
+std::vector<float> make_row(long long n, Dist dist, std::mt19937& rng) {
+  std::vector<float> s(static_cast<std::size_t>(n));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (long long i = 0; i < n; ++i) {
+    switch (dist) {
+      case Dist::normal: s[i] = normal(rng); break;
+      case Dist::few_values: s[i] = static_cast<float>(static_cast<int>(rng() % 5) - 2); break;  // heavy ties
+      case Dist::all_equal: s[i] = 0.25f; break;
+      case Dist::signed_zeros: {
+        const float v[] = {0.0f, -0.0f, -1.0f, -std::numeric_limits<float>::infinity(), -1e-40f};
+        s[i] = v[rng() % 5];
+        break;
+      }
+      case Dist::ascending: s[i] = static_cast<float>(i % 1000); break;  // ties spread over the row
+      case Dist::rounded: s[i] = std::round(normal(rng) * 100.0f) / 100.0f; break;
+    }
+  }
+  return s;
+}
+
+void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true) {
+  std::vector<long long> off = {0};
+  std::vector<float> all;
+  long long max_row = 0;
+  for (const auto& r : rows) {
+    all.insert(all.end(), r.begin(), r.end());
+    off.push_back(off.back() + static_cast<long long>(r.size()));
+    max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
+  }
+  SCOPED_TRACE(fmt::format("rows={} max_row={} k={}", rows.size(), max_row, k));
+  const int R = static_cast<int>(rows.size());
+  auto d_s = test::to_device(all);
+  auto d_off = test::to_device(off);
+  auto d_ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
+  auto d_val = test::poisoned<float>(static_cast<std::size_t>(R) * k);
+  const std::size_t ws_bytes = cuda::topk_workspace_bytes(R, max_row, k);
+  auto d_ws = test::poisoned<unsigned char>(ws_bytes);  // the launcher must not rely on a clean workspace
+  cuda::TopkArgs a;
+  a.rows = R;
+  a.row_offset = d_off.data();
+  a.max_row = max_row;
+  a.scores = d_s.data();
+  a.k = k;
+  a.ids = d_ids.data();
+  a.values = with_values ? d_val.data() : nullptr;
+  a.workspace = d_ws.data();
+  a.workspace_bytes = ws_bytes;
+  for (int rep = 0; rep < 2; ++rep) {  // a second call on the used workspace gives the same answer
+    cuda::topk(a, nullptr);
+    IP_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<std::int32_t> ids = d_ids.to_host();
+    const std::vector<float> vals = d_val.to_host();
+    for (int r = 0; r < R; ++r) {
+      const auto& s = rows[r];
+      const std::vector<std::int32_t> ref = ip::topk(s.data(), static_cast<Index64>(s.size()), k);
+      for (int i = 0; i < k; ++i) {
+        const std::int32_t got = ids[static_cast<std::size_t>(r) * k + i];
+        ASSERT_EQ(got, ref[i]) << "row " << r << " rank " << i << " rep " << rep;
+        if (with_values) {
+          const float v = vals[static_cast<std::size_t>(r) * k + i];
+          ASSERT_EQ(std::memcmp(&v, &s[got], sizeof v), 0) << "row " << r << " rank " << i << " value bits";
+        }
+      }
+    }
+  }
+}
+
+TEST(Topk, SizesAndDistributions) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (long long n : {1LL, 19LL, 111LL, 989LL, 100000LL})
+    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending, Dist::rounded})
+      for (long long k : {1LL, 7LL, n, 2048LL, 4096LL}) {
+        if (k > n || k > 4096) continue;
+        check({make_row(n, d, rng)}, static_cast<int>(k));
+      }
+}
+
+TEST(Topk, BatchesOfDifferentLengths) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (Dist d : {Dist::normal, Dist::few_values, Dist::signed_zeros}) {
+    std::vector<std::vector<float>> rows;
+    for (long long n : {19LL, 4096LL, 989LL, 100000LL, 111LL, 20000LL}) rows.push_back(make_row(n, d, rng));
+    check(rows, 19);
+    rows.erase(rows.begin());
+    rows.erase(rows.begin() + 2);  // drop 19 and 111: k = 989 fits the rest
+    check(rows, 989, false);
+  }
+  std::vector<std::vector<float>> many;
+  for (int r = 0; r < 64; ++r) many.push_back(make_row(5000 + 37 * r, r % 2 ? Dist::normal : Dist::few_values, rng));
+  check(many, 4096);
+}
+
+TEST(Topk, LongRows) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  check({make_row(2 * 1024 * 1024, Dist::normal, rng)}, 2048);
+  check({make_row(2 * 1024 * 1024, Dist::few_values, rng)}, 4096);
+  check({make_row(2 * 1024 * 1024, Dist::rounded, rng), make_row(1 << 20, Dist::rounded, rng)}, 2048);
+  check({make_row(2 * 1024 * 1024 + 17, Dist::ascending, rng), make_row(3000000, Dist::normal, rng)}, 1000);
+}
+
+TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
+  // Runs without a GPU: validation throws before any CUDA call.
+  long long off[2] = {0, 100};
+  float s[1] = {0};
+  std::int32_t ids[1];
+  alignas(16) unsigned char ws[16];
+  auto good = [&] {
+    cuda::TopkArgs a;
+    a.rows = 1;
+    a.row_offset = off;
+    a.max_row = 100;
+    a.scores = s;
+    a.k = 10;
+    a.ids = ids;
+    a.workspace = ws;
+    a.workspace_bytes = cuda::topk_workspace_bytes(1, 100, 10);
+    return a;
+  };
+  auto expect_error = [](const cuda::TopkArgs& a, const std::string& needle) {
+    try {
+      cuda::topk(a, nullptr);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto a = good();
+  a.k = 0;
+  expect_error(a, "k = 0");
+  a = good();
+  a.k = 4097;
+  a.max_row = 5000;
+  expect_error(a, "k = 4097");
+  a = good();
+  a.k = 101;
+  expect_error(a, "max_row");
+  a = good();
+  a.rows = 0;
+  expect_error(a, "rows");
+  a = good();
+  a.max_row = 1LL << 31;
+  expect_error(a, "32-bit");
+  a = good();
+  a.row_offset = nullptr;
+  expect_error(a, "row_offset");
+  a = good();
+  a.scores = nullptr;
+  expect_error(a, "scores");
+  a = good();
+  a.ids = nullptr;
+  expect_error(a, "ids");
+  a = good();
+  a.workspace = nullptr;
+  expect_error(a, "workspace is null");
+  a = good();
+  a.workspace_bytes -= 1;
+  expect_error(a, "workspace_bytes");
+  EXPECT_THROW(cuda::topk_workspace_bytes(1, 5, 10), Error);
+  EXPECT_GE(cuda::topk_workspace_bytes(64, 1 << 20, 2048), 64u * 2048 * 8);
+}
+
+}  // namespace
+}  // namespace ip
