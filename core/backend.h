@@ -38,6 +38,27 @@ class Backend {
   // Feeds one step's attention mass and selection into the access statistics.
   virtual void update_stats(AccessStats& stats, std::span<const float> step_mass,
                             std::span<const std::pair<Index64, Index64>> selected_ranges) = 0;
+
+  // Residency hint for device backends. Between hold_inputs(true) and hold_inputs(false) the caller
+  // promises that key and value matrices, the PooledIndex, the AccessStats, and score arrays filled by
+  // score_index/score_tokens change only through this backend's own calls, so a device backend may
+  // reuse the copy it already holds for the same address and shape instead of uploading again
+  // (queries, query references and step masses are always uploaded). Both calls drop every resident
+  // copy, so a freed and reused address never aliases. Default: nothing (the CPU backend reads the
+  // host arrays directly). See HeldInputs for the scoped form.
+  virtual void hold_inputs(bool hold) {}
+};
+
+// Holds a backend's inputs for one scope (run_request holds them for one request).
+class HeldInputs {
+ public:
+  explicit HeldInputs(Backend& b) : b_(b) { b_.hold_inputs(true); }
+  ~HeldInputs() { b_.hold_inputs(false); }
+  HeldInputs(const HeldInputs&) = delete;
+  HeldInputs& operator=(const HeldInputs&) = delete;
+
+ private:
+  Backend& b_;
 };
 
 // The CPU backend on `threads` threads (0: all hardware threads).

@@ -60,6 +60,7 @@ void validate_pipeline(const PipelineParams& p, const Workload& w) {
 
 RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
   validate_pipeline(p, w);
+  const HeldInputs held(be);  // the workload, index, statistics and score buffers change only through `be`
   const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
   const MatrixView<const float> keys = w.index_keys.mat();
   const WeightParams& wp = p.pool.weights;

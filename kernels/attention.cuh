@@ -1,0 +1,330 @@
+// Decode attention kernels (launcher: kernels/attention.cu): per-request preparation, a CSR scan of
+// the splits, the split kernel (online softmax over one split of one request for a group of heads),
+// the combine kernel (merges the splits in order), and the probability kernel.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/attention_split.h"
+#include "core/segments.h"
+
+namespace ip::cuda::detail {
+
+// ---- tuning ---------------------------------------------------------------------------------------
+constexpr int kAttnThreads = 128;       // split kernel: 4 warps
+constexpr int kAttnTile = 32;           // tokens per shared-memory tile; one lane per token in the softmax
+constexpr int kAttnHeads = 8;           // query heads per thread block (they share every K/V tile)
+constexpr int kAttnWarps = kAttnThreads / 32;
+constexpr long long kAttnTargetSplits = 2048;  // splits per batch the plan aims at (fills an H100/H200)
+constexpr long long kAttnMinSplit = 64;        // attended tokens per split, at least
+constexpr int kPrepThreads = 256;
+constexpr int kScanThreads = 1024;
+constexpr int kCombineThreads = 128;
+constexpr int kProbThreads = 256;
+constexpr int kProbBlocksMax = 4096;  // blocks per request of the probability kernel, at most
+
+// Bits of the status word (workspace offset 0), read by attention_check.
+enum AttnStatus : int {
+  kStatusBadBlock = 1,       // block id outside the request, or block_offset decreasing
+  kStatusPartialTwice = 2,   // partial last block listed more than once
+  kStatusTooLong = 4,        // a request attends more than max_attended tokens
+  kStatusProbRowShort = 8,   // a probability row is shorter than the attended count
+  kStatusTooManySplits = 16  // more splits than the workspace holds (cannot happen after clamping)
+};
+
+struct AttnParams {
+  int requests = 0;
+  const long long* token_offset = nullptr;
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  int dim = 0, vdim = 0;
+  const float* queries = nullptr;
+  int heads = 0;
+  const std::int32_t* blocks = nullptr;
+  const long long* block_offset = nullptr;
+  int block_size = 1;
+  long long max_attended = 0;
+  float* out = nullptr;
+  float* probs = nullptr;
+  const long long* prob_offset = nullptr;
+  float scale = 1.0f;
+  long long split_tokens = 0;
+  long long max_splits = 0;
+  // Workspace.
+  int* status = nullptr;
+  long long* attended = nullptr;      // [requests] n_b (clamped to max_attended)
+  long long* partial_pos = nullptr;   // [requests] list index of the partial last block, or -1
+  long long* split_offset = nullptr;  // [requests + 1]
+  float* part_ml = nullptr;           // [max_splits, heads, 2] running max and sum of each split
+  float* part_o = nullptr;            // [max_splits, heads, vdim] unnormalized output of each split
+  float* final_ml = nullptr;          // [requests, heads, 2] final max and sum
+};
+
+// Dynamic shared memory of the split kernel: token rows, then q, K (rows padded by one float against
+// bank conflicts), V, tile probabilities, output accumulators, and m, l, alpha per head.
+__host__ __device__ constexpr std::size_t attn_smem_bytes(int D, int Dv) {
+  return sizeof(long long) * kAttnTile +
+         sizeof(float) * (static_cast<std::size_t>(kAttnHeads) * D + static_cast<std::size_t>(kAttnTile) * (D + 1) +
+                          static_cast<std::size_t>(kAttnTile) * Dv + kAttnHeads * kAttnTile +
+                          static_cast<std::size_t>(kAttnHeads) * Dv + 3 * kAttnHeads);
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// One block per request: attended count and where the partial last block sits in the list.
+__global__ void __launch_bounds__(kPrepThreads) attn_prep_kernel(AttnParams p) {
+  const int b = blockIdx.x;
+  const long long T = p.token_offset[b + 1] - p.token_offset[b];
+  __shared__ int s_bad, s_count;
+  __shared__ unsigned long long s_first;
+  if (threadIdx.x == 0) {
+    s_bad = 0;
+    s_count = 0;
+    s_first = ~0ull;
+  }
+  __syncthreads();
+  long long n = T;
+  long long pp = -1;
+  if (p.blocks) {
+    const int bs = p.block_size;
+    const long long e0 = p.block_offset[b], e1 = p.block_offset[b + 1];
+    const long long nblk = num_blocks(T, bs), last = last_block_len(T, bs);
+    const bool has_partial = T > 0 && last < bs;
+    int bad = e1 < e0 ? 1 : 0, cnt = 0;
+    unsigned long long first = ~0ull;
+    for (long long e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+      const long long id = p.blocks[e];
+      if (id < 0 || id >= nblk) {
+        bad = 1;
+      } else if (has_partial && id == nblk - 1) {
+        ++cnt;
+        first = min(first, static_cast<unsigned long long>(e - e0));
+      }
+    }
+    if (bad) atomicOr(&s_bad, 1);
+    if (cnt) {
+      atomicAdd(&s_count, cnt);
+      atomicMin(&s_first, first);
+    }
+    __syncthreads();
+    const long long entries = e1 > e0 ? e1 - e0 : 0;
+    n = sparse_attended(entries, bs, s_count > 0, last);
+    pp = s_count > 0 ? static_cast<long long>(s_first) : -1;
+  }
+  if (threadIdx.x != 0) return;
+  int st = 0;
+  if (p.blocks && s_bad) st |= kStatusBadBlock;
+  if (p.blocks && s_count > 1) st |= kStatusPartialTwice;
+  if (n > p.max_attended) {
+    st |= kStatusTooLong;
+    n = p.max_attended;
+  }
+  if (p.probs && p.prob_offset[b + 1] - p.prob_offset[b] < n) st |= kStatusProbRowShort;
+  if (st) atomicOr(p.status, st);
+  p.attended[b] = n;
+  p.partial_pos[b] = pp;
+}
+
+// One block: split_offset = exclusive scan of ceil(n_b / split_tokens).
+__global__ void __launch_bounds__(kScanThreads) attn_scan_kernel(AttnParams p) {
+  __shared__ long long s[kScanThreads];
+  const int per = (p.requests + kScanThreads - 1) / kScanThreads;
+  const int b0 = min(p.requests, static_cast<int>(threadIdx.x) * per), b1 = min(p.requests, b0 + per);
+  long long local = 0;
+  for (int b = b0; b < b1; ++b) local += (p.attended[b] + p.split_tokens - 1) / p.split_tokens;
+  s[threadIdx.x] = local;
+  __syncthreads();
+  for (int o = 1; o < kScanThreads; o <<= 1) {  // inclusive Hillis-Steele scan
+    const long long add = threadIdx.x >= o ? s[threadIdx.x - o] : 0;
+    __syncthreads();
+    s[threadIdx.x] += add;
+    __syncthreads();
+  }
+  long long run = s[threadIdx.x] - local;
+  for (int b = b0; b < b1; ++b) {
+    p.split_offset[b] = run;
+    run += (p.attended[b] + p.split_tokens - 1) / p.split_tokens;
+  }
+  if (threadIdx.x == kScanThreads - 1) {
+    p.split_offset[p.requests] = s[threadIdx.x];
+    if (s[threadIdx.x] > p.max_splits) atomicOr(p.status, kStatusTooManySplits);
+  }
+}
+
+// Block (w, g): split w of the batch (CSR over requests), heads [g*kAttnHeads, ...) of its request.
+template <int kD, int kDv>
+__global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) {
+  const int D = kD ? kD : p.dim, Dv = kDv ? kDv : p.vdim;
+  const long long w = blockIdx.x;
+  if (w >= p.split_offset[p.requests] || w >= p.max_splits) return;
+  const int b = segment_of(p.split_offset, p.requests, w);
+  const long long tok0 = p.token_offset[b], T = p.token_offset[b + 1] - tok0;
+  const long long n = p.attended[b];
+  const long long p0 = (w - p.split_offset[b]) * p.split_tokens;
+  const long long p1 = min(n, p0 + p.split_tokens);
+  const int h0 = blockIdx.y * kAttnHeads, hh = min(kAttnHeads, p.heads - h0);
+  const int bs = p.block_size;
+  const std::int32_t* blocks = p.blocks ? p.blocks + p.block_offset[b] : nullptr;
+  const long long pp = p.partial_pos[b], last = last_block_len(T, bs);
+  float* probs = nullptr;
+  long long prow = 0;
+  if (p.probs) {
+    prow = p.prob_offset[b + 1] - p.prob_offset[b];
+    probs = p.probs + p.heads * p.prob_offset[b];
+  }
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  long long* rows_s = reinterpret_cast<long long*>(smem);
+  float* q_s = reinterpret_cast<float*>(rows_s + kAttnTile);
+  float* k_s = q_s + kAttnHeads * D;
+  float* v_s = k_s + kAttnTile * (D + 1);
+  float* s_s = v_s + kAttnTile * Dv;
+  float* o_s = s_s + kAttnHeads * kAttnTile;
+  float* m_s = o_s + kAttnHeads * Dv;
+  float* l_s = m_s + kAttnHeads;
+  float* a_s = l_s + kAttnHeads;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < kAttnHeads * D; i += kAttnThreads) {
+    const int h = i / D;
+    q_s[i] = h < hh ? p.queries[(static_cast<long long>(b) * p.heads + h0 + h) * D + i % D] : 0.0f;
+  }
+  for (int i = tid; i < kAttnHeads * Dv; i += kAttnThreads) o_s[i] = 0.0f;
+  if (tid < kAttnHeads) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.0f;
+    a_s[tid] = 1.0f;
+  }
+
+  for (long long t0 = p0; t0 < p1; t0 += kAttnTile) {
+    if (tid < kAttnTile) {
+      const long long pos = t0 + tid;
+      long long row = -1;
+      if (pos < p1) {
+        const long long tok = blocks ? sparse_token(blocks, bs, pos, pp, last) : pos;
+        if (tok >= 0 && tok < T) row = tok0 + tok;  // invalid ids were flagged; never read outside
+      }
+      rows_s[tid] = row;
+    }
+    __syncthreads();  // rows ready; also orders the previous tile's O update before these loads
+    for (int i = tid; i < kAttnTile * D; i += kAttnThreads) {
+      const int t = i / D, d = i % D;
+      const long long r = rows_s[t];
+      k_s[t * (D + 1) + d] = r >= 0 ? p.keys[r * D + d] : 0.0f;
+    }
+    for (int i = tid; i < kAttnTile * Dv; i += kAttnThreads) {
+      const int t = i / Dv, d = i % Dv;
+      const long long r = rows_s[t];
+      v_s[i] = r >= 0 ? p.values[r * Dv + d] : 0.0f;
+    }
+    __syncthreads();
+    // Logits (stored raw in the probability rows; the probability kernel normalizes them).
+    for (int i = tid; i < kAttnHeads * kAttnTile; i += kAttnThreads) {
+      const int h = i / kAttnTile, t = i % kAttnTile;
+      float x = -INFINITY;
+      if (h < hh) {
+        if (rows_s[t] >= 0) {
+          const float* q = q_s + h * D;
+          const float* k = k_s + t * (D + 1);
+          float acc = 0.0f;
+#pragma unroll 8
+          for (int d = 0; d < D; ++d) acc += q[d] * k[d];
+          x = acc * p.scale;
+        }
+        const long long pos = t0 + t;
+        if (probs && pos < p1 && pos < prow) probs[(h0 + h) * prow + pos] = x;
+      }
+      s_s[i] = x;
+    }
+    __syncthreads();
+    // Online softmax: one warp per head, one lane per token of the tile.
+    for (int h = warp; h < hh; h += kAttnWarps) {
+      const float x = s_s[h * kAttnTile + lane];
+      const float m_old = m_s[h];
+      const float m_new = fmaxf(m_old, warp_max(x));
+      const float e = m_new == -INFINITY ? 0.0f : expf(x - m_new);
+      s_s[h * kAttnTile + lane] = e;
+      const float sum = warp_sum(e);
+      __syncwarp();  // every lane has read m_s[h] before lane 0 replaces it
+      if (lane == 0) {
+        const float alpha = softmax_rescale(m_old, m_new);
+        a_s[h] = alpha;
+        l_s[h] = l_s[h] * alpha + sum;
+        m_s[h] = m_new;
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < hh * Dv; e += kAttnThreads) {
+      const int h = e / Dv, d = e % Dv;
+      float o = o_s[e] * a_s[h];
+      const float* ph = s_s + h * kAttnTile;
+#pragma unroll 8
+      for (int t = 0; t < kAttnTile; ++t) o += ph[t] * v_s[t * Dv + d];
+      o_s[e] = o;
+    }
+    // The next iteration's first __syncthreads orders these writes before rows_s/k_s/v_s/s_s change.
+  }
+  __syncthreads();
+  const long long base = w * p.heads + h0;
+  for (int e = tid; e < hh * Dv; e += kAttnThreads) p.part_o[base * Dv + e] = o_s[e];
+  if (tid < hh) {
+    p.part_ml[(base + tid) * 2] = m_s[tid];
+    p.part_ml[(base + tid) * 2 + 1] = l_s[tid];
+  }
+}
+
+// One block per (request, head): merges the request's splits in split order.
+__global__ void __launch_bounds__(kCombineThreads) attn_combine_kernel(AttnParams p) {
+  const long long bh = blockIdx.x;
+  const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
+  const long long s0 = p.split_offset[b], s1 = min(p.split_offset[b + 1], p.max_splits);
+  float M = -INFINITY;
+  for (long long s = s0; s < s1; ++s) M = fmaxf(M, p.part_ml[(s * p.heads + h) * 2]);
+  float L = 0.0f;
+  for (long long s = s0; s < s1; ++s) {
+    const float* ml = p.part_ml + (s * p.heads + h) * 2;
+    L += ml[1] * softmax_rescale(ml[0], M);
+  }
+  const int Dv = p.vdim;
+  for (int d = threadIdx.x; d < Dv; d += kCombineThreads) {
+    float acc = 0.0f;
+    for (long long s = s0; s < s1; ++s)
+      acc += p.part_o[(s * p.heads + h) * Dv + d] * softmax_rescale(p.part_ml[(s * p.heads + h) * 2], M);
+    p.out[bh * Dv + d] = L > 0.0f ? acc / L : 0.0f;
+  }
+  if (threadIdx.x == 0) {
+    p.final_ml[bh * 2] = M;
+    p.final_ml[bh * 2 + 1] = L;
+  }
+}
+
+// Grid (x, requests): logits -> probabilities of request b, zeros past its attended count.
+__global__ void __launch_bounds__(kProbThreads) attn_prob_kernel(AttnParams p) {
+  const int b = blockIdx.y;
+  const long long len = p.prob_offset[b + 1] - p.prob_offset[b];
+  if (len <= 0) return;
+  const long long n = min(p.attended[b], len);
+  float* probs = p.probs + p.heads * p.prob_offset[b];
+  const long long total = p.heads * len;
+  for (long long e = static_cast<long long>(blockIdx.x) * kProbThreads + threadIdx.x; e < total;
+       e += static_cast<long long>(gridDim.x) * kProbThreads) {
+    const long long h = e / len, i = e % len;
+    float v = 0.0f;
+    if (i < n) {
+      const float* ml = p.final_ml + (static_cast<long long>(b) * p.heads + h) * 2;
+      v = ml[1] > 0.0f ? expf(probs[e] - ml[0]) / ml[1] : 0.0f;
+    }
+    probs[e] = v;
+  }
+}
+
+}  // namespace ip::cuda::detail

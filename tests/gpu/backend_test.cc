@@ -1,0 +1,250 @@
+// The CUDA backend against the CPU backend: the whole pipeline (core/pipeline.h) on small generated
+// workloads, each backend method on its own, residency under hold_inputs and its safety outside it,
+// and the batched decoder against per-request CPU results.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/attention.h"
+#include "core/backend.h"
+#include "core/pipeline.h"
+#include "core/topk.h"
+#include "core/workload.h"
+#include "kernels/batched_decode.h"
+#include "kernels/cuda_backend.h"
+#include "tests/gpu/gpu_test.h"
+
+namespace ip {
+namespace {
+
+WorkloadSpec small_spec(Index64 tokens, int requests = 1) {
+  WorkloadSpec s;
+  s.tokens = tokens;
+  s.dim = 64;
+  s.index_heads = 4;
+  s.attn_dim = 64;
+  s.attn_heads = 4;
+  s.value_dim = 64;
+  s.steps = 4;
+  s.requests = requests;
+  s.length_spread = requests > 1 ? 0.5 : 0.0;
+  s.seed = 42;
+  return s;
+}
+
+// True when the k best CPU scores are separated from the rest (and among themselves) by more than
+// a relative margin, so any correct implementation selects the same ids in the same order.
+bool well_separated(std::vector<float> s, Index64 k) {
+  std::sort(s.begin(), s.end(), std::greater<>());
+  const float scale = std::max(1e-6f, std::fabs(s.front()));
+  for (Index64 i = 0; i < k && i + 1 < static_cast<Index64>(s.size()); ++i)
+    if (s[i] - s[i + 1] <= 1e-4f * scale) return false;
+  return true;
+}
+
+TEST(CudaBackend, WithoutDeviceThrows) {
+  if (cuda::device_count() > 0) {
+    const auto be = cuda::make_cuda_backend();
+    EXPECT_EQ(be->name(), "cuda");
+    EXPECT_FALSE(be->device().empty());
+    return;
+  }
+  EXPECT_THROW(cuda::make_cuda_backend(), Error);
+}
+
+TEST(CudaBackend, PipelineMatchesCpu) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(3001), 0);
+  auto cpu = make_cpu_backend(), gpu = cuda::make_cuda_backend();
+  for (Weighting scheme : {Weighting::uniform, Weighting::positional, Weighting::cosine, Weighting::tfidf,
+                           Weighting::maxmin, Weighting::exact}) {
+    SCOPED_TRACE(std::string(to_string(scheme)));
+    PipelineParams p;
+    p.pool.group_size = 4;
+    p.pool.weights.scheme = scheme;
+    p.topk_tokens = 256;
+    const RequestResult rc = run_request(*cpu, w, p), rg = run_request(*gpu, w, p);
+    ASSERT_EQ(rc.selected.size(), rg.selected.size());
+    ASSERT_EQ(rc.steps.size(), rg.steps.size());
+    const bool stateless = !uses_stats(scheme);
+    std::vector<float> scores(rc.groups);
+    for (Index64 q = 0; q < w.steps(); ++q) {
+      if (!stateless && q > 0) break;  // tfidf: later indexes depend on the history; step 0 has none
+      const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * w.index_heads()};
+      score_index(rc.index, iq, scores.data());
+      if (!well_separated(scores, rc.k_groups)) continue;
+      const auto b = rc.selected.begin() + q * rc.k_groups, g = rg.selected.begin() + q * rc.k_groups;
+      ASSERT_TRUE(std::equal(b, b + rc.k_groups, g)) << "step " << q;
+      const StepRecord &sc = rc.steps[q], &sg = rg.steps[q];
+      EXPECT_NEAR(sg.mass_recall, sc.mass_recall, 1e-4) << "step " << q;
+      EXPECT_NEAR(sg.output_error, sc.output_error, 1e-4 + 1e-3 * sc.output_error) << "step " << q;
+      EXPECT_NEAR(sg.token_recall, sc.token_recall, 0.01) << "step " << q;
+      EXPECT_NEAR(sg.block_recall, sc.block_recall, 0.01) << "step " << q;
+    }
+    if (stateless) {
+      const Tensor<float> a = dequantize(rc.index.rows), b = dequantize(rg.index.rows);
+      ASSERT_EQ(a.size(), b.size());
+      for (Index64 i = 0; i < a.size(); ++i) ASSERT_NEAR(b.data()[i], a.data()[i], 1e-5f + 1e-5f * std::fabs(a.data()[i]));
+    }
+    EXPECT_EQ(rg.index_bytes, rc.index_bytes);
+  }
+}
+
+TEST(CudaBackend, AttentionOverAnyTokenListAndDense) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(989), 0);
+  auto gpu = cuda::make_cuda_backend();
+  std::vector<Index64> toks = {0, 1, 2, 17, 18, 500, 988};
+  for (const std::vector<Index64>& list : {toks, std::vector<Index64>{}}) {
+    const auto ref = attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(1), list, true);
+    const auto got = gpu->attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(1), list, true);
+    ASSERT_EQ(got.out.size(), ref.out.size());
+    ASSERT_EQ(got.probs.size(), ref.probs.size());
+    for (Index64 i = 0; i < ref.out.size(); ++i)
+      EXPECT_NEAR(got.out.data()[i], ref.out.data()[i], 1e-5f + 1e-4f * std::fabs(ref.out.data()[i]));
+    for (Index64 i = 0; i < ref.probs.size(); ++i)
+      EXPECT_NEAR(got.probs.data()[i], ref.probs.data()[i], 1e-7f + 2e-4f * ref.probs.data()[i]);
+  }
+  EXPECT_THROW(gpu->attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), std::vector<Index64>{989}, false),
+               Error);
+}
+
+TEST(CudaBackend, TopkTiesToLowerIdLikeCpu) {
+  IP_REQUIRE_GPU();
+  auto gpu = cuda::make_cuda_backend();
+  std::vector<float> s(1000, 1.0f);
+  EXPECT_EQ(gpu->topk(s.data(), 1000, 10), topk(s.data(), 1000, 10));
+  std::mt19937 rng(1);
+  for (auto& x : s) x = static_cast<float>(rng() % 50);
+  EXPECT_EQ(gpu->topk(s.data(), 1000, 77), topk(s.data(), 1000, 77));
+  EXPECT_THROW(gpu->topk(s.data(), 1000, 1001), Error);
+}
+
+TEST(CudaBackend, UpdateStatsLikeCpu) {
+  IP_REQUIRE_GPU();
+  auto gpu = cuda::make_cuda_backend();
+  const Index64 T = 1111;
+  AccessStats a(T, 0.9f), b(T, 0.9f);
+  std::mt19937 rng(2);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> m(T, 0.0f);
+    std::vector<std::pair<Index64, Index64>> ranges = {{0, 4}, {100, 104}, {1108, 1111}};
+    for (const auto& [f, l] : ranges)
+      for (Index64 t = f; t < l; ++t) m[t] = static_cast<float>(rng() % 100) / 100.0f;
+    a.update(m, ranges);
+    gpu->update_stats(b, m, ranges);
+  }
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.count, b.count);
+  for (Index64 t = 0; t < T; ++t) EXPECT_NEAR(b.mass[t], a.mass[t], 1e-6f + 1e-6f * a.mass[t]);
+}
+
+TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
+  IP_REQUIRE_GPU();
+  Workload w = generate_request(small_spec(777), 0);
+  auto gpu = cuda::make_cuda_backend();
+  const IndexQuery iq{w.index_queries.slice(0), w.head_weights.data()};
+  std::vector<float> ref(w.tokens()), got(w.tokens());
+  {
+    const HeldInputs held(*gpu);
+    PooledIndex idx;
+    gpu->build_index(w.index_keys.mat(), PoolParams{}, nullptr, nullptr, idx);
+    gpu->score_tokens(w.index_keys.mat(), iq, got.data());  // reuses the keys build_index uploaded
+    score_tokens(w.index_keys.mat(), iq, ref.data());
+    for (Index64 t = 0; t < w.tokens(); ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
+  }
+  // Not held: keys changed in place at the same address must be uploaded again.
+  for (Index64 i = 0; i < w.index_keys.size(); ++i) w.index_keys.data()[i] *= -2.0f;
+  gpu->score_tokens(w.index_keys.mat(), iq, got.data());
+  score_tokens(w.index_keys.mat(), iq, ref.data());
+  for (Index64 t = 0; t < w.tokens(); ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
+  // Held again: a view of the same address with another shape is a different matrix.
+  const HeldInputs held(*gpu);
+  gpu->score_tokens(w.index_keys.mat(), iq, got.data());
+  const MatrixView<const float> half = w.index_keys.mat().rows_range(0, w.tokens() / 2);
+  gpu->score_tokens(half, iq, got.data());
+  score_tokens(half, iq, ref.data());
+  for (Index64 t = 0; t < half.rows; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
+}
+
+TEST(BatchedDecoder, MatchesPerRequestCpu) {
+  IP_REQUIRE_GPU();
+  const WorkloadSpec spec = small_spec(3000, 5);
+  std::vector<Workload> ws;
+  std::vector<long long> off = {0};
+  for (int b = 0; b < spec.requests; ++b) {
+    ws.push_back(generate_request(spec, b));
+    off.push_back(off.back() + ws.back().tokens());
+  }
+  cuda::BatchedDecodeConfig c;
+  c.requests = spec.requests;
+  c.total_tokens = off.back();
+  for (const auto& w : ws) c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
+  c.dim = spec.dim;
+  c.index_heads = spec.index_heads;
+  c.attn_dim = spec.attn_dim;
+  c.attn_heads = spec.attn_heads;
+  c.value_dim = spec.value_dim;
+  c.pool.group_size = 4;
+  c.topk_tokens = 253;  // 64 groups of 4
+  c.want_probs = true;
+  EXPECT_GT(cuda::estimate_device_bytes(c), static_cast<std::size_t>(c.total_tokens) * 192 * sizeof(float));
+  EXPECT_EQ(cuda::check_fits(c), "");
+  auto cat = [&](auto get) {
+    std::vector<float> v;
+    for (const auto& w : ws) {
+      const Tensor<float>& t = get(w);
+      v.insert(v.end(), t.data(), t.data() + t.size());
+    }
+    return v;
+  };
+  const auto ik = cat([](const Workload& w) -> const Tensor<float>& { return w.index_keys; });
+  const auto ak = cat([](const Workload& w) -> const Tensor<float>& { return w.attn_keys; });
+  const auto vv = cat([](const Workload& w) -> const Tensor<float>& { return w.values; });
+  cuda::BatchedDecoder dec(c);
+  dec.load({off, ik.data(), ak.data(), vv.data()});
+  std::vector<float> iq, hw, aq;
+  for (const auto& w : ws) {
+    const auto s = w.index_queries.slice(0);
+    iq.insert(iq.end(), s.data, s.data + s.rows * s.cols);
+    hw.insert(hw.end(), w.head_weights.data(), w.head_weights.data() + w.index_heads());
+    const auto a = w.attn_queries.slice(0);
+    aq.insert(aq.end(), a.data, a.data + a.rows * a.cols);
+  }
+  const cuda::BatchedStep st = dec.step({iq.data(), hw.data(), aq.data()});
+  const Index64 kg = st.k_groups, G = 4, Ha = spec.attn_heads, Dv = spec.value_dim;
+  ASSERT_EQ(kg, 64);
+  for (int b = 0; b < spec.requests; ++b) {
+    SCOPED_TRACE(testing::Message() << "request " << b);
+    const Workload& w = ws[b];
+    const PooledIndex idx = build_index(w.index_keys.mat(), c.pool, nullptr, nullptr);
+    std::vector<float> scores(idx.groups());
+    score_index(idx, {w.index_queries.slice(0), w.head_weights.data()}, scores.data());
+    const std::vector<std::int32_t> gsel(st.selected.begin() + b * kg, st.selected.begin() + (b + 1) * kg);
+    if (well_separated(scores, kg)) {
+      EXPECT_EQ(gsel, topk(scores.data(), idx.groups(), kg));
+    }
+    // Attention over the GPU's own selection, against the CPU reference.
+    const auto toks = tokens_of_groups(gsel, static_cast<int>(G), w.tokens());
+    const auto ref = attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), toks, true);
+    for (Index64 i = 0; i < Ha * Dv; ++i)
+      EXPECT_NEAR(st.out[b * Ha * Dv + i], ref.out.data()[i], 1e-5f + 1e-4f * std::fabs(ref.out.data()[i]));
+    const Index64 n = static_cast<Index64>(toks.size()), len = kg * G;
+    for (Index64 h = 0; h < Ha; ++h) {
+      const float* row = st.probs.data() + (b * Ha + h) * len;
+      Index64 i = 0;
+      for (std::int32_t g : gsel)
+        for (Index64 t = Index64{g} * G; t < std::min(w.tokens(), (Index64{g} + 1) * G); ++t, ++i) {
+          const Index64 ci = std::lower_bound(toks.begin(), toks.end(), t) - toks.begin();
+          EXPECT_NEAR(row[i], ref.probs.data()[h * n + ci], 1e-7f + 2e-4f * ref.probs.data()[h * n + ci]);
+        }
+      for (; i < len; ++i) EXPECT_EQ(row[i], 0.0f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ip
