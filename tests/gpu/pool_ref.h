@@ -113,8 +113,10 @@ struct PoolReference {
   std::vector<std::uint8_t> payload;
   std::vector<float> scales;
   std::vector<float> weights;
-  std::vector<float> row_key_max;  // per row: max |key| over its group (the tolerance's scale)
-  std::vector<float> token_wmax;   // per token: max weight of its group
+  std::vector<float> row_key_max;          // per row: max |key| over its group (the tolerance's scale)
+  std::vector<long long> row_first_token;  // per row: its group's first token (index into weights)
+  std::vector<int> row_tokens;             // per row: its group's tokens
+  std::vector<float> token_wmax;           // per token: max weight of its group
 };
 
 inline PoolReference pool_reference(const PoolCase& c, const PoolInputs& in) {
@@ -122,6 +124,7 @@ inline PoolReference pool_reference(const PoolCase& c, const PoolInputs& in) {
   PoolParams p = pool_params(c);
   if (c.bias) p.weights.positional_bias = in.bias;
   const int G = c.group_size();
+  long long first_token = 0;
   for (std::size_t b = 0; b < c.lengths.size(); ++b) {
     const Index64 t = c.lengths[b];
     if (t == 0) continue;  // the CPU rejects an empty context; the batch gives it no entries
@@ -138,9 +141,14 @@ inline PoolReference pool_reference(const PoolCase& c, const PoolInputs& in) {
         wm = std::max(wm, w[i]);
         for (int d = 0; d < c.D; ++d) km = std::max(km, std::fabs(in.keys[b][i * c.D + d]));
       }
-      for (int r = 0; r < c.rows_per_group(); ++r) ref.row_key_max.push_back(km);
+      for (int r = 0; r < c.rows_per_group(); ++r) {
+        ref.row_key_max.push_back(km);
+        ref.row_first_token.push_back(first_token + g * G);
+        ref.row_tokens.push_back(static_cast<int>(std::min(t, (g + 1) * G) - g * G));
+      }
       for (Index64 i = g * G; i < std::min(t, (g + 1) * G); ++i) ref.token_wmax.push_back(wm);
     }
+    first_token += t;
   }
   return ref;
 }
