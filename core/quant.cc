@@ -6,6 +6,7 @@
 
 #include "core/numeric.h"
 #include "core/parallel.h"
+#include "core/quant_math.h"
 
 namespace ip {
 
@@ -69,15 +70,12 @@ void quantize_row(const float* x, Index64 r, QuantizedMatrix& q) {
     case Precision::int8:
     case Precision::fp8: {
       float amax = 0.0f;
-      for (Index64 i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+      for (Index64 i = 0; i < n; ++i) amax = abs_max(amax, x[i]);
       const bool is_int8 = q.precision == Precision::int8;
-      const float scale = amax / (is_int8 ? 127.0f : kFp8E4M3Max);
+      const float scale = row_scale(amax, is_int8);
       q.scales[r] = scale;
-      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-      for (Index64 i = 0; i < n; ++i) {
-        const float v = x[i] * inv;
-        dst[i] = is_int8 ? static_cast<std::uint8_t>(int8_from_scaled(v)) : fp8e4m3_from_float(v);
-      }
+      const float inv = inverse_scale(scale);
+      for (Index64 i = 0; i < n; ++i) dst[i] = encode_scaled(x[i], inv, is_int8);
       return;
     }
   }

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/stats_math.h"
 
 namespace ip {
 
@@ -18,7 +19,7 @@ void AccessStats::update(std::span<const float> step_mass,
     IP_REQUIRE(0 <= first && first <= last && last <= T, "access statistics: range [{}, {}) outside [0, {})",
                first, last, T);
   parallel_for(T, 1 << 16, [&](Index64 b, Index64 e) {
-    for (Index64 i = b; i < e; ++i) mass[i] = decay * mass[i] + step_mass[i];
+    for (Index64 i = b; i < e; ++i) mass[i] = decayed_mass(mass[i], decay, step_mass[i]);
   });
   for (const auto& [first, last] : selected_ranges)
     for (Index64 i = first; i < last; ++i) ++count[i];

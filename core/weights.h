@@ -52,10 +52,40 @@ inline bool uses_query_reference(const WeightParams& wp) {
 
 // ---- per-group math, shared with the kernels -------------------------------------------------------
 
+// Per-token scalars of each scheme. The group functions below and the CUDA pooling kernel (which
+// keeps a group's keys in registers and reduces dot products across a warp) both call these, so the
+// per-token math is one piece of code.
+
+// Positional weight of slot r in a group of nominal size G.
+IP_HOST_DEVICE float positional_weight(int r, int G, float lambda, const float* bias) {
+  const float denom = static_cast<float>(G - 1 > 1 ? G - 1 : 1);
+  return bias ? expf(bias[r]) : expf(lambda * static_cast<float>(r) / denom);
+}
+
+// Cosine weight from |k|^2 = kk, k.m = km and |m| = mnorm.
+IP_HOST_DEVICE float cosine_weight(float kk, float km, float mnorm, float eps, float power) {
+  const float denom = sqrtf(kk) * mnorm;
+  const float c = denom > 0.0f ? km / denom : 0.0f;
+  const float base = c > eps ? c : eps;
+  return power == 1.0f ? base : powf(base, power);
+}
+
+// TF-IDF weight of a token with decayed mass a (amax = the group's largest), count cnt, after N > 0 steps.
+IP_HOST_DEVICE float tfidf_weight(float a, float amax, std::uint32_t cnt, long long N, float eps) {
+  const float tf = amax > 0.0f ? a / amax : 0.0f;
+  const float idf = logf((1.0f + static_cast<float>(N)) / (1.0f + static_cast<float>(cnt))) + 1.0f;
+  return eps + tf * idf;
+}
+
+// The hybrid factor (v / mean)^alpha of one token.
+IP_HOST_DEVICE float hybrid_factor(float v, float mean, float alpha) {
+  const float x = v / mean;
+  return alpha == 1.0f ? x : powf(x, alpha);
+}
+
 // Positional weights of n tokens in a group of nominal size G (n < G for a partial last group).
 IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const float* bias, float* w) {
-  const float denom = static_cast<float>(G - 1 > 1 ? G - 1 : 1);
-  for (int r = 0; r < n; ++r) w[r] = bias ? expf(bias[r]) : expf(lambda * static_cast<float>(r) / denom);
+  for (int r = 0; r < n; ++r) w[r] = positional_weight(r, G, lambda, bias);
 }
 
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
@@ -83,10 +113,7 @@ IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long lo
       kk += k[d] * k[d];
       km += k[d] * m[d];
     }
-    const float denom = sqrtf(kk) * mnorm;
-    const float c = denom > 0.0f ? km / denom : 0.0f;
-    const float base = c > eps ? c : eps;
-    w[r] = power == 1.0f ? base : powf(base, power);
+    w[r] = cosine_weight(kk, km, mnorm, eps, power);
   }
 }
 
@@ -100,11 +127,7 @@ IP_HOST_DEVICE void tfidf_group_weights(const float* a, const std::uint32_t* cnt
   }
   float amax = 0.0f;
   for (int r = 0; r < n; ++r) amax = a[r] > amax ? a[r] : amax;
-  for (int r = 0; r < n; ++r) {
-    const float tf = amax > 0.0f ? a[r] / amax : 0.0f;
-    const float idf = logf((1.0f + static_cast<float>(N)) / (1.0f + static_cast<float>(cnt[r]))) + 1.0f;
-    w[r] = eps + tf * idf;
-  }
+  for (int r = 0; r < n; ++r) w[r] = tfidf_weight(a[r], amax, cnt[r], N, eps);
 }
 
 // w <- w * (v / mean(v))^alpha, the hybrid product's factor for one scheme.
@@ -112,10 +135,7 @@ IP_HOST_DEVICE void hybrid_multiply(const float* v, int n, float alpha, float* w
   float mean = 0.0f;
   for (int r = 0; r < n; ++r) mean += v[r];
   mean /= static_cast<float>(n);
-  for (int r = 0; r < n; ++r) {
-    const float x = v[r] / mean;
-    w[r] *= alpha == 1.0f ? x : powf(x, alpha);
-  }
+  for (int r = 0; r < n; ++r) w[r] *= hybrid_factor(v[r], mean, alpha);
 }
 
 // Composite c = sum_i w_i k_i / sum_i w_i of n keys.

@@ -36,6 +36,12 @@ struct PoolArgs {
 };
 
 // Validates the arguments (throws ip::Error naming the bad one) and launches on `stream`.
+// Device-side data (offsets, bias, statistics) is trusted: entry_offset must hold ceil(tokens_b / G)
+// entries per request (the kernel never reads outside a request's tokens either way), and the keys
+// must be finite (core/pool.cc validate_pool_inputs checks them on the host).
 void pool(const PoolArgs& a, cudaStream_t stream);
+
+// The host-side checks pool() runs before any CUDA call (kernels/pool_validate.cc); no GPU needed.
+void validate_pool_args(const PoolArgs& a);
 
 }  // namespace ip::cuda

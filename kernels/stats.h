@@ -18,6 +18,12 @@ struct StatsArgs {
   int n_ranges = 0;
 };
 
+// Validates (throws ip::Error naming the bad argument) and launches on `stream`. The ranges live on the
+// device: a range is clipped to [0, tokens) there, and counts use integer atomics, so overlapping
+// ranges count twice, as on the CPU (which rejects out-of-range ones instead).
 void update_stats(const StatsArgs& a, cudaStream_t stream);
+
+// The host-side checks update_stats() runs before any CUDA call (kernels/stats_validate.cc).
+void validate_stats_args(const StatsArgs& a);
 
 }  // namespace ip::cuda

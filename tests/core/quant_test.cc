@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/quant.h"
+#include "core/quant_math.h"
 #include "tests/core/test_helpers.h"
 
 namespace {
@@ -159,6 +160,48 @@ TEST(Quant, LayoutSizes) {
     EXPECT_EQ(q.bytes(), c.bytes) << ip::to_string(c.p);
     EXPECT_EQ(q.payload.size(), static_cast<std::size_t>(5 * 7 * c.elem));
     EXPECT_EQ(ip::parse_precision(ip::to_string(c.p)), c.p);
+  }
+}
+
+// The host-device row math of core/quant_math.h (shared with the CUDA pooling kernel), by hand.
+TEST(Quant, RowMathByHand) {
+  // abs_max folds |x| like std::max.
+  float amax = 0.0f;
+  for (float x : {1.5f, -4.0f, 3.0f, -0.0f}) amax = ip::abs_max(amax, x);
+  EXPECT_EQ(amax, 4.0f);
+  // int8: scale 127/127 = 1 -> inv 1; fp8: 448/448 = 1.
+  EXPECT_EQ(ip::row_scale(127.0f, true), 1.0f);
+  EXPECT_EQ(ip::row_scale(448.0f, false), 1.0f);
+  EXPECT_EQ(ip::row_scale(254.0f, true), 2.0f);
+  EXPECT_EQ(ip::inverse_scale(2.0f), 0.5f);
+  EXPECT_EQ(ip::inverse_scale(0.0f), 0.0f);  // all-zero row
+  // int8: rint, ties to even, clamp at +-127, two's-complement byte.
+  EXPECT_EQ(ip::encode_scaled(5.0f, 0.5f, true), 2);     // 2.5 -> 2
+  EXPECT_EQ(ip::encode_scaled(7.0f, 0.5f, true), 4);     // 3.5 -> 4
+  EXPECT_EQ(ip::encode_scaled(-3.0f, 1.0f, true), 0xFD);  // -3
+  EXPECT_EQ(ip::encode_scaled(1000.0f, 1.0f, true), 127);
+  EXPECT_EQ(ip::encode_scaled(-1000.0f, 1.0f, true), 0x81);  // -127
+  EXPECT_EQ(ip::encode_scaled(9.0f, 0.0f, true), 0);
+  // fp8 e4m3: 1.0 = 0x38, -448 = 0xFE, 0.5 * 4 = 2.0 = 0x40.
+  EXPECT_EQ(ip::encode_scaled(1.0f, 1.0f, false), 0x38);
+  EXPECT_EQ(ip::encode_scaled(-448.0f, 1.0f, false), 0xFE);
+  EXPECT_EQ(ip::encode_scaled(0.5f, 4.0f, false), 0x40);
+}
+
+// quantize_row() is abs_max + row_scale + inverse_scale + encode_scaled: same bytes.
+TEST(Quant, QuantizeRowEqualsTheRowMath) {
+  const auto x = normal_data(3, D, 9);
+  for (Precision p : {Precision::int8, Precision::fp8}) {
+    const bool i8 = p == Precision::int8;
+    const auto q = ip::quantize(view(x, 3, D), p);
+    for (int r = 0; r < 3; ++r) {
+      float amax = 0.0f;
+      for (int d = 0; d < D; ++d) amax = ip::abs_max(amax, x[r * D + d]);
+      const float scale = ip::row_scale(amax, i8);
+      ASSERT_EQ(q.scale(r), scale);
+      for (int d = 0; d < D; ++d)
+        ASSERT_EQ(q.row_bytes(r)[d], ip::encode_scaled(x[r * D + d], ip::inverse_scale(scale), i8)) << r << " " << d;
+    }
   }
 }
 

@@ -225,4 +225,44 @@ TEST(Weights, NamesRoundTrip) {
   EXPECT_FALSE(ip::uses_stats(Weighting::cosine));
 }
 
+// The per-token scalars the CUDA pooling kernel calls (core/weights.h), by hand.
+TEST(Weights, PerTokenScalarsByHand) {
+  // positional: G = 4, lambda = 3 -> exp(3 r / 3) = e^r; G = 1 and 2 divide by 1; a bias replaces lambda.
+  EXPECT_EQ(ip::positional_weight(0, 4, 3.0f, nullptr), 1.0f);
+  EXPECT_NEAR(ip::positional_weight(2, 4, 3.0f, nullptr), std::exp(2.0), 1e-6 * std::exp(2.0));
+  EXPECT_NEAR(ip::positional_weight(1, 2, 0.5f, nullptr), std::exp(0.5), 1e-6 * std::exp(0.5));
+  const float bias[3] = {0.0f, -1.0f, 2.0f};
+  EXPECT_NEAR(ip::positional_weight(1, 3, 7.0f, bias), std::exp(-1.0), 1e-6);
+  // cosine: k = (3, 4), m = (1, 0): kk = 25, km = 3, |m| = 1 -> cos = 0.6; squared 0.36; floored at eps.
+  EXPECT_NEAR(ip::cosine_weight(25.0f, 3.0f, 1.0f, 1e-3f, 1.0f), 0.6f, 1e-7);
+  EXPECT_NEAR(ip::cosine_weight(25.0f, 3.0f, 1.0f, 1e-3f, 2.0f), 0.36f, 1e-6);
+  EXPECT_EQ(ip::cosine_weight(25.0f, -3.0f, 1.0f, 1e-3f, 1.0f), 1e-3f);
+  EXPECT_EQ(ip::cosine_weight(0.0f, 0.0f, 1.0f, 0.25f, 1.0f), 0.25f);  // zero key: cos taken as 0
+  // tfidf: a = 2, amax = 4, n = 1 of N = 3 -> tf = 0.5, idf = ln(4/2) + 1; amax 0 -> tf 0 -> eps.
+  EXPECT_NEAR(ip::tfidf_weight(2.0f, 4.0f, 1u, 3, 0.01f), 0.01 + 0.5 * (std::log(2.0) + 1.0), 1e-6);
+  EXPECT_EQ(ip::tfidf_weight(0.0f, 0.0f, 0u, 5, 0.01f), 0.01f);
+  // hybrid: (v / mean)^alpha.
+  EXPECT_EQ(ip::hybrid_factor(3.0f, 2.0f, 1.0f), 1.5f);
+  EXPECT_NEAR(ip::hybrid_factor(3.0f, 2.0f, 2.0f), 2.25f, 1e-6);
+}
+
+// The group functions are loops over the scalars: same bits.
+TEST(Weights, GroupFunctionsEqualTheirPerTokenScalars) {
+  const float keys[6] = {1, 2, -3, 0.5f, 4, 4};  // 3 keys of D = 2
+  const float m[2] = {1, 1};
+  float w[3], scratch[2];
+  ip::cosine_group_weights(keys, 2, 3, 2, m, 1e-3f, 1.5f, scratch, w);
+  for (int r = 0; r < 3; ++r) {
+    const float* k = keys + 2 * r;
+    const float kk = k[0] * k[0] + k[1] * k[1], km = k[0] + k[1];
+    EXPECT_NEAR(w[r], ip::cosine_weight(kk, km, std::sqrt(2.0f), 1e-3f, 1.5f), 1e-6f) << r;
+  }
+  const float a[3] = {0.5f, 2.0f, 0.0f};
+  const std::uint32_t cnt[3] = {1, 4, 0};
+  ip::tfidf_group_weights(a, cnt, 3, 7, 1e-3f, w);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(w[r], ip::tfidf_weight(a[r], 2.0f, cnt[r], 7, 1e-3f)) << r;
+  ip::positional_group_weights(3, 4, 1.25f, nullptr, w);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(w[r], ip::positional_weight(r, 4, 1.25f, nullptr)) << r;
+}
+
 }  // namespace

@@ -1,0 +1,33 @@
+// Per-row scale and element encoding of the int8 and fp8 formats (core/quant.h documents the layout),
+// shared by core/quant.cc and the CUDA pooling kernel so both produce the same bytes.
+//   amax  = max_i |x_i|                  (abs_max folded over the row; order-free, so exact anywhere)
+//   scale = amax / 127 (int8) or amax / 448 (fp8 e4m3); 0 for an all-zero row
+//   inv   = 1 / scale, or 0 when scale is 0 (the row then encodes to zeros)
+//   q_i   = int8: rint(x_i * inv) clamped to [-127, 127];  fp8: e4m3(x_i * inv)
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/hd.h"
+#include "core/numeric.h"
+
+namespace ip {
+
+// max(amax, |x|) with std::max's semantics (amax < |x| ? |x| : amax).
+IP_HOST_DEVICE float abs_max(float amax, float x) {
+  const float ax = fabsf(x);
+  return amax < ax ? ax : amax;
+}
+
+IP_HOST_DEVICE float row_scale(float amax, bool is_int8) { return amax / (is_int8 ? 127.0f : kFp8E4M3Max); }
+
+IP_HOST_DEVICE float inverse_scale(float scale) { return scale > 0.0f ? 1.0f / scale : 0.0f; }
+
+// The stored byte of x in a row with inverse scale inv (int8 as its two's-complement byte).
+IP_HOST_DEVICE std::uint8_t encode_scaled(float x, float inv, bool is_int8) {
+  const float v = x * inv;
+  return is_int8 ? static_cast<std::uint8_t>(int8_from_scaled(v)) : fp8e4m3_from_float(v);
+}
+
+}  // namespace ip

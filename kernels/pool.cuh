@@ -1,0 +1,167 @@
+// Fused weighting + pooling + quantization kernels (launcher: kernels/pool.cu; CPU reference:
+// core/pool.cc build_index; shared per-token math: core/weights.h, core/quant_math.h, core/numeric.h).
+//
+// Byte layout
+//   keys     [total_tokens, D] row-major, fp32 / fp16 / bf16 (raw IEEE / bf16 bits), request b's tokens
+//            at rows [token_offset[b], token_offset[b+1]).
+//   payload  rows of D elements of element_bytes(precision) (4 / 2 / 2 / 1 / 1), row-major, no padding.
+//            Entry e (global over the batch) is row e, or rows 2e (element-wise max) and 2e+1 (min)
+//            for maxmin. int8 bytes are two's complement, fp8 is OCP e4m3fn.
+//   scales   [rows] fp32, int8 and fp8 only: value = decode(payload) * scale (core/quant.h).
+//   weights  [total_tokens] fp32, optional: the weight of each token in its group (1 for
+//            uniform, maxmin, exact), before normalisation by the group's sum.
+//
+// Thread mapping
+//   One warp per entry (group of G <= 16 consecutive tokens of one request; the last group of a
+//   request may hold fewer). The warp finds its request with a binary search of entry_offset
+//   (core/segments.h), so requests of any lengths share one launch without padding.
+//   Fast path (D in {64, 128, 256}, G in {1, 2, 4, 8, 16}, keys and payload 16-byte aligned):
+//     lane l owns E = D/32 elements of every row, in NC chunks of VE contiguous elements
+//     (VE = min(E, 16 bytes / key bytes)): chunk c covers d = (32c + l) VE ... + VE - 1, so each load
+//     instruction of the warp reads 32 VE contiguous keys (fully coalesced, up to 16 bytes a lane).
+//     All G rows are loaded into registers before any use (G x E floats a lane), with streaming
+//     loads (read once). Per-row dot products (cosine) are lane partials + xor-butterfly shuffles,
+//     which leave the same sum on every lane; per-token weights are computed redundantly by every
+//     lane in registers. The composite is written once, VE elements a lane, streaming stores.
+//   Generic path (any D, any G, any alignment): lane l owns d = l, l + 32, ...; per-warp shared
+//     memory holds the G weights, G scratch weights and two D-float rows (group mean / composite,
+//     min row). Rows are re-read from global memory (L1) in each pass.
+//
+// Arithmetic order (what makes results equal to the CPU's): every per-element operation follows
+// core/weights.h and core/pool.cc in the same order — group mean = ((k0 + k1) + ...) * (1/n), weight
+// sum sequential over r, composite c = (w0/sum) k0 then c = fma(wr/sum, kr, c) (the host compiler
+// contracts `out += wr * k` to the same fma on FMA hardware), quantization by core/quant_math.h.
+// What differs: the order of the D-term dot-product sums of cosine weights (warp tree vs the host's
+// vectorized loop) and the device's expf/logf/powf (within 2 ulp of the host's).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+#include "core/numeric.h"
+#include "core/quant_math.h"
+#include "core/segments.h"
+#include "core/weights.h"
+#include "kernels/pool.h"
+#include "kernels/pool_tuning.h"
+
+namespace ip::cuda::detail {
+
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+// ---- key element types -----------------------------------------------------------------------------
+struct KeyF32 {
+  using raw = float;
+  static __device__ __forceinline__ float decode(float x) { return x; }
+};
+struct KeyF16 {
+  using raw = std::uint16_t;
+  static __device__ __forceinline__ float decode(std::uint16_t x) { return fp16_to_float(x); }
+};
+struct KeyBF16 {
+  using raw = std::uint16_t;
+  static __device__ __forceinline__ float decode(std::uint16_t x) { return bf16_to_float(x); }
+};
+
+// ---- vector memory access --------------------------------------------------------------------------
+template <int Bytes> struct VecOf;
+template <> struct VecOf<2> { using type = unsigned short; };
+template <> struct VecOf<4> { using type = unsigned int; };
+template <> struct VecOf<8> { using type = uint2; };
+template <> struct VecOf<16> { using type = uint4; };
+
+// VE keys at p (aligned to their size, at most 16 bytes), decoded to fp32; streaming load.
+template <class K, int VE>
+__device__ __forceinline__ void load_keys(const typename K::raw* p, float* out) {
+  using raw = typename K::raw;
+  constexpr int kBytes = VE * static_cast<int>(sizeof(raw));
+  static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "vector load of 2..16 bytes");
+  using V = typename VecOf<kBytes>::type;
+  const V v = __ldcs(reinterpret_cast<const V*>(p));
+  raw r[VE];
+  memcpy(r, &v, kBytes);
+#pragma unroll
+  for (int j = 0; j < VE; ++j) out[j] = K::decode(r[j]);
+}
+
+// VE values of type T to p (aligned to min(16, their size)); streaming stores of at most 16 bytes.
+template <class T, int VE>
+__device__ __forceinline__ void store_vec(T* p, const T (&v)[VE]) {
+  constexpr int kBytes = VE * static_cast<int>(sizeof(T));
+  static_assert((kBytes & (kBytes - 1)) == 0 && kBytes >= 2, "vector store of a power-of-two size");
+  if constexpr (kBytes > 16) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      uint4 u;
+      memcpy(&u, reinterpret_cast<const char*>(v) + 16 * i, 16);
+      __stcs(reinterpret_cast<uint4*>(p) + i, u);
+    }
+  } else {
+    using V = typename VecOf<kBytes>::type;
+    V u;
+    memcpy(&u, v, kBytes);
+    __stcs(reinterpret_cast<V*>(p), u);
+  }
+}
+
+// ---- warp reductions (xor butterfly: every lane ends with the same value) -------------------------
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_abs_max(float a) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) a = abs_max(a, __shfl_xor_sync(kFullMask, a, o));
+  return a;
+}
+__device__ __forceinline__ float warp_max(float a) {  // of non-negative values, like tfidf's amax
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float b = __shfl_xor_sync(kFullMask, a, o);
+    a = b > a ? b : a;
+  }
+  return a;
+}
+
+// ---- where a warp's entry lies -----------------------------------------------------------------------
+struct GroupSpan {
+  int req;          // request
+  long long first;  // first token (global row of keys)
+  int n;            // tokens in the group, 1..G (0 only when the offsets are inconsistent)
+};
+
+__device__ __forceinline__ GroupSpan locate_group(const PoolArgs& a, long long e, int G) {
+  const int b = segment_of(a.batch.entry_offset, a.batch.requests, e);
+  const long long first = a.batch.token_offset[b] + (e - a.batch.entry_offset[b]) * G;
+  const long long left = a.batch.token_offset[b + 1] - first;
+  return {b, first, left >= G ? G : (left > 0 ? static_cast<int>(left) : 0)};
+}
+
+__device__ __forceinline__ bool quantized(Precision p) { return p == Precision::int8 || p == Precision::fp8; }
+
+// Row scale of a quantized row from the lane's partial max |x|: reduces, stores, returns 1/scale.
+__device__ __forceinline__ float finish_scale(const PoolArgs& a, long long row, float lane_amax, int lane) {
+  const float scale = row_scale(warp_abs_max(lane_amax), a.precision == Precision::int8);
+  if (lane == 0) a.scales[row] = scale;
+  return inverse_scale(scale);
+}
+
+// The rows' bytes of one value in the output precision (float formats ignore inv).
+template <class T>
+__device__ __forceinline__ T encode_out(Precision p, float x, float inv) {
+  if constexpr (sizeof(T) == 4) {
+    return x;
+  } else if constexpr (sizeof(T) == 2) {
+    return p == Precision::fp16 ? fp16_from_float(x) : bf16_from_float(x);
+  } else {
+    return encode_scaled(x, inv, p == Precision::int8);
+  }
+}
+
+}  // namespace ip::cuda::detail
+
+#include "kernels/pool_fast.cuh"
+#include "kernels/pool_generic.cuh"

@@ -1,0 +1,68 @@
+// Dispatch of the pooling kernels for one key type: D and G to compile-time values, launch, check.
+// Instantiated once per key type (pool_f32.cu, pool_f16.cu, pool_bf16.cu: three translation units
+// that nvcc compiles in parallel); pool.cu switches on the key type.
+//   D in {64, 128, 256} x G in {1, 2, 4, 8, 16} with 16-byte aligned keys and payload: fast kernel.
+//   Anything else (D = 96, G = 3, an offset view, ...): the generic kernel, correct for every D and G
+//   that validation admits — a deliberate, documented path, not a silent one.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cuda_check.h"
+#include "kernels/pool.cuh"
+
+namespace ip::cuda::detail {
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+inline int blocks_for(long long entries, int per_block) {
+  const long long blocks = (entries + per_block - 1) / per_block;
+  IP_REQUIRE(blocks <= INT_MAX, "cuda pool: {} entries exceed one launch's grid", entries);
+  return static_cast<int>(blocks);
+}
+
+template <int D, int G, class K>
+void launch_fast(const PoolArgs& a, cudaStream_t s) {
+  constexpr int kWarps = pool_tuning::kFastWarpsPerBlock;
+  pool_fast_kernel<D, G, K><<<blocks_for(a.batch.total_entries, kWarps), kWarps * 32, 0, s>>>(a);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class K>
+void launch_generic(const PoolArgs& a, cudaStream_t s) {
+  const long long per_warp = generic_smem_floats(a.dim, a.group_size) * static_cast<long long>(sizeof(float));
+  int warps = pool_tuning::kGenericWarpsPerBlock;
+  while (warps > 1 && warps * per_warp > pool_tuning::kGenericMaxSmemBytes) --warps;
+  const std::size_t smem = static_cast<std::size_t>(warps * per_warp);  // <= 48 KiB: validated
+  pool_generic_kernel<K><<<blocks_for(a.batch.total_entries, warps), warps * 32, smem, s>>>(a, warps);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int D, class K>
+bool try_fast_group(const PoolArgs& a, cudaStream_t s) {
+  switch (a.group_size) {
+    case 1: launch_fast<D, 1, K>(a, s); return true;
+    case 2: launch_fast<D, 2, K>(a, s); return true;
+    case 4: launch_fast<D, 4, K>(a, s); return true;
+    case 8: launch_fast<D, 8, K>(a, s); return true;
+    case 16: launch_fast<D, 16, K>(a, s); return true;
+    default: return false;
+  }
+}
+
+template <class K>
+void dispatch(const PoolArgs& a, cudaStream_t s) {
+  bool done = false;
+  if (aligned16(a.keys) && aligned16(a.payload)) {
+    switch (a.dim) {
+      case 64: done = try_fast_group<64, K>(a, s); break;
+      case 128: done = try_fast_group<128, K>(a, s); break;
+      case 256: done = try_fast_group<256, K>(a, s); break;
+      default: break;
+    }
+  }
+  if (!done) launch_generic<K>(a, s);
+}
+
+}  // namespace ip::cuda::detail

@@ -1,0 +1,240 @@
+// Fast pooling kernel: compile-time D and G, a group's keys in registers (layout and mapping:
+// kernels/pool.cuh). Included by pool.cuh only.
+#pragma once
+
+namespace ip::cuda::detail {
+
+// Element-slot geometry of the fast path for D dims of key type K.
+template <int D, class K>
+struct FastShape {
+  static_assert(D % 32 == 0, "fast path: D is a multiple of 32");
+  static constexpr int E = D / 32;  // elements a lane owns per row
+  static constexpr int kMaxVe = 16 / static_cast<int>(sizeof(typename K::raw));
+  static constexpr int VE = E < kMaxVe ? E : kMaxVe;  // contiguous elements per vector access
+  static constexpr int NC = E / VE;                   // chunks per row
+  static_assert(NC * VE == E, "fast path: E is a multiple of VE");
+  // Row element of slot i = c * VE + j of lane l.
+  static __device__ __forceinline__ int dim_of(int i, int lane) { return ((i / VE) * 32 + lane) * VE + i % VE; }
+};
+
+// Cosine weights of the n rows x[0..n) against the group mean, or the request's query reference.
+template <int D, int G, class K>
+__device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& s, int lane,
+                                            const float (&x)[G][D / 32], float (&out)[G]) {
+  using S = FastShape<D, K>;
+  constexpr int E = S::E;
+  float m[E];
+  if (a.query_ref) {
+    const float* q = a.query_ref + static_cast<long long>(s.req) * D;
+#pragma unroll
+    for (int i = 0; i < E; ++i) m[i] = __ldg(q + S::dim_of(i, lane));
+  } else {
+    const float inv = 1.0f / static_cast<float>(s.n);
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      float acc = x[0][i];
+#pragma unroll
+      for (int r = 1; r < G; ++r)
+        if (r < s.n) acc += x[r][i];
+      m[i] = acc * inv;
+    }
+  }
+  float mm = 0.0f;
+#pragma unroll
+  for (int i = 0; i < E; ++i) mm = fmaf(m[i], m[i], mm);
+  const float mnorm = sqrtf(warp_sum(mm));
+#pragma unroll
+  for (int r = 0; r < G; ++r) {
+    out[r] = 0.0f;
+    if (r < s.n) {  // warp-uniform: every lane shuffles
+      float kk = 0.0f, km = 0.0f;
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        kk = fmaf(x[r][i], x[r][i], kk);
+        km = fmaf(x[r][i], m[i], km);
+      }
+      out[r] = cosine_weight(warp_sum(kk), warp_sum(km), mnorm, a.eps, a.power);
+    }
+  }
+}
+
+template <int G>
+__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, float (&out)[G]) {
+  const long long N = a.stats_steps[s.req];
+  float mass[G];
+  std::uint32_t cnt[G];
+  float amax = 0.0f;
+#pragma unroll
+  for (int r = 0; r < G; ++r) {
+    mass[r] = 0.0f;
+    cnt[r] = 0;
+    if (r < s.n && N != 0) {
+      mass[r] = __ldg(a.stats_mass + s.first + r);
+      cnt[r] = __ldg(a.stats_count + s.first + r);
+      amax = mass[r] > amax ? mass[r] : amax;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < G; ++r)
+    out[r] = r < s.n ? (N == 0 ? 1.0f : tfidf_weight(mass[r], amax, cnt[r], N, a.eps)) : 0.0f;
+}
+
+template <int G>
+__device__ __forceinline__ void positional_fast(const PoolArgs& a, int n, float (&out)[G]) {
+#pragma unroll
+  for (int r = 0; r < G; ++r) out[r] = r < n ? positional_weight(r, G, a.lambda, a.bias) : 0.0f;
+}
+
+// w <- w * (v / mean v)^alpha over the n tokens (core/weights.h hybrid_multiply).
+template <int G>
+__device__ __forceinline__ void hybrid_multiply_fast(const float (&v)[G], int n, float alpha, float (&w)[G]) {
+  float mean = 0.0f;
+#pragma unroll
+  for (int r = 0; r < G; ++r)
+    if (r < n) mean += v[r];
+  mean /= static_cast<float>(n);
+#pragma unroll
+  for (int r = 0; r < G; ++r)
+    if (r < n) w[r] *= hybrid_factor(v[r], mean, alpha);
+}
+
+template <int D, int G, class K>
+__device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan& s, int lane,
+                                             const float (&x)[G][D / 32], float (&w)[G]) {
+  switch (a.scheme) {
+    case Weighting::positional:
+      positional_fast<G>(a, s.n, w);
+      return;
+    case Weighting::cosine:
+      cosine_fast<D, G, K>(a, s, lane, x, w);
+      return;
+    case Weighting::tfidf:
+      tfidf_fast<G>(a, s, w);
+      return;
+    case Weighting::hybrid: {
+      float v[G];
+#pragma unroll
+      for (int r = 0; r < G; ++r) w[r] = r < s.n ? 1.0f : 0.0f;
+      positional_fast<G>(a, s.n, v);
+      hybrid_multiply_fast<G>(v, s.n, a.alpha_positional, w);
+      cosine_fast<D, G, K>(a, s, lane, x, v);
+      hybrid_multiply_fast<G>(v, s.n, a.alpha_cosine, w);
+      tfidf_fast<G>(a, s, v);
+      hybrid_multiply_fast<G>(v, s.n, a.alpha_tfidf, w);
+      return;
+    }
+    default:  // uniform, maxmin, exact
+#pragma unroll
+      for (int r = 0; r < G; ++r) w[r] = r < s.n ? 1.0f : 0.0f;
+      return;
+  }
+}
+
+// Writes row `row` from the lane's E values in the output precision (scale first for int8/fp8).
+template <int D, class K, class T>
+__device__ __forceinline__ void store_row_as(const PoolArgs& a, long long row, const float (&c)[D / 32], int lane,
+                                             float inv) {
+  using S = FastShape<D, K>;
+  T* dst = static_cast<T*>(a.payload) + row * D;
+#pragma unroll
+  for (int ch = 0; ch < S::NC; ++ch) {
+    T v[S::VE];
+#pragma unroll
+    for (int j = 0; j < S::VE; ++j) v[j] = encode_out<T>(a.precision, c[ch * S::VE + j], inv);
+    store_vec<T, S::VE>(dst + (ch * 32 + lane) * S::VE, v);
+  }
+}
+
+template <int D, class K>
+__device__ __forceinline__ void store_row_fast(const PoolArgs& a, long long row, const float (&c)[D / 32], int lane) {
+  switch (a.precision) {
+    case Precision::fp32: store_row_as<D, K, float>(a, row, c, lane, 1.0f); return;
+    case Precision::fp16:
+    case Precision::bf16: store_row_as<D, K, std::uint16_t>(a, row, c, lane, 1.0f); return;
+    case Precision::int8:
+    case Precision::fp8: {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < D / 32; ++i) amax = abs_max(amax, c[i]);
+      store_row_as<D, K, std::uint8_t>(a, row, c, lane, finish_scale(a, row, amax, lane));
+      return;
+    }
+  }
+}
+
+template <int D, int G, class K>
+__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
+    pool_fast_kernel(const __grid_constant__ PoolArgs a) {
+  using S = FastShape<D, K>;
+  using raw = typename K::raw;
+  constexpr int E = S::E;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long e =
+      static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5);
+  if (e >= a.batch.total_entries) return;  // whole warps
+  const GroupSpan s = locate_group(a, e, G);
+  if (s.n <= 0) return;  // inconsistent offsets: never read outside the request
+
+  // All loads first: G rows, NC vector loads each.
+  const raw* base = static_cast<const raw*>(a.keys) + s.first * D;
+  float x[G][E];
+#pragma unroll
+  for (int r = 0; r < G; ++r) {
+#pragma unroll
+    for (int ch = 0; ch < S::NC; ++ch) {
+      if (r < s.n) {
+        load_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE, &x[r][ch * S::VE]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::VE; ++j) x[r][ch * S::VE + j] = 0.0f;
+      }
+    }
+  }
+
+  float w[G];
+  weights_fast<D, G, K>(a, s, lane, x, w);
+  if (a.weights) {
+#pragma unroll
+    for (int r = 0; r < G; ++r)
+      if (r < s.n && lane == r) a.weights[s.first + r] = w[r];
+  }
+
+  if (a.scheme == Weighting::maxmin) {
+    float hi[E], lo[E];
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      hi[i] = lo[i] = x[0][i];
+#pragma unroll
+      for (int r = 1; r < G; ++r)
+        if (r < s.n) {
+          hi[i] = x[r][i] > hi[i] ? x[r][i] : hi[i];
+          lo[i] = x[r][i] < lo[i] ? x[r][i] : lo[i];
+        }
+    }
+    store_row_fast<D, K>(a, 2 * e, hi, lane);
+    store_row_fast<D, K>(a, 2 * e + 1, lo, lane);
+    return;
+  }
+
+  // c = sum_r (w_r / sum w) k_r in core/weights.h pool_group's order.
+  float wsum = 0.0f;
+#pragma unroll
+  for (int r = 0; r < G; ++r)
+    if (r < s.n) wsum += w[r];
+  const float inv = 1.0f / wsum;
+  const float w0 = w[0] * inv;
+  float c[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) c[i] = w0 * x[0][i];
+#pragma unroll
+  for (int r = 1; r < G; ++r) {
+    if (r < s.n) {
+      const float wr = w[r] * inv;
+#pragma unroll
+      for (int i = 0; i < E; ++i) c[i] = fmaf(wr, x[r][i], c[i]);
+    }
+  }
+  store_row_fast<D, K>(a, e, c, lane);
+}
+
+}  // namespace ip::cuda::detail
