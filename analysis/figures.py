@@ -415,8 +415,9 @@ def fig_hybrid(res):
         e, k2 = summarize(res, d, ["context"], "output_error")
         kinds |= k | k2
         per[mode] = s.set_index("context")["center"]
-        errorbar(axes[0], s["context"], s, color=color_of(mi), marker=MARKERS[mi], label=f"{mode} attention")
-        errorbar(axes[2], e["context"], e, color=color_of(mi), marker=MARKERS[mi])
+        errorbar(axes[0], dodge(s["context"], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
+                 label=f"{mode} attention")
+        errorbar(axes[2], dodge(e["context"], mi, 2), e, color=color_of(mi), marker=MARKERS[mi])
     sp = (per[schema.MODE_SPARSE] / per[schema.MODE_HYBRID]).dropna()
     axes[1].plot(sp.index, sp.values, color="black", marker="o")
     axes[1].axhline(1, color="grey", lw=0.8)
@@ -427,7 +428,7 @@ def fig_hybrid(res):
     for ax, t in zip(axes, ("(a) step time", "(b) speed-up", "(c) output error")):
         context_axis(ax, df["context"])
         ax.set_title(t)
-    n = caption(fig, "Step time: median whole decode step. " + (f"Slice: {note}." if note else ""), kinds,
+    n = caption(fig, "Step time: median whole decode step; the two modes are offset sideways. " + (f"Slice: {note}." if note else ""), kinds,
                 sources(df))
     return finish(fig, "Hybrid vs pure sparse attention", n, _legend(fig), 2)
 
