@@ -132,7 +132,8 @@ def step_groups(res):
 def summarize(res, df, by, metric):
     """Center and error bar of `metric` per group of `by` columns.
 
-    Several points per group (seeds, or other replicate axes): mean over them, bars +-1 s.d.
+    Several points per group (seeds, or other replicate axes): mean over them, bars +-1 s.d. (times: the
+    median, bars the range, so that they stay positive on log axes and as rates).
     One point: its own value; for per-step metrics, bars from its decode steps (times: the table holds the
     median, bars the 25th-75th percentile; recalls and errors: the mean, bars +-1 s.d.). Otherwise no bars.
     Returns a frame: by..., center, lo, hi, n, and the set of bar kinds used (for the caption)."""
@@ -144,10 +145,15 @@ def summarize(res, df, by, metric):
         if vals.empty:
             continue
         if len(vals) >= 2:
-            c, s = vals.mean(), vals.std(ddof=1)
-            lo, hi = c - s, c + s
             reps = [k for k in schema.REPLICATE_KEYS if g[k].nunique() > 1]
-            kinds.add(f"±1 s.d. over {len(vals)} " + ("seeds" if reps else "repeated points"))
+            what = f"{len(vals)} " + ("seeds" if reps else "repeated points")
+            if metric.endswith("_ms"):  # times stay positive (log axes, rates): median and range
+                c, lo, hi = vals.median(), vals.min(), vals.max()
+                kinds.add(f"times: median and range over {what}")
+            else:
+                c, s = vals.mean(), vals.std(ddof=1)
+                lo, hi = c - s, c + s
+                kinds.add(f"±1 s.d. over {what}")
         elif metric in schema.STEP_METRICS:
             if steps is None:
                 steps = step_groups(res)
