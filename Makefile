@@ -1,16 +1,23 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test
-# Other targets: build, bench, clean.
+# Other targets: build, bench, figures, report, venv, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+# The analysis package (analysis/) runs in a virtual environment made from Debian's Python.
+PYTHON      ?= /usr/bin/python3
+VENV        ?= .venv
+RESULTS     ?=
+FIGURES_DIR ?= results/figures
+REPORT_DIR  ?= results/report
 
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
+VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build run test bench clean venv figures report
 
 all: build
 
@@ -28,8 +35,27 @@ build: configure
 run: build
 	$(INDEXPOOL) run configs/quickstart.ini --overwrite
 
-test: build
+test: build venv
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	INDEXPOOL_BIN=$(abspath $(INDEXPOOL)) $(VENV_PY) -m pytest -q -p no:cacheprovider tests/analysis
+
+# The venv is rebuilt whenever analysis/requirements.txt changes (exact versions, wheels only).
+$(VENV)/.stamp: analysis/requirements.txt | deps
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check --only-binary=:all: -r analysis/requirements.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# make figures / make report: from RESULTS=FILE.h5 when given, else from a fresh quickstart run.
+ANALYSIS_INPUT := $(or $(RESULTS),results/quickstart.h5)
+
+figures: venv $(if $(RESULTS),,run)
+	$(VENV_PY) -m analysis figures $(ANALYSIS_INPUT) --out $(FIGURES_DIR)
+
+report: venv $(if $(RESULTS),,run)
+	$(VENV_PY) -m analysis report $(ANALYSIS_INPUT) --out $(REPORT_DIR)
 
 bench: build
 	$(BUILD_DIR)/bench/indexpool_bench
@@ -38,4 +64,4 @@ bench: build
 	  else echo "kernel_bench: not built (no CUDA toolkit at configure time)"; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(VENV)

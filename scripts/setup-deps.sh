@@ -7,7 +7,7 @@ packages=(
   build-essential cmake make pkg-config
   libeigen3-dev libhdf5-dev libfmt-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-h5py python3-pandas
+  python3 python3-h5py python3-pandas python3-venv
 )
 
 missing=()

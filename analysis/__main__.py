@@ -1,0 +1,84 @@
+"""python -m analysis {figures,report} RESULTS.h5 [more.h5 ...] --out DIR"""
+import argparse
+import sys
+
+from . import schema
+
+
+def _figures(args):
+    from .common import save
+    from .figures import FAMILIES
+    from .load import NoData, load
+
+    res = load(args.results)
+    names = args.only or list(FAMILIES)
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown:
+        raise SystemExit(f"analysis figures: unknown family {', '.join(unknown)} (known: {', '.join(FAMILIES)})")
+    made = skipped = 0
+    for name in names:
+        try:
+            fig = FAMILIES[name][0](res)
+        except NoData as e:
+            print(f"skip {name}: {e}")
+            skipped += 1
+            continue
+        paths = save(fig, args.out, name)
+        print(f"wrote {' '.join(paths)}")
+        made += 1
+    print(f"{made} figures in {args.out}, {skipped} families skipped for lack of data")
+    if made == 0:
+        return 1
+    return 0
+
+
+def _report(args):
+    from .claims import write_report
+    from .load import load
+
+    res = load(args.results)
+    rows, paths = write_report(res, args.results, args.out)
+    for r in rows:
+        print(f"{r.verdict:>14}  {r.claim}: {r.measured}")
+    print(f"wrote {' '.join(paths)}")
+    return 0
+
+
+def main(argv=None):
+    from .figures import FAMILIES
+
+    p = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description="Figures and the claims report from IndexPool results files (HDF5, schema_version "
+                    f"{schema.SCHEMA_VERSION}). Several files (shards of one sweep, or different sweeps) are "
+                    "read as one table.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{figures,report}")
+    fam = "\n".join(f"  {k:<9} {v[1]}" for k, v in FAMILIES.items())
+    f = sub.add_parser("figures", help="write every figure family the results hold data for (PNG and PDF)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Writes FAMILY.png and FAMILY.pdf into --out for each family below; a family "
+                                   "whose data the results lack is skipped with a one-line note naming what is "
+                                   "missing. Exit status 1 when no figure could be made.\n\nfamilies:\n" + fam)
+    f.add_argument("results", nargs="+", metavar="RESULTS.h5", help="results files (indexpool run / merge)")
+    f.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    f.add_argument("--only", nargs="+", metavar="FAMILY", help="make only these families")
+    f.set_defaults(func=_figures)
+    r = sub.add_parser("report", help="write the claims report (claims.md and claims.html)",
+                       description="Checks every quantitative claim of the IndexPool article against the results "
+                                   "and writes claims.md and claims.html into --out: claim, article value, measured "
+                                   "value, where it came from, verdict and the rule behind it.")
+    r.add_argument("results", nargs="+", metavar="RESULTS.h5", help="results files (indexpool run / merge)")
+    r.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    r.set_defaults(func=_report)
+    args = p.parse_args(argv)
+    from .load import AnalysisError
+
+    try:
+        return args.func(args)
+    except AnalysisError as e:
+        print(f"analysis {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""What the figure families share: style, series labels, slicing, error bars, saving."""
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
+
+from . import schema  # noqa: E402
+from .load import NoData  # noqa: E402
+
+# Okabe & Ito's colour-blind-safe palette; every series also differs by marker or line style.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442"]
+WEIGHTING_COLOR = dict(zip(schema.WEIGHTING_ORDER, ["#000000", "#0072B2", "#E69F00", "#009E73", "#D55E00",
+                                                    "#CC79A7", "#56B4E9"]))
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LINESTYLES = ["-", "--", ":", "-."]
+SEQUENTIAL_CMAP = "cividis"  # colour-blind safe, monotone lightness
+
+plt.rcParams.update({
+    "figure.dpi": 100, "savefig.dpi": 150, "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+    "legend.fontsize": 8, "axes.grid": True, "grid.alpha": 0.3, "pdf.fonttype": 42,
+    "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
+})
+
+W, G, PREC = "pool.weighting", "pool.group_size", "pool.precision"
+
+
+def color_of(i, key=None):
+    if key in WEIGHTING_COLOR:
+        return WEIGHTING_COLOR[key]
+    return OKABE_ITO[i % len(OKABE_ITO)]
+
+
+def tokens_label(v, _pos=None):
+    """65536 -> '64Ki', 2097152 -> '2Mi'."""
+    v = float(v)
+    for unit, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if v >= n:
+            x = v / n
+            return f"{x:.0f}{unit}" if abs(x - round(x)) < 1e-9 else f"{x:.3g}{unit}"
+    return f"{v:.0f}"
+
+
+def context_axis(ax, values):
+    ax.set_xscale("log", base=2)
+    vals = sorted(set(float(v) for v in values if np.isfinite(v)))
+    if vals:
+        ax.set_xticks(vals)
+        ax.xaxis.set_major_formatter(FuncFormatter(tokens_label))
+        ax.xaxis.set_minor_locator(NullLocator())
+        if len(vals) == 1:
+            ax.set_xlim(vals[0] / 1.6, vals[0] * 1.6)
+    ax.set_xlabel("context length T (tokens)")
+
+
+def weighting_sort_key(w):
+    return schema.WEIGHTING_ORDER.index(w) if w in schema.WEIGHTING_ORDER else len(schema.WEIGHTING_ORDER)
+
+
+def ok_rows(res, family, columns):
+    """The ok points having every column, or NoData naming the family and what is missing."""
+    df = res.ok if hasattr(res, "ok") else res
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise NoData(f"{family}: the results have no column {', '.join(missing)}")
+    df = df.dropna(subset=list(columns))
+    if df.empty:
+        raise NoData(f"{family}: no finished point has values for {', '.join(columns)}")
+    return df
+
+
+# Setting columns that distinguish points (beyond the ones a figure plots); fix_others picks one value
+# of each that varies and says which.
+SLICE_KEYS = ("backend", "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
+              "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.ATTENTION_MODE,
+              schema.REPOOL_TAU, "attr.sweep_id")
+PREFER = {PREC: ["fp32", "bf16", "fp16", "fp8", "int8"], G: [4], W: list(schema.REFERENCE_WEIGHTINGS),
+          "backend": ["cuda", "cpu"], schema.ATTENTION_MODE: [schema.MODE_SPARSE]}
+SHORT = {PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
+         "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep"}
+
+
+def fmt_value(key, v):
+    if key == "context":
+        return tokens_label(v)
+    if isinstance(v, float) and v == int(v):
+        return str(int(v))
+    return str(v)
+
+
+def fix_others(df, keep, largest=("context",)):
+    """Restricts df to one value of every SLICE_KEYS column not in `keep` that varies: the preferred value
+    when present (PREFER), the largest for keys in `largest`, else the most common. Returns (subset, text)."""
+    notes = []
+    for k in SLICE_KEYS:
+        if k in keep or k not in df.columns or df[k].nunique(dropna=False) <= 1:
+            continue
+        vals = df[k].dropna().unique().tolist()
+        pick = next((p for p in PREFER.get(k, []) if p in vals), None)
+        if pick is None:
+            pick = max(vals) if k in largest else df[k].value_counts().idxmax()
+        df = df[df[k] == pick]
+        notes.append(f"{SHORT.get(k, k)} = {fmt_value(k, pick)}")
+    return df, ", ".join(notes)
+
+
+def constants(df, keys):
+    """'k = 2048, precision = fp32' for the keys that are constant in df."""
+    out = []
+    for k in keys:
+        if k in df.columns and df[k].nunique(dropna=False) == 1:
+            out.append(f"{SHORT.get(k, k)} = {fmt_value(k, df[k].iloc[0])}")
+    return ", ".join(out)
+
+
+def step_groups(res):
+    """{(file, index): that point's steps} (built once per results object)."""
+    if not hasattr(res, "detail"):
+        return {}
+    cache = res._detail.get("#steps_by_point")
+    if cache is None:
+        steps = res.detail(schema.STEPS)
+        cache = {k: g for k, g in steps.groupby(["file", "index"])} if len(steps) else {}
+        res._detail["#steps_by_point"] = cache
+    return cache
+
+
+def summarize(res, df, by, metric):
+    """Center and error bar of `metric` per group of `by` columns.
+
+    Several points per group (seeds, or other replicate axes): mean over them, bars +-1 s.d. (times: the
+    median, bars the range, so that they stay positive on log axes and as rates).
+    One point: its own value; for per-step metrics, bars from its decode steps (times: the table holds the
+    median, bars the 25th-75th percentile; recalls and errors: the mean, bars +-1 s.d.). Otherwise no bars.
+    Returns a frame: by..., center, lo, hi, n, and the set of bar kinds used (for the caption)."""
+    rows, kinds = [], set()
+    steps = None
+    for keys, g in df.groupby(list(by), sort=True, dropna=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        vals = g[metric].astype(float).dropna()
+        if vals.empty:
+            continue
+        if len(vals) >= 2:
+            reps = [k for k in schema.REPLICATE_KEYS if g[k].nunique() > 1]
+            what = f"{len(vals)} " + ("seeds" if reps else "repeated points")
+            if metric.endswith("_ms"):  # times stay positive (log axes, rates): median and range
+                c, lo, hi = vals.median(), vals.min(), vals.max()
+                kinds.add(f"times: median and range over {what}")
+            else:
+                c, s = vals.mean(), vals.std(ddof=1)
+                lo, hi = c - s, c + s
+                kinds.add(f"±1 s.d. over {what}")
+        elif metric in schema.STEP_METRICS:
+            if steps is None:
+                steps = step_groups(res)
+            r = g.iloc[0]
+            st = steps.get((r["file"], r["index"]))
+            st = pd.Series(st[metric] if st is not None else [], dtype=float).dropna()
+            if metric.endswith("_ms"):
+                st = st[st > 0]
+            c = float(vals.iloc[0])
+            if len(st) >= 2 and metric.endswith("_ms"):
+                lo, hi = st.quantile(0.25), st.quantile(0.75)
+                kinds.add(f"25th–75th percentile over {len(st)} decode steps")
+            elif len(st) >= 2:
+                s = st.std(ddof=1)
+                lo, hi = c - s, c + s
+                kinds.add(f"±1 s.d. over {len(st)} decode steps")
+            else:
+                lo = hi = c
+        else:
+            c = float(vals.iloc[0])
+            lo = hi = c
+        rows.append(dict(zip(by, keys), center=c, lo=min(lo, c), hi=max(hi, c), n=len(vals)))
+    return pd.DataFrame(rows), kinds
+
+
+def logy(ax):
+    ax.set_yscale("log")
+    plain_log_ticks(ax)
+
+
+def dodge(x, i, n, step=0.07):
+    """x moved sideways (on a log2 axis) so that n series at the same x do not hide each other."""
+    return np.asarray(x, dtype=float) * 2 ** ((i - (n - 1) / 2) * step)
+
+
+def errorbar(ax, x, s, **kw):
+    yerr = np.vstack([s["center"] - s["lo"], s["hi"] - s["center"]])
+    has = np.any(yerr > 0)
+    return ax.errorbar(x, s["center"], yerr=yerr if has else None, capsize=2.5, lw=1.3, ms=4.5, **kw)
+
+
+def caption(fig, text, kinds=(), sources=""):
+    """A caption along the bottom edge: what the figure shows, what the error bars are, where the data came
+    from. finish() lays the axes out above it."""
+    import textwrap
+    parts = [text]
+    if kinds:
+        parts.append("Error bars: " + "; ".join(sorted(kinds)) + ".")
+    if sources:
+        parts.append("Data: " + sources)
+    width = int(fig.get_figwidth() * 72 / (7 * 0.52))  # characters of 7-pt text per line
+    wrapped = "\n".join(textwrap.fill(p, width) for p in parts if p)
+    fig._ip_caption = fig.text(0.01, 0.01, wrapped, ha="left", va="bottom", fontsize=7, color="#333333")
+    return wrapped.count("\n") + 1
+
+
+def plain_log_ticks(ax, axis="y"):
+    """Log-scale tick labels as plain numbers (30, 300, 3k) instead of 3x10^1."""
+    def f(v, _pos=None):
+        if v <= 0:
+            return ""
+        for unit, n in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if v >= n:
+                return f"{v / n:g}{unit}"
+        return f"{v:g}"
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    a.set_major_formatter(FuncFormatter(f))
+    a.set_minor_formatter(FuncFormatter(lambda *_: ""))
+
+
+def finish(fig, title, _ncaption_lines=0, legend_handles=None, legend_cols=6, legend_title=None):
+    """Title on top, caption at the bottom, the shared legend (if any) just above the caption, and the axes
+    in the space left; sizes measured, not guessed."""
+    fig.suptitle(title, fontsize=11)
+    H = fig.get_figheight()
+    renderer = fig.canvas.get_renderer()
+    cap = getattr(fig, "_ip_caption", None)
+    bottom_in = 0.1 + (cap.get_window_extent(renderer).height / fig.dpi if cap is not None else 0)
+    if legend_handles and legend_handles[1]:
+        handles, labels = legend_handles
+        ncol = min(legend_cols, len(labels))
+        leg = fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, bottom_in / H),
+                         frameon=False, title=legend_title)
+        bottom_in += leg.get_window_extent(renderer).height / fig.dpi
+    fig.tight_layout(rect=(0, min(0.6, (bottom_in + 0.05) / H), 1, 1 - 0.4 / H))
+    return fig
+
+
+def sources(df):
+    names = sorted({os.path.basename(p) for p in df["file"]})
+    devs = sorted({f"{b} on {d}" for b, d in zip(df["backend"], df["attr.device"])})
+    return f"{', '.join(names)}; " + "; ".join(devs)
+
+
+def save(fig, out_dir, name):
+    """Writes NAME.png and NAME.pdf under out_dir; returns their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        p = os.path.join(out_dir, f"{name}.{ext}")
+        fig.savefig(p)
+        paths.append(p)
+    plt.close(fig)
+    return paths

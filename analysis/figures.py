@@ -1,0 +1,496 @@
+"""The figure families. Each function takes loaded results (analysis.load) and returns a matplotlib
+Figure, or raises NoData naming what the results lack; common.save writes it as PNG and PDF."""
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from . import schema
+from .common import (dodge, G, PREC, SEQUENTIAL_CMAP, W, caption, color_of, constants, context_axis, errorbar, finish,
+                     fix_others, logy, ok_rows, sources, summarize, weighting_sort_key, LINESTYLES, MARKERS)
+from .load import NoData, parse_size
+
+MiB = float(1 << 20)
+
+
+def _g_marker(gs):
+    return {g: MARKERS[i % len(MARKERS)] for i, g in enumerate(sorted(gs))}
+
+
+def _legend(fig):
+    seen = {}
+    for ax in fig.axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    return list(seen.values()), list(seen.keys())
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def fig_memory(res):
+    """Index memory vs context length: the exact index and pooled indexes, every precision and G."""
+    df = ok_rows(res, "memory", ["index_bytes_per_token", "exact_bytes_per_token", "context", W, G, PREC])
+    df, note = fix_others(df, keep=("context", W, G, PREC, "workload.requests", "attr.sweep_id"))
+    precs = sorted(df[PREC].unique(), key=lambda p: ["fp32", "bf16", "fp16", "int8", "fp8"].index(p)
+                   if p in ["fp32", "bf16", "fp16", "int8", "fp8"] else 9)
+    kind = np.where(df[W] == schema.EXACT, "exact", np.where(df[W] == "maxmin", "maxmin", "pooled"))
+    df = df.assign(kind=kind)
+    series = []  # (label, frame of context -> bytes/token, colour, marker, style)
+    gm = _g_marker(df.loc[df["kind"] != "exact", G].unique())
+    for pi, p in enumerate(precs):
+        d = df[df[PREC] == p]
+        ex = d.groupby("context")["exact_bytes_per_token"].first()
+        series.append((f"exact, {p}", ex, "#000000", "o", LINESTYLES[pi % 4]))
+        for k in ("pooled", "maxmin"):
+            for g in sorted(d.loc[d["kind"] == k, G].unique()):
+                s = d[(d["kind"] == k) & (d[G] == g)].groupby("context")["index_bytes_per_token"].first()
+                col = "#0072B2" if k == "pooled" else "#D55E00"
+                series.append((f"{k} G={g}, {p}", s, col, gm[g], LINESTYLES[pi % 4]))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
+    for lab, s, col, m, ls in series:
+        hollow = lab.startswith("maxmin")  # hollow and larger: an exact or pooled point of equal size shows inside
+        a.plot(s.index, s.values * s.index / MiB, color=col, marker=m, ls=ls, label=lab, lw=1.3,
+               ms=9 if hollow else 5, mfc="none" if hollow else col, mew=1.4)
+    context_axis(a, df["context"])
+    logy(a)
+    a.set_ylabel("index memory per request (MiB)")
+    a.set_title("(a) index memory vs context length")
+    # (b) bytes per token by precision: exact vs each pooled G
+    labels = ["exact"] + [f"pooled G={g}" for g in sorted(df.loc[df["kind"] == "pooled", G].unique())]
+    if (df["kind"] == "maxmin").any():
+        labels += [f"maxmin G={g}" for g in sorted(df.loc[df["kind"] == "maxmin", G].unique())]
+    width = 0.8 / len(precs)
+    for pi, p in enumerate(precs):
+        d = df[df[PREC] == p]
+        vals = [d["exact_bytes_per_token"].iloc[0]]
+        for lab in labels[1:]:
+            k, g = lab.split(" G=")
+            v = d.loc[(d["kind"] == k) & (d[G] == int(g)), "index_bytes_per_token"]
+            vals.append(v.iloc[0] if len(v) else np.nan)
+        x = np.arange(len(labels)) + (pi - (len(precs) - 1) / 2) * width
+        bars = b.bar(x, vals, width=width * 0.95, color=color_of(pi + 1), label=p, edgecolor="black", lw=0.4,
+                     hatch=["", "//", "..", "xx", "\\\\"][pi % 5])
+        b.bar_label(bars, fmt="%.0f", fontsize=6.5, padding=1)
+    b.set_xticks(np.arange(len(labels)), labels, rotation=20, ha="right")
+    logy(b)
+    b.set_ylabel("index bytes per context token (B)")
+    b.set_title("(b) bytes per token by precision")
+    b.legend(title="precision", loc="upper right")
+    n = caption(fig, "Index sizes are exact byte counts (no error bars); pooled = any pooled weighting (all store "
+                     "one composite per group); maxmin stores two rows per group. " + (f"Slice: {note}. " if note else "")
+                + "Index keys: " + constants(df, ["workload.dim", "workload.index_heads"]) + ".", (), sources(df))
+    handles = [h for h in a.get_legend_handles_labels()[0]]
+    return finish(fig, "Index memory: exact vs pooled", n, (handles, a.get_legend_handles_labels()[1]), 4)
+
+
+# --------------------------------------------------------------------------------------------- latency
+def _reference_g(df):
+    gs = sorted(df.loc[df[W] != schema.EXACT, G].unique())
+    return 4 if 4 in gs else (gs[len(gs) // 2] if gs else None)
+
+
+def _at_g(df, g):
+    """Pooled rows at G = g, and the exact indexer's rows once (at G = g when swept, else its smallest G:
+    the exact indexer does not pool, so the G axis only repeats it)."""
+    ex = df[df[W] == schema.EXACT]
+    if len(ex):
+        ex = ex[ex[G] == (g if (ex[G] == g).any() else ex[G].min())]
+    return pd.concat([ex, df[(df[W] != schema.EXACT) & (df[G] == g)]])
+
+
+def fig_latency(res):
+    """Median time per decode step of each stage, and the stage throughput, vs context length and backend."""
+    cols = [c for c, _ in schema.STAGES]
+    df = ok_rows(res, "latency", ["context", W, G, "backend"] + cols)
+    g = _reference_g(df)
+    df = _at_g(df, g)
+    df, note = fix_others(df, keep=("context", W, G, "backend", "attr.sweep_id"))
+    backends = sorted(df["backend"].unique())
+    fig, axes = plt.subplots(2, 4, figsize=(14, 7.2), sharex=True)
+    kinds = set()
+    ws = sorted(df[W].unique(), key=weighting_sort_key)
+    for si, (col, name) in enumerate(schema.STAGES):
+        for bi, be in enumerate(backends):
+            for wi, w in enumerate(ws):
+                d = df[(df["backend"] == be) & (df[W] == w)]
+                d = d[d[col] > 0]
+                if d.empty:
+                    continue
+                s, k = summarize(res, d, ["context"], col)
+                kinds |= k
+                lab = f"{w}" + (f" G={g}" if w != schema.EXACT else "") + (f" [{be}]" if len(backends) > 1 else "")
+                style = dict(color=color_of(wi, w), marker=MARKERS[wi % len(MARKERS)], ls=LINESTYLES[bi % 4],
+                             label=lab)
+                x = dodge(s["context"], bi * len(ws) + wi, len(ws) * len(backends))
+                errorbar(axes[0, si], x, s, **style)
+                tput = s.assign(center=s["context"] / (s["center"] / 1e3), lo=s["context"] / (s["hi"] / 1e3),
+                                hi=s["context"] / (s["lo"] / 1e3))
+                errorbar(axes[1, si], x, tput, **style)
+        axes[0, si].set_title(f"{name}")
+        axes[0, si].set_ylabel(f"{name} time per step (ms)")
+        axes[1, si].set_ylabel(f"{name} throughput (context tokens/s)")
+        for r in (0, 1):
+            logy(axes[r, si])
+            context_axis(axes[r, si], df["context"])
+        axes[0, si].set_xlabel("")
+    if not any(ax.lines for ax in axes.flat):
+        raise NoData("latency: no stage time is positive")
+    axes[0, 0].annotate("pooling: per index build", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
+    n = caption(fig, "Times are medians over decode steps on the backend named (series at one T are offset sideways); throughput = context length T / "
+                     "stage time. " + (f"Slice: {note}. " if note else "")
+                + constants(df, ["backend", PREC, "select.topk_tokens"]), kinds, sources(df))
+    return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
+
+
+def fig_backend_latency(res):
+    """Stage times per backend (CPU vs CUDA) vs context length. FUTURE: needs points run with backend=cuda."""
+    cols = [c for c, _ in schema.STAGES]
+    df = ok_rows(res, "backends", ["context", W, G, "backend"] + cols)
+    if not df["backend"].isin(schema.GPU_BACKENDS).any():
+        raise NoData(f"backends: no finished point ran on a GPU backend (column '{schema.BACKEND}' in "
+                     f"{list(schema.GPU_BACKENDS)}); found backends {sorted(df['backend'].unique())}")
+    g = _reference_g(df)
+    ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
+    df = _at_g(df[df[W].isin([schema.EXACT, ref])], g)
+    df, note = fix_others(df, keep=("context", W, G, "backend", "attr.sweep_id"))
+    fig, axes = plt.subplots(1, 4, figsize=(14, 4.2))
+    kinds = set()
+    for si, (col, name) in enumerate(schema.STAGES):
+        for bi, be in enumerate(sorted(df["backend"].unique())):
+            for wi, w in enumerate(sorted(df[W].unique(), key=weighting_sort_key)):
+                d = df[(df["backend"] == be) & (df[W] == w) & (df[col] > 0)]
+                if d.empty:
+                    continue
+                s, k = summarize(res, d, ["context"], col)
+                kinds |= k
+                errorbar(axes[si], s["context"], s, color=color_of(bi), ls=LINESTYLES[wi % 4],
+                         marker=MARKERS[wi % len(MARKERS)], label=f"{be}: {w}" + (f" G={g}" if w != "exact" else ""))
+        axes[si].set_title(name)
+        logy(axes[si])
+        axes[si].set_ylabel(f"{name} time per step (ms)")
+        context_axis(axes[si], df["context"])
+    n = caption(fig, "Median over decode steps; CUDA times from CUDA events. " + (f"Slice: {note}." if note else ""),
+                kinds, sources(df))
+    return finish(fig, "Stage time per backend", n, _legend(fig), 6)
+
+
+# ------------------------------------------------------------------------------------------------ macs
+def fig_macs(res):
+    """Scoring multiply-adds per query: every scheme and G vs context, and the reduction against exact."""
+    df = ok_rows(res, "macs", ["macs_per_query", "exact_macs_per_query", "context", W, G])
+    df, note = fix_others(df, keep=("context", W, G, "attr.sweep_id", "backend", PREC))
+    df = df.drop_duplicates(subset=["context", W, G])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.6))
+    ws = sorted(df[W].unique(), key=weighting_sort_key)
+    gm = _g_marker(df[G].unique())
+    ex = df.groupby("context")["exact_macs_per_query"].first()
+    a.plot(ex.index, ex.values, color="black", marker="o", lw=1.6, ms=5, label="exact indexer")
+    # Every pooled weighting does the same scoring work (one composite per group); maxmin scores two rows.
+    kind = np.where(df[W] == "maxmin", "maxmin", "pooled")
+    for ki, k in enumerate(("pooled", "maxmin")):
+        d = df[(kind == k) & (df[W] != schema.EXACT)]
+        for gi, g in enumerate(sorted(d[G].unique())):
+            s = d[d[G] == g].groupby("context")["macs_per_query"].mean()
+            hollow = k == "maxmin"
+            a.plot(s.index, s.values, color="#0072B2" if k == "pooled" else "#D55E00", marker=gm[g],
+                   ls=LINESTYLES[gi % 4], lw=1.2, ms=9 if hollow else 5, mfc="none" if hollow else None, mew=1.4,
+                   label=f"{k} G={g}")
+    context_axis(a, df["context"])
+    logy(a)
+    a.set_ylabel("scoring multiply-adds per query (MAC)")
+    a.set_title("(a) multiply-adds per query vs context length")
+    T = df["context"].max()
+    d = df[(df["context"] == T) & (df[W] != schema.EXACT)]
+    gs = sorted(d[G].unique())
+    pw = [w for w in ws if w != schema.EXACT]
+    width = 0.8 / max(1, len(pw))
+    for wi, w in enumerate(pw):
+        vals = [100 * (1 - d.loc[(d[W] == w) & (d[G] == g), "macs_per_query"].mean() /
+                       d.loc[(d[W] == w) & (d[G] == g), "exact_macs_per_query"].mean()) for g in gs]
+        x = np.arange(len(gs)) + (wi - (len(pw) - 1) / 2) * width
+        bars = b.bar(x, vals, width=width * 0.95, color=color_of(wi, w), edgecolor="black", lw=0.4, label=w)
+        b.bar_label(bars, fmt="%.0f", fontsize=6, padding=1)
+    for gi, g in enumerate(gs):
+        b.hlines(100 * (1 - 1 / g), gi - 0.45, gi + 0.45, colors="black", linestyles="--", lw=1)
+    b.set_xticks(np.arange(len(gs)), [f"G = {g}" for g in gs])
+    b.set_ylabel("fewer multiply-adds than exact (%)")
+    b.set_ylim(0, 125)
+    b.set_yticks(range(0, 101, 20))
+    b.set_title(f"(b) reduction at T = {int(T):,} tokens (dashed: 1 − 1/G)")
+    b.legend(loc="upper center", ncol=3)
+    n = caption(fig, "Multiply-adds are exact counts of the scoring stage (no error bars); every pooled weighting "
+                     "does the same work, maxmin scores two rows per group. " +
+                (f"Slice: {note}. " if note else "") + constants(df, ["workload.dim", "workload.index_heads"]),
+                (), sources(df))
+    h, lab = a.get_legend_handles_labels()
+    return finish(fig, "Scoring work per query", n, (h, lab), 7)
+
+
+# -------------------------------------------------------------------------------------------- ablation
+ABLATION_METRICS = (("token_recall", "token recall (fraction)", False),
+                    ("mass_recall", "attention-mass recall (fraction)", False),
+                    ("output_error", "attention output error (relative L2)", True))
+
+
+def fig_ablation(res):
+    """Heat maps of token recall, attention-mass recall and output error for every weighting x G."""
+    df = ok_rows(res, "ablation", [W, G] + [m for m, _, _ in ABLATION_METRICS])
+    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend"))
+    ws = sorted(df[W].unique(), key=weighting_sort_key)
+    gs = sorted(df[G].unique())
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(ws) + 2.6))
+    kinds = set()
+    for ax, (m, label, lower_better) in zip(axes, ABLATION_METRICS):
+        s, k = summarize(res, df, [W, G], m)
+        kinds |= k
+        grid = np.full((len(ws), len(gs)), np.nan)
+        err = np.full_like(grid, np.nan)
+        for _, r in s.iterrows():
+            i, j = ws.index(r[W]), gs.index(r[G])
+            grid[i, j] = r["center"]
+            err[i, j] = (r["hi"] - r["lo"]) / 2
+        cmap = SEQUENTIAL_CMAP + ("_r" if lower_better else "")
+        im = ax.imshow(grid, cmap=cmap, aspect="auto")
+        lo, hi = np.nanmin(grid), np.nanmax(grid)
+        for i in range(len(ws)):
+            for j in range(len(gs)):
+                if np.isfinite(grid[i, j]):
+                    frac = (grid[i, j] - lo) / (hi - lo) if hi > lo else 0.5
+                    light = frac > 0.55 if not lower_better else frac < 0.45
+                    nd = 3 if hi - lo > 0.02 else 4  # enough digits to tell neighbouring cells apart
+                    txt = f"{grid[i, j]:.{nd}f}" + (f"\n±{err[i, j]:.{nd}f}" if err[i, j] > 0 else "")
+                    ax.text(j, i, txt, ha="center", va="center", fontsize=7,
+                            color="black" if light else "white")
+        ax.set_xticks(range(len(gs)), [str(g) for g in gs])
+        ax.set_yticks(range(len(ws)), ws)
+        ax.set_xlabel("group size G (keys per composite)")
+        ax.set_ylabel("index scheme")
+        ax.grid(False)
+        ax.set_title(label)
+        cb = fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02)
+        unit = label[label.index("("):]
+        cb.set_label(f"{unit}, {'lower' if lower_better else 'higher'} is better", fontsize=7)
+    n = caption(fig, "Cells: value ± error bar (below); the exact indexer does not pool, "
+                     "so its row repeats across G. " + (f"Slice: {note}. " if note else "") +
+                constants(df, ["context", PREC, "select.topk_tokens"]), kinds, sources(df))
+    return finish(fig, "Ablation: weighting × group size", n)
+
+
+# ----------------------------------------------------------------------------------------------- cache
+TIERS = (("cache_l1_hit_rate", "L1"), ("cache_l2_hit_rate", "L2"), ("cache_l3_hit_rate", "L3"),
+         ("cache_hit_rate", "overall"))
+
+
+def _tier_names(df):
+    lv = str(df["cache.levels"].iloc[0]).split()
+    return {f"L{i + 1}": f"L{i + 1} {spec}" for i, spec in enumerate(lv)}
+
+
+def fig_cache(res):
+    """Hit rate per cache tier vs context length and vs concurrent requests, with Belady's OPT bound."""
+    df = ok_rows(res, "cache", ["context", "workload.requests", W, G, "cache_hit_rate", "cache_opt_hit_rate"])
+    ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
+    if ref is None:
+        raise NoData("cache: no pooled weighting among the finished points")
+    df = df[df[W] == ref]
+    names = _tier_names(df)
+    levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6), sharey=True)
+    kinds, notes, gs_used = set(), [], set()
+    for ax, x, xlabel in ((axes[0], "context", None), (axes[1], "workload.requests", "concurrent requests B (requests)")):
+        d, note = fix_others(df, keep=(x, W, "attr.sweep_id", "backend"))
+        notes.append(note)
+        for ti, (col, tier) in enumerate(TIERS):
+            dd = d.dropna(subset=[col])
+            if dd.empty:
+                continue
+            s, k = summarize(res, dd, [x], col)
+            kinds |= k
+            errorbar(ax, dodge(s[x], ti, len(TIERS), 0.1), s, color=color_of(ti), marker=MARKERS[ti],
+                     label=names.get(tier, tier))
+            # the OPT bound: per tier from cache_levels, overall from the table
+            if tier == "overall":
+                o, _ = summarize(res, dd, [x], "cache_opt_hit_rate")
+            elif len(levels):
+                lvl = levels[levels["level"] == ti + 1][["file", "index", "opt_hit_rate"]]
+                m = dd.merge(lvl, on=["file", "index"])
+                o = summarize(res, m, [x], "opt_hit_rate")[0] if len(m) else None
+            else:
+                o = None
+            if o is not None and len(o):
+                ax.plot(dodge(o[x], ti, len(TIERS), 0.1), o["center"], color=color_of(ti), ls="--",
+                        marker=MARKERS[ti], mfc="none", lw=1, ms=7, label=f"{tier} OPT bound")
+        if x == "context":
+            context_axis(ax, d[x])
+        else:
+            vals = sorted(d[x].unique())
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(vals, [str(int(v)) for v in vals])
+            ax.minorticks_off()
+            if len(vals) == 1:
+                ax.set_xlim(vals[0] / 1.6, vals[0] * 1.6)
+            ax.set_xlabel(xlabel)
+        ax.set_ylabel("hit rate (fraction of accesses)")
+        gs_used.update(d[G].unique())
+        ax.set_ylim(0, 1.02)
+    axes[0].set_title("(a) vs context length" + (f" ({notes[0]})" if notes[0] else ""))
+    axes[1].set_title("(b) vs concurrent requests" + (f" ({notes[1]})" if notes[1] else ""))
+    single = [lab for ax, lab in zip(axes, ("context length", "request count")) if len(ax.get_xticks()) <= 1]
+    n = caption(fig, f"Scheme: {ref} (G = {', '.join(str(g) for g in sorted(gs_used))}). Tier hit rate = "
+                     "hits / accesses reaching that tier; overall = accesses that hit any tier; dashed, hollow: the "
+                     "same hierarchy under Belady's OPT; series at one x are offset sideways. Accesses: each selected group's "
+                     "KV. "
+                + (f"Only one {' and one '.join(single)} in the data. " if single else ""), kinds, sources(df))
+    h, lab = _legend(fig)
+    order = sorted(range(len(lab)), key=lambda i: (lab[i].split()[0].replace("overall", "L9"), "OPT" in lab[i]))
+    return finish(fig, "Cache hierarchy hit rates", n, ([h[i] for i in order], [lab[i] for i in order]), 4)
+
+
+def _object_bytes(row):
+    if row["cache.object"] != "kv":
+        return None
+    return row[G] * (row["workload.attn_dim"] + row["workload.value_dim"]) * row["cache.kv_bytes"]
+
+
+def fig_mrc(res):
+    """Exact LRU miss-ratio curves of the selection traces, one panel per G, with the tier capacities."""
+    df = ok_rows(res, "mrc", ["context", W, G])
+    mrc = res.detail(schema.CACHE_MRC) if hasattr(res, "detail") else pd.DataFrame()
+    if mrc.empty:
+        raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset (cache.mrc = false?)")
+    df = df[df.set_index(["file", "index"]).index.isin(mrc.set_index(["file", "index"]).index.unique())]
+    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend"))
+    df = df[df["workload.seed"] == df["workload.seed"].min()]
+    gs = sorted(df[G].unique())
+    fig, axes = plt.subplots(1, len(gs), figsize=(4.2 * len(gs) + 1, 4.3), sharey=True, squeeze=False)
+    for ax, g in zip(axes[0], gs):
+        d = df[df[G] == g]
+        for wi, w in enumerate(sorted(d[W].unique(), key=weighting_sort_key)):
+            r = d[d[W] == w].iloc[0]
+            c = mrc[(mrc["file"] == r["file"]) & (mrc["index"] == r["index"])]
+            ax.plot(c["capacity_entries"], c["miss_ratio"], color=color_of(wi, w), ls=LINESTYLES[wi % 4], lw=1.4,
+                    label=w)
+        ob = _object_bytes(d.iloc[0])
+        if ob:
+            total = 0
+            for i, spec in enumerate(str(d["cache.levels"].iloc[0]).split()):
+                total += parse_size(re.sub(r"B$", "", spec.split(":")[-1])) or 0
+                ax.axvline(total / ob, color="grey", lw=0.8, ls=":")
+                ax.text(total / ob, 0.98, f" L1..L{i + 1}", rotation=90, va="top", ha="right", fontsize=7,
+                        color="#444444", transform=ax.get_xaxis_transform())
+        ax.set_xscale("log")
+        ax.set_xlabel(f"LRU capacity (groups of {ob:,.0f} B)" if ob else "LRU capacity (objects)")
+        ax.set_title(f"G = {g}")
+        ax.set_ylim(0, 1.02)
+    axes[0, 0].set_ylabel("miss ratio (fraction of accesses)")
+    n = caption(fig, "Exact LRU miss-ratio curve of each point's access trace (one seed, every request interleaved "
+                     "step by step; the exact indexer's objects are single tokens, so its curve is the same in every panel); dotted: cumulative capacity of the configured tiers in objects. No error bars "
+                     "(one trace per curve). " + (f"Slice: {note}. " if note else ""), (), sources(df))
+    return finish(fig, "Miss-ratio curves", n, _legend(fig), 7)
+
+
+# --------------------------------------------------------------------------------------------- FUTURE
+def both_modes(df):
+    """The rows of the backends (and sweeps) that ran both attention modes: a comparison needs the pair."""
+    n = df.groupby(["backend", "attr.sweep_id"])[schema.ATTENTION_MODE].transform("nunique")
+    return df[n >= 2]
+
+
+def fig_hybrid(res):
+    """Hybrid vs pure sparse attention: step time, speed-up and output error vs context length."""
+    df = ok_rows(res, "hybrid", ["context", schema.ATTENTION_MODE, schema.STEP_MS, "output_error"])
+    modes = set(df[schema.ATTENTION_MODE])
+    if not {schema.MODE_SPARSE, schema.MODE_HYBRID} <= modes:
+        raise NoData(f"hybrid: needs points with {schema.ATTENTION_MODE} = {schema.MODE_SPARSE} and "
+                     f"{schema.MODE_HYBRID}; found {sorted(modes)}")
+    df = both_modes(df)
+    df, note = fix_others(df, keep=("context", schema.ATTENTION_MODE, "attr.sweep_id"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.3))
+    kinds = set()
+    per = {}
+    for mi, mode in enumerate((schema.MODE_SPARSE, schema.MODE_HYBRID)):
+        d = df[df[schema.ATTENTION_MODE] == mode]
+        s, k = summarize(res, d, ["context"], schema.STEP_MS)
+        e, k2 = summarize(res, d, ["context"], "output_error")
+        kinds |= k | k2
+        per[mode] = s.set_index("context")["center"]
+        errorbar(axes[0], dodge(s["context"], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
+                 label=f"{mode} attention")
+        errorbar(axes[2], dodge(e["context"], mi, 2), e, color=color_of(mi), marker=MARKERS[mi])
+    sp = (per[schema.MODE_SPARSE] / per[schema.MODE_HYBRID]).dropna()
+    axes[1].plot(sp.index, sp.values, color="black", marker="o")
+    axes[1].axhline(1, color="grey", lw=0.8)
+    axes[0].set_ylabel("decode step time (ms)")
+    logy(axes[0])
+    axes[1].set_ylabel("speed-up of hybrid over sparse (×)")
+    axes[2].set_ylabel("attention output error (relative L2)")
+    for ax, t in zip(axes, ("(a) step time", "(b) speed-up", "(c) output error")):
+        context_axis(ax, df["context"])
+        ax.set_title(t)
+    n = caption(fig, "Step time: median whole decode step; the two modes are offset sideways. " + (f"Slice: {note}." if note else ""), kinds,
+                sources(df))
+    return finish(fig, "Hybrid vs pure sparse attention", n, _legend(fig), 2)
+
+
+def fig_repool(res):
+    """Incremental re-pooling: fraction of groups re-pooled per step, and token recall, vs threshold tau."""
+    df = ok_rows(res, "repool", [schema.REPOOL_TAU, schema.REPOOLED_FRACTION, "token_recall", W])
+    df, note = fix_others(df, keep=(schema.REPOOL_TAU, W, "attr.sweep_id"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    kinds = set()
+    for wi, w in enumerate(sorted(df[W].unique(), key=weighting_sort_key)):
+        d = df[df[W] == w]
+        for ax, m in zip(axes, (schema.REPOOLED_FRACTION, "token_recall")):
+            s, k = summarize(res, d, [schema.REPOOL_TAU], m)
+            kinds |= k
+            errorbar(ax, s[schema.REPOOL_TAU], s, color=color_of(wi, w), marker=MARKERS[wi % 8], label=w)
+    axes[0].set_ylabel("groups re-pooled per step (fraction)")
+    axes[1].set_ylabel("token recall (fraction)")
+    for ax, t in zip(axes, ("(a) re-pooled fraction", "(b) token recall")):
+        ax.set_xlabel("re-pooling threshold τ (no unit)")
+        ax.set_title(t)
+    n = caption(fig, f"Slice: {note}." if note else "", kinds, sources(df))
+    return finish(fig, "Re-pooled fraction vs τ", n, _legend(fig), 7)
+
+
+def fig_counters(res):
+    """Hardware counters as % of peak, per kernel (CUPTI)."""
+    c = res.detail(schema.COUNTERS) if hasattr(res, "detail") else pd.DataFrame()
+    if c.empty or any(k not in c.columns for k in schema.COUNTER_COLUMNS):
+        raise NoData(f"counters: no point has a point_NNNNNN/{schema.COUNTERS} dataset with columns "
+                     f"{', '.join(schema.COUNTER_COLUMNS)}")
+    df = ok_rows(res, "counters", [W, G])
+    df, note = fix_others(df, keep=("attr.sweep_id",))
+    c = c.merge(df[["file", "index"]], on=["file", "index"])
+    kernels = sorted(c["kernel"].unique())
+    counters = sorted(c["counter"].unique())
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(kernels) * max(1, len(counters)) / 2 + 2.5))
+    h = 0.8 / len(counters)
+    for ci, name in enumerate(counters):
+        g = c[c["counter"] == name].groupby("kernel")["pct_of_peak"]
+        mean, sd = g.mean().reindex(kernels), g.std(ddof=1).reindex(kernels).fillna(0)
+        y = np.arange(len(kernels)) + (ci - (len(counters) - 1) / 2) * h
+        ax.barh(y, mean, height=h * 0.95, xerr=sd, color=color_of(ci), edgecolor="black", lw=0.4, label=name,
+                capsize=2)
+    ax.set_yticks(range(len(kernels)), kernels)
+    ax.set_xlabel("% of peak")
+    ax.set_xlim(0, 100)
+    n = caption(fig, "Bars: mean over the points of the slice, error ±1 s.d. over them. " +
+                (f"Slice: {note}." if note else ""), (), sources(df))
+    return finish(fig, "Hardware counters per kernel", n, _legend(fig), 4)
+
+
+# name -> (function, one-line description). Order = the order `figures` makes them.
+FAMILIES = {
+    "memory": (fig_memory, "index memory vs context length, exact vs pooled, every precision"),
+    "latency": (fig_latency, "time and throughput per stage vs context length and backend"),
+    "backends": (fig_backend_latency, "stage time CPU vs CUDA backend (needs backend=cuda points)"),
+    "macs": (fig_macs, "scoring multiply-adds per query"),
+    "ablation": (fig_ablation, "recall, mass recall, output error for every weighting x G"),
+    "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with OPT"),
+    "mrc": (fig_mrc, "exact LRU miss-ratio curves"),
+    "hybrid": (fig_hybrid, "hybrid vs pure sparse attention (needs attention.mode, step_ms)"),
+    "repool": (fig_repool, "re-pooled fraction vs tau (needs pool.repool_tau, repooled_fraction)"),
+    "counters": (fig_counters, "hardware counters as % of peak per kernel (needs point_*/counters)"),
+}

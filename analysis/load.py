@@ -1,0 +1,224 @@
+"""Loads one or many results files (whole sweeps or shards) into pandas, checking schema_version.
+
+    res = load(["results/quickstart.h5"])
+    res.points                 # one row per point, every file: axis and setting columns, numbers, provenance
+    res.ok                     # the rows with status "ok"
+    res.detail("steps")        # a per-point dataset of every ok point, long form, keyed by (file, index)
+"""
+import os
+import re
+import shlex
+import warnings
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from . import schema
+
+
+class AnalysisError(Exception):
+    """An error the command line reports as one clear message (no traceback)."""
+
+
+class SchemaVersionError(AnalysisError):
+    pass
+
+
+class NoData(AnalysisError):
+    """The loaded results do not hold what a figure or claim needs."""
+
+
+def _text(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray) and v.shape == ():
+        return _text(v.item())
+    return v
+
+
+_SIZE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(Ki|Mi|Gi|K|M|G)?\s*$")
+_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "K": 1000, "M": 1000**2, "G": 1000**3}
+
+
+def parse_size(s):
+    """'64Ki' -> 65536, '2048' -> 2048; None for anything else."""
+    m = _SIZE.match(str(s))
+    if not m:
+        return None
+    v = float(m.group(1)) * _UNITS[m.group(2)]
+    return int(v) if v == int(v) else v
+
+
+def resolved_settings(attrs):
+    """The config as the run resolved it: the file's text, the environment notes the runner appends to it,
+    then --set overrides from argv. Returns {key: [values]} (values as written: lists stay lists)."""
+    out = {}
+    section = ""
+    for raw in str(attrs.get("config_text", "")).splitlines():
+        line = raw.strip()
+        env = re.match(r"#\s*environment:\s*INDEXPOOL_PRECISION=(.*)$", line)
+        if env:
+            out["pool.precision"] = [v.strip() for v in env.group(1).split(",")]
+            continue
+        if not line or line[0] in "#;":
+            continue
+        if " #" in line:
+            line = line[: line.index(" #")].strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        if "=" not in line:
+            continue
+        key, value = (x.strip() for x in line.split("=", 1))
+        out[f"{section}.{key}" if section else key] = [v.strip() for v in value.split(",")]
+    try:
+        argv = shlex.split(str(attrs.get("argv", "")))
+    except ValueError:
+        argv = str(attrs.get("argv", "")).split()
+    for i, a in enumerate(argv):
+        kv = argv[i + 1] if a == "--set" and i + 1 < len(argv) else a[6:] if a.startswith("--set=") else None
+        if kv and "=" in kv:
+            key, value = (x.strip() for x in kv.split("=", 1))
+            out[key] = [v.strip() for v in value.split(",")]
+    return out
+
+
+@dataclass
+class FileInfo:
+    path: str
+    attrs: dict
+    settings: dict
+    axes: list = field(default_factory=list)
+
+
+def _open(path):
+    if not os.path.exists(path):
+        raise AnalysisError(f"{path}: no such file")
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise AnalysisError(f"{path}: not an HDF5 results file ({e})") from None
+
+
+def _read_file(path):
+    with _open(path) as f:
+        attrs = {k: _text(f.attrs[k]) for k in f.attrs.keys()}
+        if "schema_version" not in attrs:
+            raise SchemaVersionError(f"{path}: no schema_version attribute; not an IndexPool results file "
+                                     f"(this analysis reads schema_version {schema.SCHEMA_VERSION})")
+        try:
+            version = int(attrs["schema_version"])
+        except (TypeError, ValueError):
+            version = attrs["schema_version"]
+        if version != schema.SCHEMA_VERSION:
+            raise SchemaVersionError(f"{path}: schema_version {version}, but this analysis reads schema_version "
+                                     f"{schema.SCHEMA_VERSION}; regenerate the file with a matching indexpool or "
+                                     f"update analysis/")
+        if "points" not in f:
+            raise AnalysisError(f"{path}: no /points table")
+        table = f["points"][:]
+    df = pd.DataFrame(table)
+    for c in df.columns:
+        if df[c].dtype == object:
+            df[c] = df[c].map(_text)
+    missing = [c for c in schema.POINT_ID_COLUMNS if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"{path}: /points lacks the columns {', '.join(missing)}")
+    known = set(schema.POINT_ID_COLUMNS) | set(schema.NUMBER_COLUMNS)
+    axes = [c for c in df.columns if c not in known and df[c].dtype == object]
+    info = FileInfo(path=path, attrs=attrs, settings=resolved_settings(attrs), axes=axes)
+    return info, df
+
+
+def _complete(df, info):
+    """Adds a column for every KEY_DEFAULTS key that was not an axis, typed numbers, and provenance."""
+    for key, default in schema.KEY_DEFAULTS.items():
+        if key in df.columns:
+            continue
+        if key == schema.BACKEND and key not in info.settings:
+            value = info.attrs.get("backend") or default
+        else:
+            values = info.settings.get(key, [default])
+            value = values[0] if len(values) == 1 else ",".join(values)
+        df[key] = value
+    for key in schema.INT_KEYS:
+        df[key + "#n"] = df[key].map(parse_size)
+    for key in schema.FLOAT_KEYS:
+        df[key + "#n"] = pd.to_numeric(df[key].where(df[key] != ""), errors="coerce")
+    for key in schema.INT_KEYS + schema.FLOAT_KEYS:  # numeric axes as numbers, text kept under key + "#s"
+        df[key + "#s"] = df[key]
+        df[key] = df.pop(key + "#n")
+    # Context length: the nominal T of a synthetic workload (the same across seeds), else the measured mean.
+    synthetic = df["workload.source"] == "synthetic"
+    df["context"] = np.where(synthetic, df["workload.tokens"], df["tokens"]).astype(float)
+    df["file"] = info.path
+    for a in ("sweep_id", "host", "device", "tool_version", "git_revision", "config_path"):
+        df["attr." + a] = str(info.attrs.get(a, ""))
+    return df
+
+
+@dataclass
+class Results:
+    points: pd.DataFrame
+    files: list
+    _detail: dict = field(default_factory=dict)
+
+    @property
+    def ok(self):
+        return self.points[self.points["status"] == "ok"]
+
+    def detail(self, name):
+        """Dataset point_NNNNNN/<name> of every ok point, concatenated, with file and index columns (empty
+        frame when no point has it)."""
+        if name in self._detail:
+            return self._detail[name]
+        frames = []
+        ok = self.ok
+        for path, rows in ok.groupby("file", sort=False):
+            with _open(path) as f:
+                for idx in rows["index"]:
+                    ds = f.get(f"point_{int(idx):06d}/{name}")
+                    if ds is None:
+                        continue
+                    d = pd.DataFrame(ds[:])
+                    for c in d.columns:
+                        if d[c].dtype == object:
+                            d[c] = d[c].map(_text)
+                    d.insert(0, "index", int(idx))
+                    d.insert(0, "file", path)
+                    frames.append(d)
+        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        self._detail[name] = out
+        return out
+
+    def provenance(self, rows):
+        """One line naming the files, sweep ids, configs and devices the given rows came from."""
+        parts = []
+        for path, g in rows.groupby("file", sort=False):
+            r = g.iloc[0]
+            parts.append(f"{os.path.basename(path)} (config {r['attr.config_path'] or '?'}, sweep "
+                         f"{r['attr.sweep_id']}, backend {', '.join(sorted(g['backend'].unique()))}, "
+                         f"host {r['attr.host']}, device: {r['attr.device']})")
+        return "; ".join(parts)
+
+
+def load(paths):
+    """Reads every file (a path or a list of paths). Files of one sweep (shards) join into one table; a
+    point held by two files of the same sweep is kept once (with a warning)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if not paths:
+        raise AnalysisError("no results files given")
+    infos, frames = [], []
+    for p in paths:
+        info, df = _read_file(str(p))
+        infos.append(info)
+        frames.append(_complete(df, info))
+    points = pd.concat(frames, ignore_index=True, sort=False)
+    dup = points.duplicated(subset=["attr.sweep_id", "key"], keep="first")
+    if dup.any():
+        warnings.warn(f"{int(dup.sum())} points appear in more than one file of the same sweep; kept the first")
+        points = points[~dup].reset_index(drop=True)
+    return Results(points=points, files=infos)

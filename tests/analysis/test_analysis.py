@@ -1,0 +1,278 @@
+"""Tests of analysis/: results files made by the real indexpool binary, every figure family, the claims
+report, and the schema_version check.
+
+Run by `make test` (INDEXPOOL_BIN names the binary; without it the build folder's is used)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from analysis import FAMILIES, NoData, SchemaVersionError, load, save  # noqa: E402
+from analysis import claims, schema  # noqa: E402
+from analysis.__main__ import main  # noqa: E402
+
+# A small sweep: 2 context lengths x 3 schemes x 2 group sizes x 2 precisions x 2 seeds = 48 tiny points.
+GRID = """
+[workload]
+tokens = 2Ki, 4Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+seed = 0, 1
+
+[pool]
+weighting = exact, uniform, tfidf
+group_size = 2, 4
+precision = fp32, fp8
+
+[select]
+topk_tokens = 256
+"""
+# Concurrent requests as an axis (cache hit rates vs B): a second file, read together with the first.
+REQUESTS = """
+[workload]
+tokens = 4Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+requests = 1, 2, 4
+
+[pool]
+weighting = tfidf
+group_size = 4
+
+[select]
+topk_tokens = 256
+"""
+
+
+def indexpool_bin():
+    b = os.environ.get("INDEXPOOL_BIN") or os.path.join(ROOT, "build", "experiments", "indexpool")
+    if not os.access(b, os.X_OK):
+        pytest.fail(f"indexpool binary not found at {b} (build it with `make build`, or set INDEXPOOL_BIN)")
+    return b
+
+
+def run_sweep(tmp, name, text):
+    cfg = tmp / f"{name}.ini"
+    out = tmp / f"{name}.h5"
+    cfg.write_text(text + f"\n[output]\npath = {out}\n")
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--overwrite"], check=True, capture_output=True, timeout=120)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("results")
+    return [run_sweep(tmp, "grid", GRID), run_sweep(tmp, "requests", REQUESTS)]
+
+
+@pytest.fixture(scope="session")
+def res(files):
+    return load(files)
+
+
+def test_load_reads_every_point_with_settings(res, files):
+    pts = res.points
+    assert len(pts) == 48 + 3
+    assert set(pts["status"]) == {"ok"}
+    assert set(pts["file"]) == set(files)
+    grid = pts[pts["file"] == files[0]]
+    assert sorted(grid["context"].unique()) == [2048, 4096]
+    assert sorted(grid["pool.weighting"].unique()) == ["exact", "tfidf", "uniform"]
+    assert sorted(grid["pool.precision"].unique()) == ["fp32", "fp8"]
+    # Non-axis settings come from the config text: the requests file has one weighting, no such column.
+    req = pts[pts["file"] == files[1]]
+    assert set(req["pool.weighting"]) == {"tfidf"} and set(req["pool.group_size"]) == {4}
+    assert sorted(req["workload.requests"]) == [1, 2, 4]
+    assert (pts["backend"] == "cpu").all()
+    steps = res.detail(schema.STEPS)
+    assert len(steps) == 48 * 4 + (1 + 2 + 4) * 4
+    assert {"file", "index", "token_recall", "score_ms"} <= set(steps.columns)
+
+
+def test_shards_join(res, files, tmp_path):
+    # indexpool merge of two shard files gives the same table as the unsharded run.
+    b = indexpool_bin()
+    cfg = tmp_path / "s.ini"
+    cfg.write_text(REQUESTS)
+    shards = []
+    for i in range(2):
+        out = tmp_path / f"shard{i}.h5"
+        subprocess.run([b, "run", str(cfg), "--overwrite", "--shard", f"{i}/2", "--set", f"output.path={out}"],
+                       check=True, capture_output=True, timeout=60)
+        shards.append(str(out))
+    joined = load(shards)
+    assert sorted(joined.points["workload.requests"]) == [1, 2, 4]
+    assert joined.points["attr.sweep_id"].nunique() == 1
+
+
+def test_other_schema_version_is_refused(files, tmp_path, capsys):
+    bad = tmp_path / "v2.h5"
+    shutil.copy(files[1], bad)
+    with h5py.File(bad, "r+") as f:
+        f.attrs["schema_version"] = np.int64(2)
+    with pytest.raises(SchemaVersionError) as e:
+        load([files[0], str(bad)])
+    msg = str(e.value)
+    assert str(bad) in msg and "schema_version 2" in msg and "reads schema_version 1" in msg
+    # The command line says the same on stderr, without a traceback, and exits 2.
+    assert main(["report", str(bad), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "schema_version 2" in err and "Traceback" not in err
+
+
+def test_missing_file_is_a_clear_error(tmp_path, capsys):
+    assert main(["figures", str(tmp_path / "nope.h5"), "--out", str(tmp_path)]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def check_png(path, min_px=300):
+    assert os.path.getsize(path) > 5000, path
+    img = imread(path)
+    assert img.shape[0] >= min_px and img.shape[1] >= min_px, img.shape
+    # not a blank canvas: a real plot has many distinct colours
+    assert len(np.unique(img.reshape(-1, img.shape[-1])[::7], axis=0)) > 20, path
+
+
+def labels(fig):
+    return [ax.get_xlabel() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]
+
+
+# Families the runner writes today: from the real files.
+REAL = ["memory", "latency", "macs", "ablation", "cache", "mrc"]
+# Families whose data no issue writes yet (GPU backend, hybrid attention, re-pooling, counters).
+FUTURE = ["backends", "hybrid", "repool", "counters"]
+
+
+@pytest.mark.parametrize("family", REAL)
+def test_figure_from_runner_file(res, family, tmp_path):
+    fig = FAMILIES[family][0](res)
+    axes_with_data = [ax for ax in fig.axes if ax.lines or ax.patches or ax.images or ax.collections]
+    assert axes_with_data, family
+    for lab in labels(fig):
+        if lab and "G" not in lab and "scheme" not in lab:
+            assert "(" in lab, f"{family}: axis label without a unit: {lab!r}"
+    png, pdf = save(fig, str(tmp_path), family)
+    check_png(png)
+    assert open(pdf, "rb").read(5) == b"%PDF-" and os.path.getsize(pdf) > 2000
+
+
+def test_figure_contents(res):
+    lab = labels(FAMILIES["memory"][0](res))
+    assert "index memory per request (MiB)" in lab and "context length T (tokens)" in lab
+    fig = FAMILIES["ablation"][0](res)
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["token recall (fraction)", "attention-mass recall (fraction)",
+                                                       "attention output error (relative L2)"]
+    # Two seeds per point: the caption says the bars are over seeds.
+    assert any("over 2 seeds" in t.get_text() for t in fig.texts)
+    fig = FAMILIES["cache"][0](res)
+    assert any("OPT" in t for ax in fig.axes for t in ax.get_legend_handles_labels()[1]) or \
+        any("OPT" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+@pytest.mark.parametrize("family", FUTURE)
+def test_future_family_says_no_data_on_runner_file(res, family):
+    with pytest.raises(NoData) as e:
+        FAMILIES[family][0](res)
+    assert family in str(e.value)
+
+
+def synthetic_results(res):
+    """A small synthetic table for the families no runner writes yet: the real points with the FUTURE columns
+    (schema.py) added by hand. Built here in the test, not read from any file."""
+    import copy
+    r = copy.copy(res)
+    pts = res.points[res.points["file"] == res.points["file"].iloc[0]].copy()
+    cuda = pts.copy()
+    cuda["backend"] = "cuda"
+    cuda["attr.device"] = "NVIDIA A100-SXM4-80GB (synthetic)"
+    for c in ("pool_ms", "score_ms", "topk_ms", "attention_ms"):
+        cuda[c] = cuda[c] / 20
+    cuda["index"] = cuda["index"] + 10_000
+    hyb = pts.copy()
+    pts[schema.ATTENTION_MODE] = schema.MODE_SPARSE
+    cuda[schema.ATTENTION_MODE] = schema.MODE_SPARSE
+    hyb[schema.ATTENTION_MODE] = schema.MODE_HYBRID
+    hyb["index"] = hyb["index"] + 20_000
+    allp = pd.concat([pts, cuda, hyb], ignore_index=True)
+    allp[schema.STEP_MS] = np.where(allp[schema.ATTENTION_MODE] == schema.MODE_HYBRID, 1.0, 2.3) * allp["context"] / 1e3
+    allp[schema.REPOOL_TAU] = np.tile([0.0, 0.1, 0.2, 0.4], len(allp) // 4 + 1)[: len(allp)]
+    allp[schema.REPOOLED_FRACTION] = 1 / (1 + 10 * allp[schema.REPOOL_TAU])
+    r.points = allp
+    counters = []
+    for _, p in allp.iterrows():
+        for k, base in (("score_kernel", 70.0), ("pool_kernel", 40.0), ("topk_kernel", 20.0)):
+            for cname, f in (("dram_throughput", 1.0), ("sm_throughput", 0.6)):
+                counters.append(dict(file=p["file"], index=p["index"], kernel=k, counter=cname, value=base * f,
+                                     peak=100.0, pct_of_peak=base * f))
+    r._detail = dict(res._detail)
+    r._detail[schema.COUNTERS] = pd.DataFrame(counters)
+    r._detail[schema.STEPS] = res.detail(schema.STEPS)
+    return r
+
+
+@pytest.mark.parametrize("family", FUTURE)
+def test_future_family_from_synthetic_columns(res, family, tmp_path):
+    fig = FAMILIES[family][0](synthetic_results(res))
+    png, _ = save(fig, str(tmp_path), family)
+    check_png(png)
+
+
+def test_report_has_a_row_per_claim(res, files, tmp_path):
+    rows, paths = claims.write_report(res, files, str(tmp_path))
+    assert [r.id for r in rows] == [f.__name__ for f in claims.CLAIMS] and len(rows) == 9
+    by = {r.id: r for r in rows}
+    assert all(r.verdict in claims.VERDICTS for r in rows)
+    # No data, no guess.
+    for cid in ("perplexity", "hybrid"):
+        assert by[cid].verdict == claims.NOT_MEASURED and by[cid].measured == "—" and by[cid].reason
+    # CPU timings are shown but a GPU claim is not judged on them.
+    assert by["latency"].verdict == claims.NOT_MEASURED and "cpu:" in by["latency"].measured
+    assert "GPU" in by["latency"].reason
+    # Measured from the data: G = 4 stores a quarter of the bytes -> 4.00x; but only at 4Ki tokens, not 1M.
+    assert "4.00×" in by["memory"].measured and by["memory"].verdict == claims.PARTIALLY
+    assert "not 1M" in by["memory"].reason
+    assert by["macs"].measured.startswith("7")  # about 75 % fewer
+    assert "2M" in by["tier_hits"].reason and "4Ki" in by["tier_hits"].reason
+    md = open(paths[0]).read()
+    table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    assert len(table) == len(claims.CLAIMS)
+    assert all(c[0] in md for c in claims.CLAIM_TEXT.values())
+    page = open(paths[1]).read()
+    assert page.count("<tr>") == len(claims.CLAIMS) + 1 and "not measured" in page
+
+
+def test_report_judges_gpu_claims_on_gpu_data(res):
+    rows = {r.id: r for r in claims.evaluate(synthetic_results(res))}
+    assert rows["latency"].verdict != claims.NOT_MEASURED and "cuda:" in rows["latency"].measured
+    assert rows["hybrid"].verdict == claims.SUPPORTED and "2.30×" in rows["hybrid"].measured
+
+
+def test_cli_figures_and_report(files, tmp_path, capsys):
+    out = tmp_path / "figs"
+    # Two families the data hold and every one it does not (the others are drawn by the tests above).
+    assert main(["figures", *files, "--out", str(out), "--only", "memory", "macs", *FUTURE]) == 0
+    text = capsys.readouterr().out
+    for fam in ("memory", "macs"):
+        assert os.path.exists(out / f"{fam}.png") and os.path.exists(out / f"{fam}.pdf")
+    for fam in FUTURE:
+        assert f"skip {fam}:" in text
+    assert "2 figures" in text and "4 families skipped" in text
+    assert main(["report", files[0], "--out", str(tmp_path / "rep")]) == 0
+    assert os.path.exists(tmp_path / "rep" / "claims.md")
