@@ -1,5 +1,5 @@
 // Gated linear attention: a hand-computed recurrence, chunked == naive (tolerance below), the gates,
-// thread-count independence.
+// the hybrid layer's local branch and combination rules, thread-count independence.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/hybrid.h"
 #include "core/linear_attention.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -109,6 +110,66 @@ TEST(LinearAttention, Gates) {
   EXPECT_NE(ip::gate_value(g, 5, 1), ip::gate_value(ip::GateParams{0.9f, 1.0f, 8}, 5, 1));
   EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{0.0f, 0.5f, 0}), "decay");
   EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{0.9f, -1.0f, 0}), "spread");
+}
+
+ip::Workload tiny_workload(ip::Index64 T, int Dv, float value_of_all) {
+  ip::Workload w;
+  w.index_keys.reshape({T, 4});
+  w.index_keys.fill(1.0f);
+  w.attn_keys.reshape({T, 4});
+  for (ip::Index64 i = 0; i < T * 4; ++i) w.attn_keys.data()[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+  w.values.reshape({T, Dv});
+  w.values.fill(value_of_all);
+  w.gates = ip::GateParams{0.8f, 0.5f, 3};
+  return w;
+}
+
+TEST(LocalBranch, OutputIsAConvexCombinationOfTheWindowValues) {
+  // Every value is 3: whatever the weights, the normalised output is 3.
+  const auto w = tiny_workload(50, 2, 3.0f);
+  ip::LocalBranch lb;
+  ip::local_prefill(w, 10, 50, 8, lb);
+  const std::vector<float> q = {0.5f, -1, 2, 0, 1, 1, 1, 1};
+  std::vector<float> out(4);
+  ip::local_readout(lb, view(q, 2, 4), out.data());
+  for (float o : out) EXPECT_NEAR(o, 3.0f, 1e-5f);
+  // A window of one token returns that token's value.
+  ip::Workload w1 = tiny_workload(5, 2, 0.0f);
+  w1.values.data()[4 * 2] = -7, w1.values.data()[4 * 2 + 1] = 2;
+  ip::local_prefill(w1, 4, 5, 64, lb);
+  ip::local_readout(lb, view(q, 2, 4), out.data());
+  EXPECT_NEAR(out[0], -7.0f, 1e-5f);
+  EXPECT_NEAR(out[1], 2.0f, 1e-5f);
+}
+
+TEST(LocalBranch, AppendingEqualsPrefillingTheLongerWindow) {
+  ip::Workload w = tiny_workload(40, 3, 0.0f);
+  for (ip::Index64 i = 0; i < 40 * 3; ++i) w.values.data()[i] = static_cast<float>(i % 11) - 5.0f;
+  ip::LocalBranch grown, whole;
+  ip::local_prefill(w, 8, 30, 4, grown);
+  ip::local_append(w, 40, grown);
+  ip::local_prefill(w, 8, 40, 4, whole);
+  ASSERT_EQ(grown.state.size(), whole.state.size());
+  for (std::size_t i = 0; i < whole.state.size(); ++i)
+    EXPECT_NEAR(grown.state[i], whole.state[i], kAtol * max_abs(whole.state) + kRtol * std::fabs(whole.state[i])) << i;
+  EXPECT_EQ(grown.end, 40);
+}
+
+TEST(Combine, RulesAndParsing) {
+  const float s[] = {1, 2}, l[] = {3, 6};
+  float o[2];
+  ip::combine_outputs(ip::parse_combine("sum"), s, l, 2, o);
+  EXPECT_EQ(o[0], 4.0f);
+  EXPECT_EQ(o[1], 8.0f);
+  ip::combine_outputs(ip::parse_combine("gate:0.25"), s, l, 2, o);
+  EXPECT_EQ(o[0], 1.5f);  // 0.75 * 1 + 0.25 * 3
+  EXPECT_EQ(o[1], 3.0f);  // 0.75 * 2 + 0.25 * 6
+  ip::combine_outputs(ip::parse_combine("gate:0"), s, l, 2, o);
+  EXPECT_EQ(o[0], 1.0f);
+  EXPECT_EQ(ip::to_string(ip::parse_combine("gate:0.5")), "gate:0.5");
+  EXPECT_IP_ERROR(ip::parse_combine("gate:1.5"), "[0, 1]");
+  EXPECT_IP_ERROR(ip::parse_combine("gate:"), "gate");
+  EXPECT_IP_ERROR(ip::parse_combine("mean"), "expected sum or gate:G");
 }
 
 }  // namespace
