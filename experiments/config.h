@@ -24,6 +24,7 @@ struct Point {
   CacheParams cache;
   std::string output_path;    // results HDF5 file ("" = none)
   bool save_tensors = false;  // store composite keys and selected groups per point
+  Index64 max_context = 0;    // limits.max_context: tokens a request may hold (0: no limit)
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list
