@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/incremental.h"
 #include "core/parallel.h"
 #include "core/topk.h"
 
@@ -13,41 +14,6 @@ namespace {
 constexpr int kSizes[] = {1, 2, 4, 8, 16};
 
 Index64 rows_for(Index64 n, int G) { return (n + G - 1) / G; }
-
-// Weights of the n tokens starting at `first` in a group of nominal size G: the switch of pool.cc's
-// group_weights with an explicit first token (pool.cc addresses groups by g * G).
-void weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
-                Index64 first, int G, int n, float* w, float* scratch) {
-  const WeightParams& wp = p.weights;
-  const int D = static_cast<int>(keys.cols);
-  const float* k = keys.row(first);
-  const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
-  const float* mref = wp.cosine_reference == CosineReference::query ? query_ref : nullptr;
-  switch (wp.scheme) {
-    case Weighting::positional:
-      positional_group_weights(n, G, wp.positional_lambda, bias, w);
-      return;
-    case Weighting::cosine:
-      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, w);
-      return;
-    case Weighting::tfidf:
-      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, w);
-      return;
-    case Weighting::hybrid: {
-      float* v = scratch + D;
-      for (int r = 0; r < n; ++r) w[r] = 1.0f;
-      positional_group_weights(n, G, wp.positional_lambda, bias, v);
-      hybrid_multiply(v, n, wp.alpha_positional, w);
-      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, v);
-      hybrid_multiply(v, n, wp.alpha_cosine, w);
-      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, v);
-      hybrid_multiply(v, n, wp.alpha_tfidf, w);
-      return;
-    }
-    default:
-      for (int r = 0; r < n; ++r) w[r] = 1.0f;
-  }
-}
 
 }  // namespace
 
@@ -169,7 +135,7 @@ void build_adaptive_index(MatrixView<const float> keys, const PoolParams& p, con
       const Index64 b = out.begin[g];
       const int n = static_cast<int>(out.begin[g + 1] - b);
       const int G = out.segment_size[b / S];
-      weights_at(keys, p, stats, query_ref, b, G, n, w.data(), scratch.data());
+      group_weights_at(keys, p, stats, query_ref, b, G, n, w.data(), scratch.data());
       float* row = fp32 ? reinterpret_cast<float*>(q.row_bytes(g)) : buf.data();
       pool_group(keys.row(b), keys.ld, n, static_cast<int>(D), w.data(), row);
       if (!fp32) quantize_row(row, g, q);
