@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/attention.h"
+#include "core/hybrid.h"
+#include "core/incremental.h"
 #include "core/pool.h"
 #include "core/score.h"
 #include "core/stats.h"
@@ -47,6 +49,32 @@ class Backend {
   // copy, so a freed and reused address never aliases. Default: nothing (the CPU backend reads the
   // host arrays directly). See HeldInputs for the scoped form.
   virtual void hold_inputs(bool hold) {}
+
+  // ---- Issue 7: hybrid layer and index updates. Not pure: the defaults run the CPU implementation
+  // (core/backend_defaults.cc) on host data, so a device backend works before it overrides them.
+  // Local branch: chunked gated linear attention over tokens [begin, end) into a fresh state.
+  virtual void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb);
+  // Appends tokens [lb.end, new_end) by the recurrence (the decode update).
+  virtual void local_append(const Workload& w, Index64 new_end, LocalBranch& lb);
+  // Normalised read-out for Ha query heads [Ha, Da] into out [Ha, Dv].
+  virtual void local_readout(const LocalBranch& lb, MatrixView<const float> queries, float* out);
+  // Re-pools the groups whose weights moved by more than tau, and any group with new tokens
+  // (core/incremental.h). tau = 0 gives build_index's bits.
+  virtual RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                                   const float* query_ref, float tau, IndexState& st);
+  // Asynchronous form: begin starts an update of `st` (which must not be read until end returns);
+  // end waits for it. A GPU backend runs it on a second stream, overlapping the next step's scoring,
+  // and reports the part of its time that was hidden. Default: begin runs update_index at once, end
+  // only reports (hidden_ms = NaN: nothing overlapped).
+  struct PendingUpdate {
+    RepoolCount count;
+    double run_ms = 0;     // wall time of the update itself
+    double hidden_ms = 0;  // of run_ms, the part that overlapped other work (NaN: not measured)
+  };
+  virtual PendingUpdate begin_update_index(MatrixView<const float> keys, const PoolParams& p,
+                                           const AccessStats* stats, const float* query_ref, float tau,
+                                           IndexState& st);
+  virtual void end_update_index(PendingUpdate& u) {}
 };
 
 // Holds a backend's inputs for one scope (run_request holds them for one request).

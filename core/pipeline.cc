@@ -59,6 +59,7 @@ void validate_pipeline(const PipelineParams& p, const Workload& w) {
 }
 
 RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
+  if (p.extended()) return run_request_extended(be, w, p);
   validate_pipeline(p, w);
   const HeldInputs held(be);  // the workload, index, statistics and score buffers change only through `be`
   const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
@@ -84,7 +85,8 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   for (Index64 q = 0; q < Q; ++q) {
     StepRecord rec;
     // 1. (Re)build the index when the scheme learns from history, or on the first step.
-    if (q == 0 || (learns && q % p.rebuild_every == 0)) {
+    const bool rebuild = q == 0 || (learns && q % p.rebuild_every == 0);
+    if (rebuild) {
       PoolParams pp = p.pool;
       if (uses_query_reference(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
       IP_RANGE(pool);
@@ -176,8 +178,17 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
         query_ref[d] = a * query_ref[d] + (1.0f - a) * (m / static_cast<float>(H));
       }
     }
+    rec.local_ms = 0;  // issue-7 columns for the plain sparse layer
+    rec.layer_ms = rec.score_ms + rec.topk_ms + rec.attention_ms;
+    rec.layer_output_error = rec.output_error;
+    rec.layer_mass_recall = rec.mass_recall;
+    rec.layer_tokens = static_cast<double>(n);
+    rec.repooled_fraction = rebuild ? 1.0 : 0.0;
+    rec.context_tokens = static_cast<double>(T);
+    rec.pool_hidden_ms = 0;
     res.steps.push_back(rec);
   }
+  res.tokens_per_group = G;
 
   res.index_bytes = static_cast<double>(res.index.bytes());
   res.exact_index_bytes = static_cast<double>(T) * (D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision));

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/adaptive.h"
 #include "core/backend.h"
+#include "core/hybrid.h"
 #include "core/workload.h"
 
 namespace ip {
@@ -18,6 +20,15 @@ struct PipelineParams {
   int rebuild_every = 1;       // steps between index rebuilds for schemes that learn from history
   bool fidelity = true;        // compute the exact indexer and dense attention for the metrics
   bool record_similarity = false;  // fill RequestResult::selected_similarity (a cache model's relevance)
+  // Issue 7 (core/decode.cc runs them; all off by default, and then run_request is the loop below).
+  HybridParams hybrid;          // local gated linear branch + the sparse branch
+  float repool_tau = -1.0f;     // < 0: full rebuilds; >= 0: incremental re-pooling (core/incremental.h)
+  bool async_updates = false;   // score step q with the index built during step q-1 (double-buffered)
+  Index64 append_per_step = 0;  // growing context: tokens decode appends per step
+  AdaptiveParams adaptive;      // per-segment group sizes under a byte budget (core/adaptive.h)
+  bool extended() const {
+    return hybrid.enabled || repool_tau >= 0.0f || async_updates || append_per_step > 0 || adaptive.enabled;
+  }
 };
 
 void validate_pipeline(const PipelineParams& p, const Workload& w);
@@ -27,6 +38,14 @@ struct StepRecord {
   double token_recall = 0, block_recall = 0, mass_recall = 0, output_error = 0;  // NaN when not measured
   double pool_ms = 0;   // 0 when the index was not rebuilt this step
   double score_ms = 0, topk_ms = 0, attention_ms = 0, fidelity_ms = 0;
+  // Issue 7. The "layer" is what produces the attention output: the sparse branch alone, or the hybrid.
+  double local_ms = 0;           // local branch this step (append, read-out, combine); 0 without hybrid
+  double layer_ms = 0;           // score_ms + topk_ms + attention_ms + local_ms
+  double layer_output_error = 0, layer_mass_recall = 0;  // of the layer's output / tokens it reads; NaN unmeasured
+  double layer_tokens = 0;       // tokens the layer reads this step (selection, plus the local window)
+  double repooled_fraction = 0;  // groups pooled this step / groups (1: full build; 0: no update)
+  double context_tokens = 0;     // context length at this step
+  double pool_hidden_ms = 0;     // asynchronous update: the part of pool_ms that overlapped (NaN: not measured)
 };
 
 struct RequestResult {
@@ -48,8 +67,15 @@ struct RequestResult {
   double macs_per_query = 0;          // scoring multiply-adds per query (compressed)
   double exact_macs_per_query = 0;    // the same for the exact indexer
   int rebuilds = 0;
+  double local_prefill_ms = 0;  // chunked gated linear attention over the window (hybrid; once per request)
+  double tokens_per_group = 0;  // context tokens per stored group at the end (G, or the adaptive mean)
+  bool variable_groups = false; // adaptive: `selected` holds a variable number of groups per step (cache model off)
 };
 
 RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p);
+// Checks of the issue-7 parameters that need no workload (config validation runs them for every point).
+void validate_extended_params(const PipelineParams& p, bool has_attention);
+// The loop with the issue-7 features (core/decode.cc); run_request calls it when p.extended().
+RequestResult run_request_extended(Backend& backend, const Workload& w, const PipelineParams& p);
 
 }  // namespace ip

@@ -12,7 +12,7 @@ namespace {
 
 // Independent random streams of one request.
 enum Stream : std::uint64_t {
-  kTopic = 1, kSink, kNeedleDir, kNeedlePos, kLayout, kToken, kAttn, kValue, kQuery, kHead, kImage, kProj, kLength
+  kTopic = 1, kSink, kNeedleDir, kNeedlePos, kLayout, kToken, kAttn, kValue, kQuery, kHead, kImage, kProj, kLength, kGate
 };
 
 void fill_normal(Rng& rng, float* x, int n, double scale = 1.0) {
@@ -102,6 +102,12 @@ void validate_spec(const WorkloadSpec& s) {
     IP_REQUIRE(p >= 0.0 && p <= 1.0, "workload: probability {} outside [0, 1]", p);
   IP_REQUIRE(s.needles >= 0 && s.sinks >= 0, "workload: needles and sinks must be >= 0");
   IP_REQUIRE(s.image_side >= 1, "workload: image_side = {} (must be >= 1)", s.image_side);
+  IP_REQUIRE(s.gate_decay > 0.0 && s.gate_decay <= 1.0, "workload: gate_decay = {} outside (0, 1]", s.gate_decay);
+  IP_REQUIRE(std::isfinite(s.gate_spread) && s.gate_spread >= 0.0 && s.gate_spread <= 10.0,
+             "workload: gate_spread = {} outside [0, 10]", s.gate_spread);
+  IP_REQUIRE(s.append_per_step >= 0, "workload: append_per_step = {} (must be >= 0)", s.append_per_step);
+  IP_REQUIRE(s.tokens + static_cast<Index64>(s.steps) * s.append_per_step <= INT32_MAX,
+             "workload: tokens + steps * append_per_step exceeds the 32-bit id range");
   for (double x : {s.sharpness, s.head_noise, s.query_drift, s.needle_strength, s.sink_strength, s.attn_noise})
     IP_REQUIRE(std::isfinite(x) && x >= 0.0, "workload: a strength, noise or drift is {} (must be finite, >= 0)", x);
 }
@@ -117,7 +123,8 @@ Workload generate_request(const WorkloadSpec& s, int request) {
   validate_spec(s);
   IP_REQUIRE(request >= 0 && request < s.requests, "workload: request {} outside [0, {})", request, s.requests);
   const std::uint64_t base = hash_key(s.seed, 0xB10C, static_cast<std::uint64_t>(request));
-  const Index64 T = request_tokens(s, request);
+  // A growing context: the decode steps append steps * append_per_step tokens to the prompt.
+  const Index64 T = request_tokens(s, request) + static_cast<Index64>(s.steps) * s.append_per_step;
   const int D = s.dim, H = s.index_heads, Q = s.steps;
   const Layout L = make_layout(s, T, base);
 
@@ -129,6 +136,7 @@ Workload generate_request(const WorkloadSpec& s, int request) {
 
   Workload w;
   w.kind = L.kind;
+  w.gates = GateParams{static_cast<float>(s.gate_decay), static_cast<float>(s.gate_spread), hash_key(base, kGate)};
   w.index_keys.reshape({T, D});
   const double rho = s.topic_weight, sig = std::sqrt(1.0 - rho * rho);
   parallel_for(T, 4096, [&](Index64 b, Index64 e) {

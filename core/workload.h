@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/linear_attention.h"
 #include "core/tensor.h"
 
 namespace ip {
@@ -21,6 +22,7 @@ struct Workload {
   Tensor<float> attn_queries;   // [Q, Ha, Da]
   Tensor<float> values;         // [T, Dv]
   std::vector<TokenKind> kind;  // [T] (empty for imported workloads)
+  GateParams gates;             // gates of the local linear branch (hybrid layer), a pure function of (seed, t, d)
 
   Index64 tokens() const { return index_keys.empty() ? 0 : index_keys.dim(0); }
   Index64 dim() const { return index_keys.empty() ? 0 : index_keys.dim(1); }
@@ -64,6 +66,9 @@ struct WorkloadSpec {
   double image_fraction = 0.0;  // share of tokens in image-patch spans (multimodal case)
   int image_side = 32;          // patches per side of an image span (span = side^2 tokens)
   double attn_noise = 0.3;      // attention keys = latent + noise (index and attention agree partly)
+  double gate_decay = 0.9;      // median gate of the local linear branch, in (0, 1]
+  double gate_spread = 0.5;     // log-scale spread of the gates (0: every gate = gate_decay)
+  int append_per_step = 0;      // growing context: each request gets tokens + steps * append_per_step tokens
   std::uint64_t seed = 0;
 };
 

@@ -258,6 +258,63 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.cache.opt_bound = parse_bool(v); }},
       {"cache.mrc", "true", "store the exact LRU miss-ratio curve of each point's trace",
        [](P& p, const std::string& v) { p.cache.mrc = parse_bool(v); }},
+      // ---- issue 7: hybrid layer, index updates, growing contexts, adaptive compression, limits.
+      {"workload.gate_decay", "0.9", "median gate alpha of the local linear branch, in (0, 1]",
+       [](P& p, const std::string& v) { p.workload.gate_decay = parse_double(v); }},
+      {"workload.gate_spread", "0.5", "log-scale spread of the gates: alpha = decay^exp(spread*s), s uniform, unit variance",
+       [](P& p, const std::string& v) { p.workload.gate_spread = parse_double(v); }},
+      {"workload.append_per_step", "0", "growing context: tokens each decode step appends (prompt = workload.tokens)",
+       [](P& p, const std::string& v) {
+         p.workload.append_per_step = parse_i32(v);
+         IP_REQUIRE(p.workload.append_per_step >= 0, "must be >= 0");
+         p.pipeline.append_per_step = p.workload.append_per_step;
+       }},
+      {"hybrid.enabled", "false", "hybrid layer: local gated linear branch + the sparse branch (needs attn_dim > 0)",
+       [](P& p, const std::string& v) { p.pipeline.hybrid.enabled = parse_bool(v); }},
+      {"hybrid.window", "512", "tokens of the local branch (the last ones at the first decode step)",
+       [](P& p, const std::string& v) {
+         p.pipeline.hybrid.window = parse_int(v);
+         IP_REQUIRE(p.pipeline.hybrid.window >= 1, "must be >= 1");
+       }},
+      {"hybrid.chunk", "64", "chunk length of the chunked linear-attention form (tokens)",
+       [](P& p, const std::string& v) {
+         p.pipeline.hybrid.chunk = parse_i32(v);
+         IP_REQUIRE(p.pipeline.hybrid.chunk >= 1, "must be >= 1");
+       }},
+      {"hybrid.combine", "gate:0.5", "sum (o_sparse + o_local) or gate:G ((1-G) o_sparse + G o_local, 0 <= G <= 1)",
+       [](P& p, const std::string& v) { p.pipeline.hybrid.combine = parse_combine(v); }},
+      {"pool.repool_tau", "-1",
+       "-1: full index rebuilds; tau >= 0: re-pool only groups whose weights moved by relative L1 > tau (0 = same bits)",
+       [](P& p, const std::string& v) {
+         const double t = parse_double(v);
+         IP_REQUIRE(std::isfinite(t) && (t >= 0 || t == -1), "must be -1 or a number >= 0");
+         p.pipeline.repool_tau = static_cast<float>(t);
+       }},
+      {"pool.async_updates", "false",
+       "score step q with the index update started at step q-1 (double buffer; cpu: same selections, nothing overlaps)",
+       [](P& p, const std::string& v) { p.pipeline.async_updates = parse_bool(v); }},
+      {"adaptive.enabled", "false", "per-segment group sizes in {1,2,4,8,16} under adaptive.budget",
+       [](P& p, const std::string& v) { p.pipeline.adaptive.enabled = parse_bool(v); }},
+      {"adaptive.budget", "0", "index bytes per context token the adaptive sizes must fit (total <= budget * T)",
+       [](P& p, const std::string& v) {
+         p.pipeline.adaptive.budget_bytes_per_token = parse_double(v);
+         IP_REQUIRE(p.pipeline.adaptive.budget_bytes_per_token >= 0, "must be >= 0");
+       }},
+      {"adaptive.segment", "256", "tokens per segment (a multiple of 16)",
+       [](P& p, const std::string& v) {
+         p.pipeline.adaptive.segment = parse_i32(v);
+         IP_REQUIRE(p.pipeline.adaptive.segment >= 16 && p.pipeline.adaptive.segment % 16 == 0,
+                    "must be a positive multiple of 16");
+       }},
+      {"adaptive.access_weight", "1", "weight of a segment's attention mass in its score",
+       [](P& p, const std::string& v) { p.pipeline.adaptive.access_weight = static_cast<float>(parse_double(v)); }},
+      {"adaptive.disagreement_weight", "1", "weight of a segment's key disagreement (mean 1 - cos to its mean)",
+       [](P& p, const std::string& v) { p.pipeline.adaptive.disagreement_weight = static_cast<float>(parse_double(v)); }},
+      {"limits.max_context", "0", "largest context a request may hold, tokens (0: no limit); checked before any work",
+       [](P& p, const std::string& v) {
+         p.max_context = parse_int(v);
+         IP_REQUIRE(p.max_context >= 0, "must be >= 0");
+       }},
       {"output.path", "", "results HDF5 file (empty: print the table only)",
        [](P& p, const std::string& v) { p.output_path = v; }},
       {"output.save_tensors", "false", "store each point's composite keys and selected group ids",
@@ -525,9 +582,39 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     try {
       validate_spec(p.workload);
       validate_cache_point(p.cache);
+      validate_extended_params(p.pipeline, p.source != "synthetic" || p.workload.attn_dim > 0);
     } catch (const Error& e) {
       throw Error(fmt::format("{}: point {} ({}): {}", path, p.index, p.key, e.what()));
     }
+  }
+  // limits.max_context: a synthetic context past the limit stops the run here, naming both settings
+  // (imported contexts are checked when they are loaded, before any point runs: runner.cc).
+  auto setting_at = [&](const std::string& key) {
+    for (const auto& s : sw.settings)
+      if (s.key == key) return where(s);
+    return std::string("default");
+  };
+  for (const auto& p : sw.points) {  // adaptive.budget below the smallest index (every segment at G = 16)
+    const AdaptiveParams& a = p.pipeline.adaptive;
+    if (!a.enabled || p.source != "synthetic") continue;
+    const Index64 T = p.workload.tokens + static_cast<Index64>(p.workload.steps) * p.workload.append_per_step;
+    const double row = p.workload.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision);
+    const Index64 full = T / a.segment, rest = T % a.segment;
+    const double need = row * static_cast<double>(full * (a.segment / 16) + (rest + 15) / 16);
+    IP_REQUIRE(need <= a.budget_bytes_per_token * static_cast<double>(p.workload.tokens),
+               "{}: key 'adaptive.budget' = {} bytes per token is below the smallest adaptive index ({:.3f} bytes per "
+               "token, every segment at G = 16); point {} ({})",
+               setting_at("adaptive.budget"), a.budget_bytes_per_token, need / static_cast<double>(p.workload.tokens),
+               p.index, p.key);
+  }
+  for (const auto& p : sw.points) {
+    if (p.max_context <= 0 || p.source != "synthetic") continue;
+    const Index64 total = p.workload.tokens + static_cast<Index64>(p.workload.steps) * p.workload.append_per_step;
+    IP_REQUIRE(total <= p.max_context,
+               "{}: key 'workload.tokens' = {}: a context of {} tokens (workload.tokens + workload.steps x "
+               "workload.append_per_step) exceeds limits.max_context = {} tokens (set at {}); point {} ({})",
+               setting_at("workload.tokens"), p.workload.tokens, total, p.max_context,
+               setting_at("limits.max_context"), p.index, p.key);
   }
 
   // The sweep's identity: every resolved setting except output.* and threads (the same sweep written
@@ -593,7 +680,7 @@ std::pair<int, int> parse_shard(const std::string& spec) {
 
 double estimate_point_bytes(const Point& p) {
   const WorkloadSpec& s = p.workload;
-  const double T = static_cast<double>(s.tokens), B = s.requests;
+  const double T = static_cast<double>(s.tokens + static_cast<Index64>(s.steps) * s.append_per_step), B = s.requests;
   const double per_token = 4.0 * (s.dim + s.attn_dim + (s.attn_dim > 0 ? s.value_dim : 0));
   const double workload = B * T * per_token;
   const int G = p.pipeline.pool.weights.scheme == Weighting::exact ? 1 : p.pipeline.pool.group_size;

@@ -28,6 +28,7 @@ struct Point {
   std::string cache_trace;    // output.cache_trace: file for each point's access trace ("" = none)
   std::string cache_trace_format = "auto";  // auto | txt | csv | oracle
   ProfileParams profile;      // profile.*: CUPTI counters and kernel records (experiments/profiling.h)
+  Index64 max_context = 0;    // limits.max_context: tokens a request may hold (0: no limit)
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list

@@ -32,10 +32,18 @@ constexpr const char* kNumberColumns[] = {
     "tokens", "index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "exact_macs_per_query",
     "token_recall", "block_recall", "mass_recall", "output_error", "pool_ms", "score_ms", "topk_ms", "attention_ms",
     "wall_s", "cache_l1_hit_rate", "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
-    "cache_opt_single_hit_rate"};
+    "cache_opt_single_hit_rate",
+    "layer_ms", "local_ms", "local_prefill_ms", "layer_output_error", "layer_mass_recall", "layer_tokens_per_step",
+    "repooled_fraction_mean", "pool_hidden_ms", "tokens_per_group"};
 // clang-format on
 constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_recall", "output_error",
-                                        "pool_ms",      "score_ms",     "topk_ms",     "attention_ms"};
+                                        "pool_ms",      "score_ms",     "topk_ms",     "attention_ms",
+                                        "context_tokens", "local_ms", "layer_ms", "layer_output_error",
+                                        "layer_mass_recall", "layer_tokens", "repooled_fraction", "pool_hidden_ms"};
+constexpr const char* kStepUnits =
+    "request, step: indices; *_recall, repooled_fraction (groups re-pooled this step / groups; 1 = full build, "
+    "0 = no update): fractions in [0, 1]; output_error, layer_output_error: relative, no unit; *_ms: milliseconds "
+    "of wall clock this step (pool_hidden_ms: NaN where not measured); context_tokens, layer_tokens: tokens";
 constexpr const char* kUnits =
     "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
@@ -43,7 +51,9 @@ constexpr const char* kUnits =
     "(median over steps); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "
     "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same hierarchy with Belady's OPT at every level, a "
     "reference and not a bound; cache_opt_single_hit_rate: Belady's OPT on one cache holding as many objects as all "
-    "levels together, an upper bound on cache_hit_rate for any policies and mode, NaN when objects differ in size)";
+    "levels together, an upper bound on cache_hit_rate for any policies and mode, NaN when objects differ in size); "
+    "layer_ms, local_ms, local_prefill_ms, pool_hidden_ms: milliseconds (median); layer_output_error: relative; "
+    "layer_mass_recall, repooled_fraction_mean: fractions; layer_tokens_per_step, tokens_per_group: tokens";
 constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
 
 std::vector<double> numbers(const PointSummary& s) {
@@ -51,13 +61,16 @@ std::vector<double> numbers(const PointSummary& s) {
   return {s.tokens, s.index_bytes_per_token, s.exact_bytes_per_token, s.macs_per_query, s.exact_macs_per_query,
           s.token_recall, s.block_recall, s.mass_recall, s.output_error, s.pool_ms, s.score_ms, s.topk_ms,
           s.attention_ms, s.wall_s, s.cache_l1_hit_rate, s.cache_l2_hit_rate, s.cache_l3_hit_rate, s.cache_hit_rate,
-          s.cache_opt_hit_rate, s.cache_opt_single_hit_rate};
+          s.cache_opt_hit_rate, s.cache_opt_single_hit_rate, s.layer_ms, s.local_ms, s.local_prefill_ms, s.layer_output_error, s.layer_mass_recall,
+          s.layer_tokens_per_step, s.repooled_fraction_mean, s.pool_hidden_ms, s.tokens_per_group};
   // clang-format on
 }
 
 std::vector<double> numbers(const StepRecord& s) {
-  return {s.token_recall, s.block_recall, s.mass_recall, s.output_error,
-          s.pool_ms,      s.score_ms,     s.topk_ms,     s.attention_ms};
+  return {s.token_recall,   s.block_recall, s.mass_recall, s.output_error,       s.pool_ms,
+          s.score_ms,       s.topk_ms,      s.attention_ms, s.context_tokens,    s.local_ms,
+          s.layer_ms,       s.layer_output_error, s.layer_mass_recall, s.layer_tokens, s.repooled_fraction,
+          s.pool_hidden_ms};
 }
 
 std::string group_name(std::size_t index) { return fmt::format("point_{:06d}", index); }
@@ -168,6 +181,7 @@ void write_point(h5::File& f, const PointRecord& rec) {
   }
   f.write_table(g + "/steps", steps);
   write_profile(f, g, rec.profile);
+  f.set_attr(g + "/steps", "units", std::string(kStepUnits));
   if (!rec.cache.levels.empty()) {
     h5::Table lv;
     lv.add("level", Kind::kInt64);

@@ -75,6 +75,15 @@ struct PointSummary {
   // cache_hit_rate; NaN when accesses differ in size).
   double cache_l1_hit_rate = kNoValue, cache_l2_hit_rate = kNoValue, cache_l3_hit_rate = kNoValue;
   double cache_hit_rate = kNoValue, cache_opt_hit_rate = kNoValue, cache_opt_single_hit_rate = kNoValue;
+  // Issue 7 (hybrid layer, index updates, adaptive compression); medians over steps like the times above.
+  double layer_ms = 0;                 // per step: score + topk + sparse attention + local branch
+  double local_ms = 0;                 // per step: local branch (append, read-out, combine); 0 without hybrid
+  double local_prefill_ms = 0;         // per request: chunked linear attention over the window (median)
+  double layer_output_error = kNoValue, layer_mass_recall = kNoValue;  // mean over steps, like output_error
+  double layer_tokens_per_step = 0;    // mean tokens the layer covers per step (selection + local window)
+  double repooled_fraction_mean = 0;   // mean over steps 1.. of (groups re-pooled / groups); NaN with one step
+  double pool_hidden_ms = kNoValue;    // median hidden part of asynchronous updates (NaN: none, or not measured)
+  double tokens_per_group = 0;         // context tokens per stored index group (G; the mean for adaptive)
 };
 
 struct RequestDetail {

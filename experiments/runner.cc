@@ -53,7 +53,7 @@ std::string spec_key(const WorkloadSpec& s) {
                      s.topics, s.topic_run, s.topic_weight, s.sharpness, s.head_noise, s.query_drift, s.jump_prob,
                      s.needles, s.needle_strength, s.needle_query_prob, s.sinks, s.sink_strength, s.image_fraction,
                      s.image_side, s.attn_noise) +
-         fmt::format(" {}", s.seed);
+         fmt::format(" {}", s.seed) + fmt::format(" {} {} {}", s.gate_decay, s.gate_spread, s.append_per_step);
 }
 
 std::string source_key(const Point& p) {
@@ -185,6 +185,9 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     return skip(fmt::format("backend = {}: out of device memory despite the estimate: {}", p.backend, e.what()));
   }
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
+  std::vector<double> layer, local, prefill, lerr, lmass, ltok, repooled, hidden;  // issue 7
+  double per_group = 0;
+  bool variable_groups = false;
   double bytes = 0, ebytes = 0, macs = 0, emacs = 0, tokens = 0;
   for (const auto& r : results) {
     for (const auto& s : r.steps) {
@@ -196,7 +199,17 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
       score.push_back(s.score_ms);
       topk.push_back(s.topk_ms);
       attn.push_back(s.attention_ms);
+      layer.push_back(s.layer_ms);
+      local.push_back(s.local_ms);
+      lerr.push_back(s.layer_output_error);
+      lmass.push_back(s.layer_mass_recall);
+      ltok.push_back(s.layer_tokens);
+      if (&s != &r.steps.front()) repooled.push_back(s.repooled_fraction);
+      if (s.pool_hidden_ms > 0 || std::isnan(s.pool_hidden_ms)) hidden.push_back(s.pool_hidden_ms);
     }
+    prefill.push_back(r.local_prefill_ms);
+    per_group += r.tokens_per_group;
+    variable_groups = variable_groups || r.variable_groups;
     bytes += r.index_bytes;
     ebytes += r.exact_index_bytes;
     macs += r.macs_per_query;
@@ -204,7 +217,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     tokens += static_cast<double>(r.tokens);
   }
   // The cache model replays what the requests selected, interleaved step by step.
-  if (p.cache.enabled) {
+  if (p.cache.enabled && !variable_groups) {  // adaptive groups: a variable number per step (cache model off)
     IP_RANGE(cache_model);
     std::vector<RequestSelections> sel;
     for (std::size_t b = 0; b < results.size(); ++b) {
@@ -231,7 +244,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     d.k_groups = r.k_groups;
     if (p.save_tensors) {
       d.composite_keys = dequantize(r.index.rows);
-      d.selected = std::move(r.selected);
+      if (!r.variable_groups) d.selected = std::move(r.selected);
     }
     rec.requests.push_back(std::move(d));
   }
@@ -249,6 +262,17 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   out.score_ms = median(score);
   out.topk_ms = median(topk);
   out.attention_ms = median(attn);
+  out.layer_ms = median(layer);
+  out.local_ms = median(local);
+  out.local_prefill_ms = median(prefill);
+  out.layer_output_error = mean_finite(lerr);
+  out.layer_mass_recall = mean_finite(lmass);
+  out.layer_tokens_per_step = mean_finite(ltok);
+  out.repooled_fraction_mean = mean_finite(repooled);
+  // A NaN entry (not measured on this backend) makes the column NaN.
+  const bool unmeasured = std::any_of(hidden.begin(), hidden.end(), [](double x) { return std::isnan(x); });
+  out.pool_hidden_ms = hidden.empty() || unmeasured ? kNoValue : median(hidden);
+  out.tokens_per_group = per_group / B;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rec;
 }
@@ -309,6 +333,9 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
     } catch (const Error& e) {
       throw Error(fmt::format("workload.source: {}", e.what()));
     }
+    IP_REQUIRE(p.max_context <= 0 || reqs.back().tokens() <= p.max_context,
+               "workload.source '{}': the imported context has {} tokens, more than limits.max_context = {} tokens",
+               p.source, reqs.back().tokens(), p.max_context);
   }
 }
 
@@ -364,6 +391,7 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
   head += fmt::format("{:>10} {:>7} {:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6} {:>6}", "idx B/tok", "ratio",
                       "MMAC/q", "tokRec", "blkRec", "massRec", "outErr", "score ms", "topk ms", "pool ms", "cache",
                       "OPT-h", "bound");
+  head += fmt::format(" {:>9} {:>8} {:>8} {:>7}", "layer ms", "lyrErr", "lyrMass", "repool");
   out += head + "\n" + std::string(head.size(), '-') + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string line;
@@ -378,6 +406,8 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
                         r.macs_per_query / 1e6, r.token_recall, r.block_recall, r.mass_recall, r.output_error,
                         r.score_ms, r.topk_ms, r.pool_ms);
     line += fmt::format(" {:>6.3f} {:>6.3f} {:>6.3f}", r.cache_hit_rate, r.cache_opt_hit_rate, r.cache_opt_single_hit_rate);
+    line += fmt::format(" {:>9.3f} {:>8.4f} {:>8.4f} {:>7.3f}", r.layer_ms, r.layer_output_error, r.layer_mass_recall,
+                        r.repooled_fraction_mean);
     out += line + "\n";
   }
   out += "\nidx B/tok: stored index bytes per context token; ratio: uncompressed keys (same precision) / index;\n"
@@ -386,7 +416,10 @@ std::string summary_table(const std::vector<std::string>& axis_keys, const std::
          "milliseconds per step (pool: per index build) on the point's backend (run_backend in the results file);\n"
          "cache: fraction of the selected groups' accesses that hit some cache level; OPT-h: the same hierarchy with\n"
          "Belady's OPT at every level (a reference, not a bound); bound: Belady's OPT on one cache of all levels'\n"
-         "capacity, an upper bound on the cache column for any policies (nan: objects of different sizes).\n";
+         "capacity, an upper bound on the cache column for any policies (nan: objects of different sizes);\n"
+         "layer ms: median per-step time of the attention layer (sparse branch, plus the local branch when hybrid);\n"
+         "lyrErr, lyrMass: its output error and the dense mass on the tokens it covers; repool: mean fraction of\n"
+         "groups re-pooled per step after the first.\n";
   return out;
 }
 

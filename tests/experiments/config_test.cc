@@ -295,3 +295,83 @@ TEST_F(ConfigTest, OutputKeysCannotBeAxes) {
 }
 
 }  // namespace
+
+// ---- issue 7: limits.max_context (the edge profile), the new keys and configs.
+namespace {
+using ip::exp::load_sweep;
+class Issue7ConfigTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    const std::string path = ::testing::TempDir() + "issue7_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".ini";
+    std::ofstream(path) << text;
+    return path;
+  }
+  static std::string error_of(const std::string& path, std::vector<std::string> sets = {}) {
+    try {
+      load_sweep(path, sets);
+    } catch (const ip::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+};
+}  // namespace
+
+TEST_F(Issue7ConfigTest, ContextPastTheLimitIsRejectedNamingKeyFileAndLine) {
+  const auto p = write("[workload]\ntokens = 1Mi\n\n[limits]\nmax_context = 512Ki\n");
+  const std::string e = error_of(p);
+  EXPECT_NE(e.find(p + ":2: key 'workload.tokens' = 1048576"), std::string::npos) << e;
+  EXPECT_NE(e.find("exceeds limits.max_context = 524288 tokens (set at " + p + ":5)"), std::string::npos) << e;
+  // At the limit is fine; appended decode tokens count.
+  EXPECT_EQ(error_of(write("[workload]\ntokens = 512Ki\n[limits]\nmax_context = 512Ki\n")), "(no error)");
+  const auto g = write("[workload]\ntokens = 512Ki\nsteps = 4\nappend_per_step = 1\n[limits]\nmax_context = 512Ki\n");
+  EXPECT_NE(error_of(g).find("a context of 524292 tokens"), std::string::npos) << error_of(g);
+}
+
+TEST_F(Issue7ConfigTest, EdgeProfileLoadsAndRejectsLongerContexts) {
+  const std::string edge = std::string(IP_SOURCE_DIR) + "/configs/edge.ini";
+  const auto sw = load_sweep(edge);
+  ASSERT_FALSE(sw.points.empty());
+  for (const auto& pt : sw.points) {
+    EXPECT_EQ(pt.pipeline.pool.precision, ip::Precision::int8);
+    EXPECT_EQ(pt.max_context, 512 * 1024);
+    EXPECT_TRUE(pt.pipeline.async_updates);
+  }
+  const std::string e = error_of(edge, {"workload.tokens=1Mi"});
+  EXPECT_NE(e.find("command line: key 'workload.tokens' = 1048576"), std::string::npos) << e;
+  EXPECT_NE(e.find("limits.max_context = 524288 tokens (set at " + edge + ":"), std::string::npos) << e;
+}
+
+TEST_F(Issue7ConfigTest, NewKeysParseAndBadCombinationsStopTheLoad) {
+  const auto p = write(
+      "[workload]\ngate_decay = 0.8\ngate_spread = 0\nappend_per_step = 2\n[hybrid]\nenabled = true\nwindow = 1Ki\n"
+      "chunk = 32\ncombine = sum\n[pool]\nrepool_tau = 0.1\n");
+  const auto sw = load_sweep(p);
+  ASSERT_EQ(sw.points.size(), 1u);
+  const auto& pt = sw.points[0];
+  EXPECT_EQ(pt.workload.gate_decay, 0.8);
+  EXPECT_EQ(pt.workload.append_per_step, 2);
+  EXPECT_EQ(pt.pipeline.append_per_step, 2);
+  EXPECT_TRUE(pt.pipeline.hybrid.enabled);
+  EXPECT_EQ(pt.pipeline.hybrid.window, 1024);
+  EXPECT_EQ(pt.pipeline.hybrid.combine.kind, ip::CombineRule::Kind::sum);
+  EXPECT_FLOAT_EQ(pt.pipeline.repool_tau, 0.1f);
+  EXPECT_NE(error_of(write("[hybrid]\ncombine = gate:3\n")).find("hybrid.combine"), std::string::npos);
+  EXPECT_NE(error_of(write("[pool]\nrepool_tau = -0.5\n")).find("pool.repool_tau"), std::string::npos);
+  const auto a = write("[adaptive]\nenabled = true\nbudget = 16\n[pool]\nrepool_tau = 0\n");
+  EXPECT_NE(error_of(a).find("pool.repool_tau must be -1"), std::string::npos) << error_of(a);
+  const auto b = write("[adaptive]\nenabled = true\nbudget = 20\n");  // D = 128 fp32: 512-byte rows, 32 B/token at G = 16
+  EXPECT_NE(error_of(b).find("key 'adaptive.budget' = 20 bytes per token is below"), std::string::npos) << error_of(b);
+  const auto h = write("[workload]\nattn_dim = 0\n[hybrid]\nenabled = true\n");
+  EXPECT_NE(error_of(h).find("workload.attn_dim > 0"), std::string::npos) << error_of(h);
+}
+
+TEST_F(Issue7ConfigTest, Issue7ConfigsLoad) {
+  const std::string dir = std::string(IP_SOURCE_DIR) + "/configs/";
+  EXPECT_EQ(load_sweep(dir + "hybrid.ini").points.size(), 2u * 6);
+  EXPECT_EQ(load_sweep(dir + "repool_tau.ini").points.size(), 2u * 9);
+  EXPECT_EQ(load_sweep(dir + "adaptive.ini").points.size(), 2u * 3 * 2);
+  EXPECT_EQ(load_sweep(dir + "growing.ini").points.size(), 2u * 2);
+  EXPECT_EQ(load_sweep(dir + "edge.ini").points.size(), 2u);
+}

@@ -23,7 +23,9 @@ def main(path):
                         "exact_macs_per_query", "token_recall", "block_recall", "mass_recall", "output_error",
                         "pool_ms", "score_ms", "topk_ms", "attention_ms", "wall_s", "cache_l1_hit_rate",
                         "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
-                        "cache_opt_single_hit_rate"]
+                        "cache_opt_single_hit_rate",
+                        "layer_ms", "local_ms", "local_prefill_ms", "layer_output_error", "layer_mass_recall",
+                        "layer_tokens_per_step", "repooled_fraction_mean", "pool_hidden_ms", "tokens_per_group"]
     assert list(df.columns) == expected_columns, list(df.columns)
     assert len(df) == 3, len(df)
     assert df["index"].tolist() == [0, 1, 2], df["index"].tolist()

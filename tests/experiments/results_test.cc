@@ -152,7 +152,16 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
                                           "cache_l3_hit_rate",
                                           "cache_hit_rate",
                                           "cache_opt_hit_rate",
-                                          "cache_opt_single_hit_rate"};
+                                          "cache_opt_single_hit_rate",
+                                          "layer_ms",
+                                          "local_ms",
+                                          "local_prefill_ms",
+                                          "layer_output_error",
+                                          "layer_mass_recall",
+                                          "layer_tokens_per_step",
+                                          "repooled_fraction_mean",
+                                          "pool_hidden_ms",
+                                          "tokens_per_group"};
   ASSERT_EQ(t.columns.size(), names.size());
   for (std::size_t c = 0; c < names.size(); ++c) EXPECT_EQ(t.columns[c].name, names[c]);
   ASSERT_EQ(t.rows(), 3u);
@@ -180,6 +189,9 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
   EXPECT_EQ(steps.column("step").ints, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(steps.column("token_recall").floats, (std::vector<double>{0, 1, 2, 10, 11, 12}));
   EXPECT_EQ(steps.column("attention_ms").floats, (std::vector<double>{0.875, 1.875, 2.875, 10.875, 11.875, 12.875}));
+  for (const char* c : {"context_tokens", "local_ms", "layer_ms", "layer_output_error", "layer_mass_recall",
+                        "layer_tokens", "repooled_fraction", "pool_hidden_ms"})
+    EXPECT_EQ(steps.column(c).floats.size(), 6u) << c;  // issue-7 per-step columns
   EXPECT_EQ(f.read_table("point_000002/steps").rows(), 0u);
 }
 

@@ -1,0 +1,121 @@
+#include "core/incremental.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/parallel.h"
+
+namespace ip {
+namespace {
+constexpr Index64 kGroupsPerChunk = 2048;  // fixed, as in pool.cc: results never depend on the thread count
+}
+
+double weight_movement(const float* now, const float* before, int n) {
+  double num = 0.0, den = 0.0;
+  for (int i = 0; i < n; ++i) {
+    num += std::fabs(static_cast<double>(now[i]) - static_cast<double>(before[i]));
+    den += std::fabs(static_cast<double>(before[i]));
+  }
+  return den > 0.0 ? num / den : (num > 0.0 ? INFINITY : 0.0);
+}
+
+void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
+                      Index64 first, int G, int n, float* w, float* scratch) {
+  const WeightParams& wp = p.weights;
+  const int D = static_cast<int>(keys.cols);
+  const float* k = keys.row(first);
+  const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
+  const float* mref = wp.cosine_reference == CosineReference::query ? query_ref : nullptr;
+  switch (wp.scheme) {
+    case Weighting::positional:
+      positional_group_weights(n, G, wp.positional_lambda, bias, w);
+      return;
+    case Weighting::cosine:
+      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, w);
+      return;
+    case Weighting::tfidf:
+      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, w);
+      return;
+    case Weighting::hybrid: {
+      float* v = scratch + D;
+      for (int r = 0; r < n; ++r) w[r] = 1.0f;
+      positional_group_weights(n, G, wp.positional_lambda, bias, v);
+      hybrid_multiply(v, n, wp.alpha_positional, w);
+      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, v);
+      hybrid_multiply(v, n, wp.alpha_cosine, w);
+      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, v);
+      hybrid_multiply(v, n, wp.alpha_tfidf, w);
+      return;
+    }
+    default:
+      for (int r = 0; r < n; ++r) w[r] = 1.0f;
+  }
+}
+
+
+RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                         const float* query_ref, float tau, IndexState& st) {
+  validate_pool_inputs(keys, p, stats, query_ref);
+  PooledIndex& idx = st.index;
+  const int G = effective_group_size(p);
+  const Index64 T = keys.rows, D = keys.cols;
+  const bool reset = idx.tokens == 0 || idx.method != p.weights.scheme || idx.group_size != G ||
+                     idx.rows.precision != p.precision || idx.rows.cols != D || idx.tokens > T ||
+                     static_cast<Index64>(st.weights.size()) != idx.tokens;
+  const Index64 old_T = reset ? 0 : idx.tokens;
+  idx.method = p.weights.scheme;
+  idx.group_size = G;
+  idx.tokens = T;
+  const Index64 groups = idx.groups();
+  // resize() keeps the rows already there (the payload is row-major, the scales one per row).
+  resize(idx.rows, p.precision, groups * idx.rows_per_group(), D);
+  st.weights.resize(static_cast<std::size_t>(T));
+  // Groups at or after first_new hold tokens the index did not cover: their keys are checked here (the
+  // others were checked when they were first pooled, and keys do not change).
+  const Index64 first_new = old_T / G;
+  QuantizedMatrix& q = idx.rows;
+  const bool fp32 = q.precision == Precision::fp32;
+  const Weighting m = idx.method;
+  const Index64 chunks = (groups + kGroupsPerChunk - 1) / kGroupsPerChunk;
+  std::vector<Index64> pooled(static_cast<std::size_t>(chunks), 0);
+  // One pass per group: weights, movement, and (if it moved) pooling, as build_index does it (pool.cc),
+  // so the bits agree.
+  parallel_for(groups, kGroupsPerChunk, [&](Index64 gb, Index64 ge) {
+    std::vector<float> w(G), scratch(D + std::max(G, 16)), buf(2 * D);
+    for (Index64 g = gb; g < ge; ++g) {
+      const Index64 b = g * G;
+      const int n = static_cast<int>(std::min<Index64>(G, T - b));
+      const bool fresh = g >= first_new;
+      if (fresh)
+        for (Index64 t = b; t < b + n; ++t)
+          for (Index64 d = 0; d < D; ++d)
+            IP_REQUIRE(std::isfinite(keys(t, d)), "pooling: index key of token {} contains NaN or infinity", t);
+      group_weights_at(keys, p, stats, query_ref, b, G, n, w.data(), scratch.data());
+      float* used = st.weights.data() + b;
+      if (!fresh && tau >= 0.0f && weight_movement(w.data(), used, n) <= tau) continue;
+      std::copy(w.begin(), w.begin() + n, used);
+      ++pooled[g / kGroupsPerChunk];
+      if (m == Weighting::exact) {
+        quantize_row(keys.row(g), g, q);
+      } else if (m == Weighting::maxmin) {
+        float* hi = fp32 ? reinterpret_cast<float*>(q.row_bytes(2 * g)) : buf.data();
+        float* lo = fp32 ? reinterpret_cast<float*>(q.row_bytes(2 * g + 1)) : buf.data() + D;
+        maxmin_group(keys.row(b), keys.ld, n, static_cast<int>(D), hi, lo);
+        if (!fp32) {
+          quantize_row(hi, 2 * g, q);
+          quantize_row(lo, 2 * g + 1, q);
+        }
+      } else {
+        float* out = fp32 ? reinterpret_cast<float*>(q.row_bytes(g)) : buf.data();
+        pool_group(keys.row(b), keys.ld, n, static_cast<int>(D), w.data(), out);
+        if (!fp32) quantize_row(out, g, q);
+      }
+    }
+  });
+  RepoolCount rc;
+  rc.groups = groups;
+  for (Index64 c : pooled) rc.repooled += c;
+  return rc;
+}
+
+}  // namespace ip

@@ -1,0 +1,43 @@
+// Incremental index updates (issue 7): after the access statistics move, re-pool only the groups whose
+// weights moved; after the context grows, pool the new tokens into the last group and new groups.
+//
+// A group's movement is the relative L1 change of its weight vector since the weights its composite
+// was last pooled with: m_g = sum_{i in g} |w_i - w'_i| / sum_{i in g} |w'_i|. A group is re-pooled when
+// m_g > tau (strictly), when it holds tokens the index did not cover yet (a grown context), or when the
+// index is empty or its scheme, group size, precision or dimension changed. tau < 0 re-pools every
+// group. tau = 0 re-pools exactly the groups whose weights changed at all; the others would be pooled
+// from the same keys and weights into the same bits, so tau = 0 gives the index a full rebuild gives,
+// bit for bit (tests/core/incremental_test.cc).
+#pragma once
+
+#include <vector>
+
+#include "core/pool.h"
+
+namespace ip {
+
+struct IndexState {
+  PooledIndex index;
+  std::vector<float> weights;  // per covered token: the weight its group's composite was pooled with
+};
+
+struct RepoolCount {
+  Index64 repooled = 0;  // groups pooled by this update
+  Index64 groups = 0;    // groups of the index after it
+  double fraction() const { return groups ? static_cast<double>(repooled) / static_cast<double>(groups) : 0.0; }
+};
+
+// Weights of the n tokens starting at `first` in a group of nominal size G (scratch: D + 16 floats, or
+// D + G when G > 16): the switch of pool.cc's group_weights with an explicit first token, the same
+// per-group functions in the same order, so the same bits. No finiteness check of the keys.
+void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch);
+
+// Relative L1 movement of one group's weights (see above).
+double weight_movement(const float* now, const float* before, int n);
+
+// Brings `st` up to `keys` (keys.rows >= the tokens st covers; its first rows are the same keys).
+RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                         const float* query_ref, float tau, IndexState& st);
+
+}  // namespace ip

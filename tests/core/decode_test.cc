@@ -1,0 +1,243 @@
+// The issue-7 decode loop (core/decode.cc) against the plain loop (pipeline.cc): tau = 0 gives the
+// full rebuild's bits; the hybrid layer with gate:0 is the sparse layer; growing contexts end with the
+// index a from-scratch build gives; asynchronous updates score with the previous step's index; and
+// every new path gives the same bits on 1 and 2 threads.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/backend.h"
+#include "core/parallel.h"
+#include "core/pipeline.h"
+#include "core/workload.h"
+#include "tests/core/test_helpers.h"
+
+namespace {
+
+using ip::Precision;
+using ip::Weighting;
+
+ip::Workload workload(int append = 0, int steps = 5) {
+  ip::WorkloadSpec s;
+  s.tokens = 9000;
+  s.dim = 16;
+  s.index_heads = 4;
+  s.attn_dim = 16;
+  s.attn_heads = 2;
+  s.value_dim = 8;
+  s.steps = steps;
+  s.topics = 16;
+  s.append_per_step = append;
+  s.seed = 78;
+  return ip::generate_request(s, 0);
+}
+
+ip::PipelineParams pipeline(Weighting w, Precision p = Precision::fp32, int G = 4, ip::Index64 k = 256) {
+  ip::PipelineParams pp;
+  pp.pool.weights.scheme = w;
+  pp.pool.group_size = G;
+  pp.pool.precision = p;
+  pp.topk_tokens = k;
+  return pp;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_same(const ip::RequestResult& a, const ip::RequestResult& b, bool layer = true) {
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t q = 0; q < a.steps.size(); ++q) {
+    const auto &x = a.steps[q], &y = b.steps[q];
+    EXPECT_TRUE(same_bits(x.token_recall, y.token_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(x.block_recall, y.block_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(x.mass_recall, y.mass_recall)) << "step " << q;
+    EXPECT_TRUE(same_bits(x.output_error, y.output_error)) << "step " << q;
+    if (layer) {
+      EXPECT_TRUE(same_bits(x.layer_output_error, y.layer_output_error)) << "step " << q;
+      EXPECT_TRUE(same_bits(x.layer_mass_recall, y.layer_mass_recall)) << "step " << q;
+      EXPECT_EQ(x.layer_tokens, y.layer_tokens) << "step " << q;
+    }
+  }
+  EXPECT_EQ(a.selected, b.selected);
+  EXPECT_EQ(a.selected_mass, b.selected_mass);
+  EXPECT_TRUE(a.index.rows.payload == b.index.rows.payload);
+  EXPECT_TRUE(a.index.rows.scales == b.index.rows.scales);
+}
+
+TEST(Decode, TauZeroEqualsFullRebuildBitwise) {
+  const auto w = workload();
+  for (Weighting s : {Weighting::tfidf, Weighting::hybrid}) {
+    for (Precision prec : {Precision::fp32, Precision::int8}) {
+      auto full = pipeline(s, prec);  // repool_tau = -1: the plain loop of pipeline.cc
+      auto cpu = ip::make_cpu_backend(2);
+      const auto a = ip::run_request(*cpu, w, full);
+      auto inc = full;
+      inc.repool_tau = 0.0f;
+      const auto b = ip::run_request(*cpu, w, inc);
+      expect_same(a, b);
+      // Every step rebuilds in both, but tau = 0 pools only the groups whose weights moved.
+      double pooled = 0;
+      for (size_t q = 1; q < b.steps.size(); ++q) {
+        EXPECT_EQ(a.steps[q].repooled_fraction, 1.0);
+        EXPECT_LE(b.steps[q].repooled_fraction, 1.0);
+        pooled += b.steps[q].repooled_fraction;
+      }
+      if (s == Weighting::tfidf) {
+        EXPECT_LT(pooled, 0.5 * (b.steps.size() - 1));  // most groups are never touched
+      }
+      // A larger tau pools no more, and changes the index.
+      inc.repool_tau = 0.5f;
+      const auto c = ip::run_request(*cpu, w, inc);
+      for (size_t q = 1; q < c.steps.size(); ++q) EXPECT_LE(c.steps[q].repooled_fraction, b.steps[q].repooled_fraction);
+    }
+  }
+}
+
+TEST(Decode, HybridWithGateZeroIsTheSparseLayer) {
+  const auto w = workload();
+  auto cpu = ip::make_cpu_backend(2);
+  const auto sparse = ip::run_request(*cpu, w, pipeline(Weighting::uniform));
+  auto p = pipeline(Weighting::uniform);
+  p.hybrid.enabled = true;
+  p.hybrid.window = 300;
+  p.hybrid.combine = ip::parse_combine("gate:0");
+  const auto h = ip::run_request(*cpu, w, p);
+  expect_same(sparse, h, false);
+  for (size_t q = 0; q < h.steps.size(); ++q) {
+    EXPECT_TRUE(same_bits(h.steps[q].layer_output_error, sparse.steps[q].output_error)) << q;
+    EXPECT_GE(h.steps[q].layer_mass_recall, sparse.steps[q].mass_recall) << q;  // it covers the window too
+    EXPECT_GT(h.steps[q].layer_tokens, sparse.steps[q].layer_tokens) << q;
+    EXPECT_LE(h.steps[q].layer_tokens, sparse.steps[q].layer_tokens + 300) << q;
+    EXPECT_GT(h.steps[q].local_ms, 0.0) << q;
+  }
+  EXPECT_GT(h.local_prefill_ms, 0.0);
+  // gate:0.5 moves the output (the local branch is not the dense output).
+  p.hybrid.combine = ip::parse_combine("gate:0.5");
+  const auto h2 = ip::run_request(*cpu, w, p);
+  EXPECT_NE(h2.steps[0].layer_output_error, h2.steps[0].output_error);
+}
+
+TEST(Decode, GrowingContextEndsWithTheFromScratchIndex) {
+  const int steps = 5, append = 3;
+  const auto w = workload(append, steps);
+  ASSERT_EQ(w.tokens(), 9000 + steps * append);
+  for (Weighting s : {Weighting::uniform, Weighting::cosine}) {
+    auto p = pipeline(s, Precision::int8);
+    p.append_per_step = append;
+    p.repool_tau = 0.0f;
+    auto cpu = ip::make_cpu_backend(2);
+    const auto r = ip::run_request(*cpu, w, p);
+    for (int q = 0; q < steps; ++q) {
+      EXPECT_EQ(r.steps[q].context_tokens, 9000 + (q + 1) * append);
+      // 9000 + 3(q+1) tokens: from step 1 on, only the groups the 3 new tokens touch are pooled.
+      if (q > 0) {
+        EXPECT_LE(r.steps[q].repooled_fraction * static_cast<double>(ip::num_groups(9000 + (q + 1) * append, 4)), 2.0 + 1e-9);
+      }
+    }
+    const auto scratch = ip::build_index(w.index_keys.mat(), p.pool, nullptr, nullptr);
+    EXPECT_TRUE(r.index.rows.payload == scratch.rows.payload) << ip::to_string(s);
+    EXPECT_TRUE(r.index.rows.scales == scratch.rows.scales) << ip::to_string(s);
+    EXPECT_EQ(r.index.tokens, w.tokens());
+  }
+}
+
+TEST(Decode, AsynchronousUpdatesScoreWithThePreviousStepsIndex) {
+  // Async: step q scores with the index started at step q-1. With rebuild_every = 2 the synchronous loop
+  // rebuilds at steps 0, 2, 4 and the asynchronous one makes those builds visible at steps 1, 3, 5: so
+  // steps 0 and 1 select the same (the step-0 index) in both, and the async run's step 3 equals a sync run whose
+  // index is rebuilt at step 2 only... the simplest exact check: steps 0 and 1.
+  const auto w = workload(0, 4);
+  auto sync = pipeline(Weighting::tfidf);
+  sync.rebuild_every = 2;
+  auto async = sync;
+  async.async_updates = true;
+  async.repool_tau = 0.0f;
+  auto cpu = ip::make_cpu_backend(2);
+  const auto a = ip::run_request(*cpu, w, sync);
+  const auto b = ip::run_request(*cpu, w, async);
+  const auto kg = static_cast<std::ptrdiff_t>(a.k_groups);
+  EXPECT_TRUE(std::equal(a.selected.begin(), a.selected.begin() + 2 * kg, b.selected.begin()));
+  EXPECT_TRUE(std::isnan(b.steps[2].pool_hidden_ms));  // the cpu backend overlaps nothing
+  // At step 2 the sync loop uses its fresh step-2 index, the async loop still the step-0 one.
+  EXPECT_FALSE(std::equal(a.selected.begin() + 2 * kg, a.selected.begin() + 3 * kg, b.selected.begin() + 2 * kg));
+  // rebuild_every = 1, async: step 1 uses the step-0 index, i.e. what sync with rebuild_every = 2 uses.
+  async.rebuild_every = 1;
+  const auto c = ip::run_request(*cpu, w, async);
+  EXPECT_TRUE(std::equal(a.selected.begin(), a.selected.begin() + 2 * kg, c.selected.begin()));
+}
+
+TEST(Decode, AdaptiveRunsWithinItsBudget) {
+  const auto w = workload();
+  auto p = pipeline(Weighting::tfidf);
+  p.adaptive.enabled = true;
+  p.adaptive.budget_bytes_per_token = 16.0;  // D = 16 fp32: 64-byte rows, i.e. G = 4 on average
+  p.adaptive.segment = 256;
+  auto cpu = ip::make_cpu_backend(2);
+  const auto r = ip::run_request(*cpu, w, p);
+  EXPECT_TRUE(r.variable_groups);
+  EXPECT_LE(r.index_bytes, 16.0 * w.tokens());
+  EXPECT_GT(r.index_bytes, 0.9 * 16.0 * w.tokens());
+  for (const auto& s : r.steps) {
+    EXPECT_TRUE(std::isnan(s.block_recall));
+    EXPECT_GT(s.token_recall, 0.0);
+    EXPECT_GE(s.layer_tokens, 256);
+    EXPECT_LE(s.layer_tokens, 256 + 15);
+  }
+}
+
+TEST(Decode, NewPathsGiveTheSameBitsOnOneAndTwoThreads) {
+  std::vector<std::pair<ip::Workload, ip::PipelineParams>> cases;
+  {
+    auto p = pipeline(Weighting::hybrid, Precision::fp8);
+    p.hybrid.enabled = true;
+    p.hybrid.window = 700;
+    p.hybrid.chunk = 32;
+    p.repool_tau = 0.05f;
+    p.append_per_step = 2;
+    cases.emplace_back(workload(2), p);
+  }
+  {
+    auto p = pipeline(Weighting::tfidf, Precision::int8);
+    p.adaptive.enabled = true;
+    p.adaptive.budget_bytes_per_token = 9.0;
+    cases.emplace_back(workload(), p);
+  }
+  {
+    auto p = pipeline(Weighting::tfidf, Precision::int8);
+    p.async_updates = true;
+    p.repool_tau = 0.1f;
+    p.hybrid.enabled = true;
+    p.hybrid.combine = ip::parse_combine("sum");
+    cases.emplace_back(workload(), p);
+  }
+  for (const auto& [w, p] : cases) {
+    auto one = ip::make_cpu_backend(1);
+    const auto a = ip::run_request(*one, w, p);
+    auto two = ip::make_cpu_backend(2);
+    const auto b = ip::run_request(*two, w, p);
+    ip::set_num_threads(0);
+    expect_same(a, b);
+    for (size_t q = 0; q < a.steps.size(); ++q) EXPECT_EQ(a.steps[q].repooled_fraction, b.steps[q].repooled_fraction);
+  }
+}
+
+TEST(Decode, InvalidCombinationsAreRejected) {
+  const auto w = workload();
+  auto cpu = ip::make_cpu_backend(1);
+  auto p = pipeline(Weighting::tfidf);
+  p.adaptive.enabled = true;
+  p.adaptive.budget_bytes_per_token = 16;
+  p.repool_tau = 0;
+  EXPECT_IP_ERROR(ip::run_request(*cpu, w, p), "pool.repool_tau must be -1");
+  p = pipeline(Weighting::tfidf);
+  p.async_updates = true;
+  p.append_per_step = 1;
+  EXPECT_IP_ERROR(ip::run_request(*cpu, workload(1), p), "not supported");
+  p = pipeline(Weighting::maxmin);
+  p.adaptive.enabled = true;
+  p.adaptive.budget_bytes_per_token = 16;
+  EXPECT_IP_ERROR(ip::run_request(*cpu, w, p), "maxmin");
+}
+
+}  // namespace
