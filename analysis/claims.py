@@ -147,8 +147,12 @@ def macs(res):
     return r
 
 
+RUN, DEVICE = schema.RUN_BACKEND, schema.RUN_DEVICE
+
+
 def _gpu_rows(rows):
-    return rows[rows["backend"].isin(schema.GPU_BACKENDS)]
+    """The rows of points that ran on a GPU backend (run_backend; the configured backend for old files)."""
+    return rows[rows[RUN].isin(schema.GPU_BACKENDS)]
 
 
 def latency(res):
@@ -156,7 +160,7 @@ def latency(res):
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend",))
+    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN))
     if schema.EXACT not in set(rows[W]):
         raise NoData(f"no exact-indexer point beside {ref} at G = 4")
 
@@ -166,7 +170,7 @@ def latency(res):
     gpu = _gpu_rows(rows)
     use = gpu if len(gpu) else rows
     parts = []
-    for be, d in use.groupby("backend"):
+    for be, d in use.groupby(RUN):
         e, p = lat(d[d[W] == schema.EXACT]), lat(d[d[W] == ref])
         parts.append(f"{be}: {e:.3f} ms → {p:.3f} ms ({e / p:.2f}×)")
     r.measured = "; ".join(parts)
@@ -182,7 +186,7 @@ def latency(res):
     v = reach(e / p, 4.0)
     notes = []
     if abs(e - 12) / 12 > 0.2 or abs(p - 3) / 3 > 0.2:
-        notes.append(f"Absolute latencies differ from 12 ms / 3 ms (device {d['attr.device'].iloc[0]}, "
+        notes.append(f"Absolute latencies differ from 12 ms / 3 ms (device {d[DEVICE].iloc[0]}, "
                      f"T = {tokens_label(T)}).")
     r.verdict, r.reason = _cap(v, f"Speed-up {e / p:.2f}× vs the article's 4×.", notes)
     return r
@@ -193,11 +197,11 @@ def throughput(res):
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [ref], ["pool_ms", "score_ms"], keep=("backend",))
+    rows, T, note = _slice(res, [ref], ["pool_ms", "score_ms"], keep=("backend", RUN))
     gpu = _gpu_rows(rows)
     use = gpu if len(gpu) else rows
     parts = []
-    for be, d in use.groupby("backend"):
+    for be, d in use.groupby(RUN):
         pool, score = float(np.median(d["pool_ms"])), float(np.median(d["score_ms"]))
         parts.append(f"{be}: index build {T / (pool / 1e3) / 1e6:.2f} M tokens/s (T / pool_ms); scoring scan "
                      f"{T / (score / 1e3) / 1e6:.1f} M tokens/s (T / score_ms)")
@@ -212,8 +216,9 @@ def throughput(res):
         return r
     d = gpu
     rate = T / (float(np.median(d["pool_ms"])) / 1e3)
-    dev = d["attr.device"].iloc[0]
-    notes = [] if "A100" in dev else [f"Measured on {dev}, not an A100."]
+    devs = sorted(set(d[DEVICE].astype(str)))  # the device the points ran on (run_device)
+    dev = "; ".join(devs) or "an unnamed device"
+    notes = [] if devs and all("A100" in x for x in devs) else [f"Measured on {dev}, not an A100."]
     r.verdict, r.reason = _cap(reach(rate, 1.2e6), f"{rate / 1e6:.2f} M tokens/s vs 1.2 M. " + interp, notes)
     return r
 
@@ -248,14 +253,24 @@ def tier_hits(res):
 def overall_hits(res):
     r = _row("overall_hits")
     rows, T, note, ref = _hit_rows(res)
-    got = _mean(rows, "cache_hit_rate")
-    opt = _mean(rows, "cache_opt_hit_rate") if "cache_opt_hit_rate" in rows else float("nan")
-    r.measured = f"{100 * got:.1f}% (Belady OPT bound of the same hierarchy: {100 * opt:.1f}%)"
+    got = _mean(rows, schema.CACHE_HIT_RATE)
+
+    def opt(col):
+        return _mean(rows, col) if col in rows and rows[col].notna().any() else float("nan")
+
+    bound, hier = opt(schema.CACHE_OPT_SINGLE_HIT_RATE), opt(schema.CACHE_OPT_HIT_RATE)
+    extra = []
+    if np.isfinite(bound):
+        extra.append(f"upper bound, Belady's OPT on one cache of all tiers' capacity: {100 * bound:.1f}%")
+    if np.isfinite(hier):
+        extra.append(f"the same hierarchy with OPT at every tier, a reference and not a bound: {100 * hier:.1f}%")
+    r.measured = f"{100 * got:.1f}%" + (f" ({'; '.join(extra)})" if extra else "")
     r.source = _where(res, rows, T, note, f"{ref} G = {REF_G}; overall = accesses that hit any tier")
     v = SUPPORTED if got >= 0.88 - HIT_PP else PARTIALLY if got >= PARTIAL * 0.88 else NOT_SUPPORTED
     why = f"{100 * got:.1f}% vs 88%."
-    if np.isfinite(opt) and opt < 0.88 - HIT_PP:
-        why += f" Even the OPT bound ({100 * opt:.1f}%) is below 88% on this trace."
+    if np.isfinite(bound) and bound < 0.88 - HIT_PP:
+        why += (f" No policies reach 88% on this trace with these capacities: the upper bound (OPT on one cache "
+                f"of the tiers' total capacity) is {100 * bound:.1f}%.")
     r.verdict, r.reason = _cap(v, why, _context_note(T, TWO_M, "2M tokens"))
     return r
 

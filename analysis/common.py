@@ -75,12 +75,13 @@ def ok_rows(res, family, columns):
 
 # Setting columns that distinguish points (beyond the ones a figure plots); fix_others picks one value
 # of each that varies and says which.
-SLICE_KEYS = ("backend", "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
+RUN = schema.RUN_BACKEND
+SLICE_KEYS = ("backend", RUN, "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
               "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.ATTENTION_MODE,
               schema.REPOOL_TAU, "attr.sweep_id")
 PREFER = {PREC: ["fp32", "bf16", "fp16", "fp8", "int8"], G: [4], W: list(schema.REFERENCE_WEIGHTINGS),
-          "backend": ["cuda", "cpu"], schema.ATTENTION_MODE: [schema.MODE_SPARSE]}
-SHORT = {PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
+          "backend": ["cuda", "auto", "cpu"], RUN: ["cuda", "cpu"], schema.ATTENTION_MODE: [schema.MODE_SPARSE]}
+SHORT = {RUN: "ran on", PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
          "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep"}
 
 
@@ -245,7 +246,7 @@ def finish(fig, title, _ncaption_lines=0, legend_handles=None, legend_cols=6, le
 
 def sources(df):
     names = sorted({os.path.basename(p) for p in df["file"]})
-    devs = sorted({f"{b} on {d}" for b, d in zip(df["backend"], df["attr.device"])})
+    devs = sorted({f"{b} on {d}" if d else b for b, d in zip(df[RUN], df[schema.RUN_DEVICE])})
     return f"{', '.join(names)}; " + "; ".join(devs)
 
 

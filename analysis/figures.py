@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from . import schema
-from .common import (dodge, G, PREC, SEQUENTIAL_CMAP, W, caption, color_of, constants, context_axis, errorbar, finish,
+from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, caption, color_of, constants, context_axis, errorbar, finish,
                      fix_others, logy, ok_rows, sources, summarize, weighting_sort_key, LINESTYLES, MARKERS)
 from .load import NoData, parse_size
 
@@ -102,18 +102,18 @@ def _at_g(df, g):
 def fig_latency(res):
     """Median time per decode step of each stage, and the stage throughput, vs context length and backend."""
     cols = [c for c, _ in schema.STAGES]
-    df = ok_rows(res, "latency", ["context", W, G, "backend"] + cols)
+    df = ok_rows(res, "latency", ["context", W, G, RUN] + cols)
     g = _reference_g(df)
     df = _at_g(df, g)
-    df, note = fix_others(df, keep=("context", W, G, "backend", "attr.sweep_id"))
-    backends = sorted(df["backend"].unique())
+    df, note = fix_others(df, keep=("context", W, G, "backend", RUN, "attr.sweep_id"))
+    backends = sorted(df[RUN].unique())  # the backend each point ran on (run_backend), not the configured one
     fig, axes = plt.subplots(2, 4, figsize=(14, 7.2), sharex=True)
     kinds = set()
     ws = sorted(df[W].unique(), key=weighting_sort_key)
     for si, (col, name) in enumerate(schema.STAGES):
         for bi, be in enumerate(backends):
             for wi, w in enumerate(ws):
-                d = df[(df["backend"] == be) & (df[W] == w)]
+                d = df[(df[RUN] == be) & (df[W] == w)]
                 d = d[d[col] > 0]
                 if d.empty:
                     continue
@@ -139,27 +139,28 @@ def fig_latency(res):
     axes[0, 0].annotate("pooling: per index build", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
     n = caption(fig, "Times are medians over decode steps on the backend named (series at one T are offset sideways); throughput = context length T / "
                      "stage time. " + (f"Slice: {note}. " if note else "")
-                + constants(df, ["backend", PREC, "select.topk_tokens"]), kinds, sources(df))
+                + constants(df, [RUN, PREC, "select.topk_tokens"]), kinds, sources(df))
     return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
 
 
 def fig_backend_latency(res):
-    """Stage times per backend (CPU vs CUDA) vs context length. FUTURE: needs points run with backend=cuda."""
+    """Stage times per backend the points ran on (run_backend: CPU vs CUDA) vs context length; needs points that
+    ran on the cuda backend."""
     cols = [c for c, _ in schema.STAGES]
-    df = ok_rows(res, "backends", ["context", W, G, "backend"] + cols)
-    if not df["backend"].isin(schema.GPU_BACKENDS).any():
-        raise NoData(f"backends: no finished point ran on a GPU backend (column '{schema.BACKEND}' in "
-                     f"{list(schema.GPU_BACKENDS)}); found backends {sorted(df['backend'].unique())}")
+    df = ok_rows(res, "backends", ["context", W, G, RUN] + cols)
+    if not df[RUN].isin(schema.GPU_BACKENDS).any():
+        raise NoData(f"backends: no finished point ran on a GPU backend (column '{RUN}' in "
+                     f"{list(schema.GPU_BACKENDS)}); found {RUN} {sorted(df[RUN].unique())}")
     g = _reference_g(df)
     ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
     df = _at_g(df[df[W].isin([schema.EXACT, ref])], g)
-    df, note = fix_others(df, keep=("context", W, G, "backend", "attr.sweep_id"))
+    df, note = fix_others(df, keep=("context", W, G, "backend", RUN, "attr.sweep_id"))
     fig, axes = plt.subplots(1, 4, figsize=(14, 4.2))
     kinds = set()
     for si, (col, name) in enumerate(schema.STAGES):
-        for bi, be in enumerate(sorted(df["backend"].unique())):
+        for bi, be in enumerate(sorted(df[RUN].unique())):
             for wi, w in enumerate(sorted(df[W].unique(), key=weighting_sort_key)):
-                d = df[(df["backend"] == be) & (df[W] == w) & (df[col] > 0)]
+                d = df[(df[RUN] == be) & (df[W] == w) & (df[col] > 0)]
                 if d.empty:
                     continue
                 s, k = summarize(res, d, ["context"], col)
@@ -170,7 +171,8 @@ def fig_backend_latency(res):
         logy(axes[si])
         axes[si].set_ylabel(f"{name} time per step (ms)")
         context_axis(axes[si], df["context"])
-    n = caption(fig, "Median over decode steps; CUDA times from CUDA events. " + (f"Slice: {note}." if note else ""),
+    n = caption(fig, "Median over decode steps; series by the backend each point ran on (run_backend); CUDA times "
+                     "from CUDA events. " + (f"Slice: {note}." if note else ""),
                 kinds, sources(df))
     return finish(fig, "Stage time per backend", n, _legend(fig), 6)
 
@@ -179,7 +181,7 @@ def fig_backend_latency(res):
 def fig_macs(res):
     """Scoring multiply-adds per query: every scheme and G vs context, and the reduction against exact."""
     df = ok_rows(res, "macs", ["macs_per_query", "exact_macs_per_query", "context", W, G])
-    df, note = fix_others(df, keep=("context", W, G, "attr.sweep_id", "backend", PREC))
+    df, note = fix_others(df, keep=("context", W, G, "attr.sweep_id", "backend", RUN, PREC))
     df = df.drop_duplicates(subset=["context", W, G])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.6))
     ws = sorted(df[W].unique(), key=weighting_sort_key)
@@ -236,7 +238,7 @@ ABLATION_METRICS = (("token_recall", "token recall (fraction)", False),
 def fig_ablation(res):
     """Heat maps of token recall, attention-mass recall and output error for every weighting x G."""
     df = ok_rows(res, "ablation", [W, G] + [m for m, _, _ in ABLATION_METRICS])
-    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend"))
+    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
     ws = sorted(df[W].unique(), key=weighting_sort_key)
     gs = sorted(df[G].unique())
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(ws) + 2.6))
@@ -279,7 +281,7 @@ def fig_ablation(res):
 
 # ----------------------------------------------------------------------------------------------- cache
 TIERS = (("cache_l1_hit_rate", "L1"), ("cache_l2_hit_rate", "L2"), ("cache_l3_hit_rate", "L3"),
-         ("cache_hit_rate", "overall"))
+         (schema.CACHE_HIT_RATE, "overall"))
 
 
 def _tier_names(df):
@@ -287,9 +289,15 @@ def _tier_names(df):
     return {f"L{i + 1}": f"L{i + 1} {spec}" for i, spec in enumerate(lv)}
 
 
+def _finite(df, col):
+    return col in df.columns and np.isfinite(pd.to_numeric(df[col], errors="coerce")).any()
+
+
 def fig_cache(res):
-    """Hit rate per cache tier vs context length and vs concurrent requests, with Belady's OPT bound."""
-    df = ok_rows(res, "cache", ["context", "workload.requests", W, G, "cache_hit_rate", "cache_opt_hit_rate"])
+    """Hit rate per cache tier vs context length and vs concurrent requests, with Belady's OPT: the same
+    hierarchy with OPT at every level (a reference, not a bound) and OPT on one cache of the total capacity
+    (the upper bound on the overall hit rate)."""
+    df = ok_rows(res, "cache", ["context", "workload.requests", W, G, schema.CACHE_HIT_RATE])
     ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
     if ref is None:
         raise NoData("cache: no pooled weighting among the finished points")
@@ -298,8 +306,9 @@ def fig_cache(res):
     levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
     fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6), sharey=True)
     kinds, notes, gs_used = set(), [], set()
+    drew_ref = drew_bound = False
     for ax, x, xlabel in ((axes[0], "context", None), (axes[1], "workload.requests", "concurrent requests B (requests)")):
-        d, note = fix_others(df, keep=(x, W, "attr.sweep_id", "backend"))
+        d, note = fix_others(df, keep=(x, W, "attr.sweep_id", "backend", RUN))
         notes.append(note)
         for ti, (col, tier) in enumerate(TIERS):
             dd = d.dropna(subset=[col])
@@ -309,18 +318,28 @@ def fig_cache(res):
             kinds |= k
             errorbar(ax, dodge(s[x], ti, len(TIERS), 0.1), s, color=color_of(ti), marker=MARKERS[ti],
                      label=names.get(tier, tier))
-            # the OPT bound: per tier from cache_levels, overall from the table
+            # Belady's OPT at every level of the same hierarchy (a reference, not a bound): per tier from
+            # cache_levels, overall from the table.
+            o = None
             if tier == "overall":
-                o, _ = summarize(res, dd, [x], "cache_opt_hit_rate")
-            elif len(levels):
-                lvl = levels[levels["level"] == ti + 1][["file", "index", "opt_hit_rate"]]
-                m = dd.merge(lvl, on=["file", "index"])
-                o = summarize(res, m, [x], "opt_hit_rate")[0] if len(m) else None
-            else:
-                o = None
+                if _finite(dd, schema.CACHE_OPT_HIT_RATE):
+                    o, _ = summarize(res, dd.dropna(subset=[schema.CACHE_OPT_HIT_RATE]), [x], schema.CACHE_OPT_HIT_RATE)
+            elif len(levels) and schema.LEVEL_OPT_HIT_RATE in levels.columns:
+                lvl = levels[levels[schema.LEVEL] == ti + 1][["file", "index", schema.LEVEL_OPT_HIT_RATE]]
+                m = dd.merge(lvl, on=["file", "index"]).dropna(subset=[schema.LEVEL_OPT_HIT_RATE])
+                o = summarize(res, m, [x], schema.LEVEL_OPT_HIT_RATE)[0] if len(m) else None
             if o is not None and len(o):
+                drew_ref = True
                 ax.plot(dodge(o[x], ti, len(TIERS), 0.1), o["center"], color=color_of(ti), ls="--",
-                        marker=MARKERS[ti], mfc="none", lw=1, ms=7, label=f"{tier} OPT bound")
+                        marker=MARKERS[ti], mfc="none", lw=1, ms=7, label=f"{tier} OPT hierarchy (reference)")
+            # The true bound on the overall hit rate: OPT on one cache of all levels' capacity.
+            if tier == "overall" and _finite(dd, schema.CACHE_OPT_SINGLE_HIT_RATE):
+                b, _ = summarize(res, dd.dropna(subset=[schema.CACHE_OPT_SINGLE_HIT_RATE]), [x],
+                                 schema.CACHE_OPT_SINGLE_HIT_RATE)
+                if len(b):
+                    drew_bound = True
+                    ax.plot(dodge(b[x], ti, len(TIERS), 0.1), b["center"], color="black", ls=":", marker="_",
+                            lw=1.3, ms=12, mew=2, label="overall upper bound (OPT, one cache of total capacity)")
         if x == "context":
             context_axis(ax, d[x])
         else:
@@ -337,14 +356,22 @@ def fig_cache(res):
     axes[0].set_title("(a) vs context length" + (f" ({notes[0]})" if notes[0] else ""))
     axes[1].set_title("(b) vs concurrent requests" + (f" ({notes[1]})" if notes[1] else ""))
     single = [lab for ax, lab in zip(axes, ("context length", "request count")) if len(ax.get_xticks()) <= 1]
+    opt = []
+    if drew_ref:
+        opt.append("dashed, hollow: the same hierarchy with Belady's OPT at every level, a reference and not a "
+                   "bound (per-level OPT is not optimal for a hierarchy; other policies can beat it)")
+    if drew_bound:
+        opt.append("black dotted: Belady's OPT on one cache of all tiers' total capacity, an upper bound on the "
+                   "overall hit rate for any policies")
     n = caption(fig, f"Scheme: {ref} (G = {', '.join(str(g) for g in sorted(gs_used))}). Tier hit rate = "
-                     "hits / accesses reaching that tier; overall = accesses that hit any tier; dashed, hollow: the "
-                     "same hierarchy under Belady's OPT; series at one x are offset sideways. Accesses: each selected group's "
-                     "KV. "
+                     "hits / accesses reaching that tier; overall = accesses that hit any tier"
+                + "".join(f"; {o}" for o in opt) + "; series at one x are offset sideways. Accesses: each "
+                "selected group's KV. "
                 + (f"Only one {' and one '.join(single)} in the data. " if single else ""), kinds, sources(df))
     h, lab = _legend(fig)
-    order = sorted(range(len(lab)), key=lambda i: (lab[i].split()[0].replace("overall", "L9"), "OPT" in lab[i]))
-    return finish(fig, "Cache hierarchy hit rates", n, ([h[i] for i in order], [lab[i] for i in order]), 4)
+    order = sorted(range(len(lab)), key=lambda i: (lab[i].split()[0].replace("overall", "L9"), "OPT" in lab[i],
+                                                   "bound" in lab[i]))
+    return finish(fig, "Cache hierarchy hit rates", n, ([h[i] for i in order], [lab[i] for i in order]), 3)
 
 
 def _object_bytes(row):
@@ -360,7 +387,7 @@ def fig_mrc(res):
     if mrc.empty:
         raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset (cache.mrc = false?)")
     df = df[df.set_index(["file", "index"]).index.isin(mrc.set_index(["file", "index"]).index.unique())]
-    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend"))
+    df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
     df = df[df["workload.seed"] == df["workload.seed"].min()]
     gs = sorted(df[G].unique())
     fig, axes = plt.subplots(1, len(gs), figsize=(4.2 * len(gs) + 1, 4.3), sharey=True, squeeze=False)
@@ -393,7 +420,7 @@ def fig_mrc(res):
 # --------------------------------------------------------------------------------------------- FUTURE
 def both_modes(df):
     """The rows of the backends (and sweeps) that ran both attention modes: a comparison needs the pair."""
-    n = df.groupby(["backend", "attr.sweep_id"])[schema.ATTENTION_MODE].transform("nunique")
+    n = df.groupby([RUN, "attr.sweep_id"])[schema.ATTENTION_MODE].transform("nunique")
     return df[n >= 2]
 
 
@@ -454,43 +481,152 @@ def fig_repool(res):
     return finish(fig, "Re-pooled fraction vs τ", n, _legend(fig), 7)
 
 
+def _counters_missing(res):
+    """Why no point has counters, from the points' counters_status / counters_reason attributes."""
+    what = f"counters: no finished point has a point_NNNNNN/{schema.COUNTERS} table"
+    if not hasattr(res, "point_attrs"):
+        return what
+    pa = res.point_attrs([schema.COUNTERS_STATUS, schema.COUNTERS_REASON], res.ok)
+    pa = pa.dropna(subset=[schema.COUNTERS_STATUS])
+    if pa.empty:
+        return what + f" (and no {schema.COUNTERS_STATUS} attribute: profile.counters was never asked for)"
+    parts = []
+    for (status, reason), g in pa.fillna("").groupby([schema.COUNTERS_STATUS, schema.COUNTERS_REASON], sort=False):
+        n = f"{len(g)} point" + ("s" if len(g) != 1 else "")
+        if status == "off":
+            parts.append(f"{schema.COUNTERS_STATUS} = off in {n} (profile.counters = off)")
+        else:
+            parts.append(f"{schema.COUNTERS_STATUS} = {status} in {n}" + (f": {reason}" if reason else ""))
+    return what + "; " + "; ".join(parts)
+
+
+def _stage_order(stages):
+    known = [st for st in schema.PROFILE_STAGES if st in set(stages)]
+    return known + sorted(set(stages) - set(known))
+
+
+def _metric_label(m):
+    lab = schema.METRIC_LABELS.get(m)
+    return f"{lab} ({m})" if lab else m
+
+
+def _bars(ax, frame, stages, metrics, colours):
+    """Horizontal bars: one group per stage, one bar per metric; mean over points, error ±1 s.d."""
+    h = 0.8 / max(1, len(metrics))
+    sd_used = False
+    for mi, m in enumerate(metrics):
+        g = frame[frame["metric"] == m].groupby("stage")["y"]
+        mean, sd = g.mean().reindex(stages), g.std(ddof=1).reindex(stages).fillna(0)
+        sd_used = sd_used or bool((sd > 0).any())
+        y = np.arange(len(stages)) + (mi - (len(metrics) - 1) / 2) * h
+        bars = ax.barh(y, mean, height=h * 0.95, xerr=sd if (sd > 0).any() else None, color=colours[mi],
+                       edgecolor="black", lw=0.4, label=_metric_label(m), capsize=2)
+        ax.bar_label(bars, fmt=lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}", fontsize=6.5, padding=2)
+    top = np.nanmax(frame.groupby(["metric", "stage"])["y"].mean().to_numpy()) if len(frame) else 0
+    ax.set_xlim(0, top * 1.15 if top > 0 else 1)  # room for the labels
+    ax.set_yticks(range(len(stages)), stages)
+    ax.invert_yaxis()  # pipeline order from the top
+    ax.set_ylabel("stage")
+    return sd_used
+
+
 def fig_counters(res):
-    """Hardware counters as % of peak, per kernel (CUPTI)."""
+    """Hardware counters per stage (CUPTI, point_NNNNNN/counters): every percent metric (utilization as % of
+    peak, hit rates), and DRAM traffic per stage (GB per stage call, or GB/s against the stage's kernel time
+    when kernel records are present)."""
     c = res.detail(schema.COUNTERS) if hasattr(res, "detail") else pd.DataFrame()
-    if c.empty or any(k not in c.columns for k in schema.COUNTER_COLUMNS):
-        raise NoData(f"counters: no point has a point_NNNNNN/{schema.COUNTERS} dataset with columns "
-                     f"{', '.join(schema.COUNTER_COLUMNS)}")
+    if c.empty:
+        raise NoData(_counters_missing(res))
+    missing = [k for k in schema.COUNTER_COLUMNS if k not in c.columns]
+    if missing:
+        raise NoData(f"counters: point_NNNNNN/{schema.COUNTERS} lacks the columns {', '.join(missing)} (found "
+                     f"{', '.join(x for x in c.columns if x not in ('file', 'index'))})")
     df = ok_rows(res, "counters", [W, G])
+    df = df[df.set_index(["file", "index"]).index.isin(c.set_index(["file", "index"]).index.unique())]
     df, note = fix_others(df, keep=("attr.sweep_id",))
     c = c.merge(df[["file", "index"]], on=["file", "index"])
-    kernels = sorted(c["kernel"].unique())
-    counters = sorted(c["counter"].unique())
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(kernels) * max(1, len(counters)) / 2 + 2.5))
-    h = 0.8 / len(counters)
-    for ci, name in enumerate(counters):
-        g = c[c["counter"] == name].groupby("kernel")["pct_of_peak"]
-        mean, sd = g.mean().reindex(kernels), g.std(ddof=1).reindex(kernels).fillna(0)
-        y = np.arange(len(kernels)) + (ci - (len(counters) - 1) / 2) * h
-        ax.barh(y, mean, height=h * 0.95, xerr=sd, color=color_of(ci), edgecolor="black", lw=0.4, label=name,
-                capsize=2)
-    ax.set_yticks(range(len(kernels)), kernels)
-    ax.set_xlabel("% of peak")
-    ax.set_xlim(0, 100)
-    n = caption(fig, "Bars: mean over the points of the slice, error ±1 s.d. over them. " +
-                (f"Slice: {note}." if note else ""), (), sources(df))
-    return finish(fig, "Hardware counters per kernel", n, _legend(fig), 4)
+    npts = len(c[["file", "index"]].drop_duplicates())
+    unit = c["unit"].fillna("").str.lower()
+    pct = c[(unit == schema.UNIT_PERCENT)].assign(y=lambda x: x["value"].astype(float))
+    dram = c[c["metric"].str.startswith(schema.DRAM_BYTES_PREFIX) & unit.isin(schema.UNIT_BYTE)].copy()
+    if pct.empty and dram.empty:
+        raise NoData(f"counters: the {schema.COUNTERS} tables hold no metric in percent and no DRAM bytes "
+                     f"({schema.DRAM_BYTES_PREFIX}*); metrics found: {', '.join(sorted(c['metric'].unique()))}")
+    # DRAM bytes of all the stage's calls in the point ("sum": as stored; "mean": times the calls).
+    dram["total"] = np.where(dram["aggregate"] == "mean", dram["value"] * dram["calls"], dram["value"]).astype(float)
+    rate = False
+    if len(dram):
+        k = res.detail(schema.KERNELS) if hasattr(res, "detail") else pd.DataFrame()
+        if len(k) and all(col in k.columns for col in schema.KERNEL_COLUMNS):
+            kt = (k[k["pass"] == 0].groupby(["file", "index", "stage"])["duration_ns"].sum()
+                  .rename("kernel_ns").reset_index())
+            dram = dram.merge(kt, on=["file", "index", "stage"], how="left")
+            rate = bool((dram["kernel_ns"] > 0).all())
+        if rate:
+            dram["y"] = dram["total"] / dram["kernel_ns"]  # bytes per ns = GB/s
+        else:
+            dram["y"] = dram["total"] / dram["calls"].clip(lower=1) / 1e9
+    panels = [p for p in (("pct", pct), ("dram", dram)) if len(p[1])]
+    stages = _stage_order(pd.concat([p[1]["stage"] for p in panels]).unique())
+    metrics_of = {name: sorted(fr["metric"].unique(), key=lambda m: (m not in schema.METRIC_LABELS, m))
+                  for name, fr in panels}
+    nbars = max(len(metrics_of[n]) for n, _ in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels) + 1, 0.38 * len(stages) * nbars + 3.2),
+                             squeeze=False)
+    sd_used = False
+    ci = 0
+    for ax, (name, fr) in zip(axes[0], panels):
+        ms = metrics_of[name]
+        sd_used |= _bars(ax, fr, stages, ms, [color_of(ci + i) for i in range(len(ms))])
+        ci += len(ms)
+        if name == "pct":
+            ax.set_xlabel("percent (%)")
+            ax.set_xlim(0, 108)
+            ax.set_title("(a) metrics in percent, per stage")
+        else:
+            ax.set_xlabel("DRAM bandwidth (GB/s)" if rate else "DRAM traffic per stage call (GB)")
+            ax.set_title(("(b) " if len(panels) > 1 else "") +
+                         ("DRAM bandwidth per stage" if rate else "DRAM traffic per stage call"))
+    texts = []
+    if len(pct):
+        texts.append("Percent metrics: CUPTI's values averaged over each stage's calls in a point (aggregate mean); "
+                     "% of peak for throughput and occupancy, a hit rate for the L2 sector hit rate.")
+    if len(dram):
+        if rate:
+            texts.append("DRAM: bytes of all of a stage's calls divided by the summed duration of that stage's "
+                         f"kernels in the run itself (pass 0 of point_NNNNNN/{schema.KERNELS}), in GB/s (10⁹ B/s); "
+                         "not against the *_ms stage times, which include the counter replay passes.")
+        else:
+            texts.append("DRAM: bytes per stage call (the stage's bytes over its calls), in GB (10⁹ B); no GB/s "
+                         f"because no kernel records (profile.kernel_records) give the stage's kernel time, and "
+                         "the *_ms stage times include the counter replay passes.")
+    texts.append(f"Bars: mean over the {npts} point{'s' if npts != 1 else ''} of the slice"
+                 + (", error ±1 s.d. over them." if sd_used else "."))
+    if hasattr(res, "point_attrs"):
+        pa = res.point_attrs([schema.COUNTERS_CHIP, schema.COUNTERS_PASSES], df)
+        chips = sorted({str(x) for x in pa[schema.COUNTERS_CHIP].dropna()})
+        passes = sorted({int(x) for x in pa[schema.COUNTERS_PASSES].dropna()})
+        if chips:
+            texts.append(f"Chip {', '.join(chips)}" + (f", {', '.join(map(str, passes))} replay passes per call."
+                                                         if passes else "."))
+    if note:
+        texts.append(f"Slice: {note}.")
+    n = caption(fig, " ".join(texts), (), sources(df))
+    return finish(fig, "Hardware counters per stage", n, _legend(fig), 2)
 
 
 # name -> (function, one-line description). Order = the order `figures` makes them.
 FAMILIES = {
     "memory": (fig_memory, "index memory vs context length, exact vs pooled, every precision"),
     "latency": (fig_latency, "time and throughput per stage vs context length and backend"),
-    "backends": (fig_backend_latency, "stage time CPU vs CUDA backend (needs backend=cuda points)"),
+    "backends": (fig_backend_latency, "stage time CPU vs CUDA backend (needs points with run_backend = cuda)"),
     "macs": (fig_macs, "scoring multiply-adds per query"),
     "ablation": (fig_ablation, "recall, mass recall, output error for every weighting x G"),
-    "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with OPT"),
+    "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with the OPT "
+                         "reference and the OPT bound"),
     "mrc": (fig_mrc, "exact LRU miss-ratio curves"),
     "hybrid": (fig_hybrid, "hybrid vs pure sparse attention (needs attention.mode, step_ms)"),
     "repool": (fig_repool, "re-pooled fraction vs tau (needs pool.repool_tau, repooled_fraction)"),
-    "counters": (fig_counters, "hardware counters as % of peak per kernel (needs point_*/counters)"),
+    "counters": (fig_counters, "hardware counters per stage: percent metrics and DRAM traffic (needs "
+                               "point_*/counters: profile.counters = on, cuda backend)"),
 }

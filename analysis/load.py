@@ -126,7 +126,7 @@ def _read_file(path):
     missing = [c for c in schema.POINT_ID_COLUMNS if c not in df.columns]
     if missing:
         raise AnalysisError(f"{path}: /points lacks the columns {', '.join(missing)}")
-    known = set(schema.POINT_ID_COLUMNS) | set(schema.NUMBER_COLUMNS)
+    known = set(schema.POINT_ID_COLUMNS) | set(schema.RUN_COLUMNS) | set(schema.NUMBER_COLUMNS)
     axes = [c for c in df.columns if c not in known and df[c].dtype == object]
     info = FileInfo(path=path, attrs=attrs, settings=resolved_settings(attrs), axes=axes)
     return info, df
@@ -156,6 +156,13 @@ def _complete(df, info):
     df["file"] = info.path
     for a in ("sweep_id", "host", "device", "tool_version", "git_revision", "config_path"):
         df["attr." + a] = str(info.attrs.get(a, ""))
+    # What each point ran on. Files from before run_backend/run_device: the old reading (the configured
+    # backend, and the root attribute "device"), marked as such.
+    df[schema.RUN_COLUMNS_READ] = all(c in df.columns for c in schema.RUN_COLUMNS)
+    if schema.RUN_BACKEND not in df.columns:
+        df[schema.RUN_BACKEND] = df[schema.BACKEND]
+    if schema.RUN_DEVICE not in df.columns:
+        df[schema.RUN_DEVICE] = df["attr.device"]
     return df
 
 
@@ -193,14 +200,28 @@ class Results:
         self._detail[name] = out
         return out
 
+    def point_attrs(self, names=schema.PROFILE_ATTRS, rows=None):
+        """Attributes `names` of the groups point_NNNNNN of `rows` (default: every point), one row per point
+        with file and index columns; an attribute a group lacks is None."""
+        rows = self.points if rows is None else rows
+        out = []
+        for path, g in rows.groupby("file", sort=False):
+            with _open(path) as f:
+                for idx in g["index"]:
+                    grp = f.get(f"point_{int(idx):06d}")
+                    a = grp.attrs if grp is not None else {}
+                    out.append(dict(file=path, index=int(idx), **{n: _text(a[n]) if n in a else None for n in names}))
+        return pd.DataFrame(out, columns=["file", "index", *names])
+
     def provenance(self, rows):
         """One line naming the files, sweep ids, configs and devices the given rows came from."""
         parts = []
         for path, g in rows.groupby("file", sort=False):
             r = g.iloc[0]
+            ran = sorted({f"{b} ({d})" if d else b for b, d in zip(g[schema.RUN_BACKEND], g[schema.RUN_DEVICE])})
             parts.append(f"{os.path.basename(path)} (config {r['attr.config_path'] or '?'}, sweep "
                          f"{r['attr.sweep_id']}, backend {', '.join(sorted(g['backend'].unique()))}, "
-                         f"host {r['attr.host']}, device: {r['attr.device']})")
+                         f"host {r['attr.host']}, ran on: {'; '.join(ran)})")
         return "; ".join(parts)
 
 

@@ -101,6 +101,10 @@ def test_load_reads_every_point_with_settings(res, files):
     assert set(req["pool.weighting"]) == {"tfidf"} and set(req["pool.group_size"]) == {4}
     assert sorted(req["workload.requests"]) == [1, 2, 4]
     assert (pts["backend"] == "cpu").all()
+    # What each point ran on: the runner's run_backend / run_device columns, read from the file.
+    assert (pts[schema.RUN_BACKEND] == "cpu").all() and pts[schema.RUN_COLUMNS_READ].all()
+    assert (pts[schema.RUN_DEVICE].str.len() > 0).all()
+    assert schema.RUN_BACKEND not in load(files[0]).files[0].axes  # a point column, not a sweep axis
     steps = res.detail(schema.STEPS)
     assert len(steps) == 48 * 4 + (1 + 2 + 4) * 4
     assert {"file", "index", "token_recall", "score_ms"} <= set(steps.columns)
@@ -156,7 +160,8 @@ def labels(fig):
 
 # Families the runner writes today: from the real files.
 REAL = ["memory", "latency", "macs", "ablation", "cache", "mrc"]
-# Families whose data no issue writes yet (GPU backend, hybrid attention, re-pooling, counters).
+# Families the CPU-only test files hold no data for: GPU backend points and counters (the runner writes them
+# on a GPU machine), hybrid attention and re-pooling (no issue writes them yet).
 FUTURE = ["backends", "hybrid", "repool", "counters"]
 
 
@@ -184,6 +189,29 @@ def test_figure_contents(res):
     fig = FAMILIES["cache"][0](res)
     assert any("OPT" in t for ax in fig.axes for t in ax.get_legend_handles_labels()[1]) or \
         any("OPT" in t.get_text() for t in fig.legends[0].get_texts())
+    # cache_opt_hit_rate (OPT at every level of the hierarchy) is a reference, never called a bound; the bound
+    # shown is cache_opt_single_hit_rate (OPT on one cache of the total capacity).
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not any("OPT bound" in t for t in legend)
+    assert any("reference" in t for t in legend) and any("upper bound" in t for t in legend)
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "a reference and not a bound" in cap and "an upper bound on the overall hit rate" in cap
+
+
+def test_run_columns_fallback_for_older_files(files, tmp_path):
+    # A file written before run_backend / run_device existed: the configured backend and the root "device".
+    import numpy.lib.recfunctions as rfn
+    old = tmp_path / "old.h5"
+    shutil.copy(files[1], old)
+    with h5py.File(old, "r+") as f:
+        table = rfn.drop_fields(f["points"][:], list(schema.RUN_COLUMNS), usemask=False)
+        del f["points"]
+        f.create_dataset("points", data=table)
+        root_device = f.attrs["device"]
+    pts = load(str(old)).points
+    assert len(pts) == 3 and not pts[schema.RUN_COLUMNS_READ].any()
+    assert (pts[schema.RUN_BACKEND] == pts["backend"]).all()
+    assert set(pts[schema.RUN_DEVICE]) == {root_device.decode() if isinstance(root_device, bytes) else root_device}
 
 
 @pytest.mark.parametrize("family", FUTURE)
@@ -201,7 +229,10 @@ def synthetic_results(res):
     pts = res.points[res.points["file"] == res.points["file"].iloc[0]].copy()
     cuda = pts.copy()
     cuda["backend"] = "cuda"
-    cuda["attr.device"] = "NVIDIA A100-SXM4-80GB (synthetic)"
+    # What the point ran on is run_backend / run_device; the root attribute (attr.device) stays the CPU
+    # file's, so a claim that read it instead would not find the A100.
+    cuda[schema.RUN_BACKEND] = "cuda"
+    cuda[schema.RUN_DEVICE] = "NVIDIA A100-SXM4-80GB (synthetic)"
     for c in ("pool_ms", "score_ms", "topk_ms", "attention_ms"):
         cuda[c] = cuda[c] / 20
     cuda["index"] = cuda["index"] + 10_000
@@ -215,15 +246,31 @@ def synthetic_results(res):
     allp[schema.REPOOL_TAU] = np.tile([0.0, 0.1, 0.2, 0.4], len(allp) // 4 + 1)[: len(allp)]
     allp[schema.REPOOLED_FRACTION] = 1 / (1 + 10 * allp[schema.REPOOL_TAU])
     r.points = allp
-    counters = []
-    for _, p in allp.iterrows():
-        for k, base in (("score_kernel", 70.0), ("pool_kernel", 40.0), ("topk_kernel", 20.0)):
-            for cname, f in (("dram_throughput", 1.0), ("sm_throughput", 0.6)):
-                counters.append(dict(file=p["file"], index=p["index"], kernel=k, counter=cname, value=base * f,
-                                     peak=100.0, pct_of_peak=base * f))
+    # Counters in the runner's layout (experiments/profiling.cc): one row per stage and metric of the CUDA
+    # points, and kernel records (pass 0: the run itself; pass 1: a replay, which the bandwidth must ignore).
+    counters, kernels = [], []
+    for _, p in allp[allp[schema.RUN_BACKEND] == "cuda"].iterrows():
+        for stage, base, gbytes in (("pool", 40.0, 0.5), ("score", 70.0, 2.0), ("topk", 20.0, 0.1),
+                                    ("attention", 55.0, 1.0)):
+            for metric, f in (("sm__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
+                              ("sm__warps_active.avg.pct_of_peak_sustained_active", 0.8),
+                              ("lts__t_sector_hit_rate.pct", 0.5)):
+                counters.append(dict(file=p["file"], index=p["index"], stage=stage, metric=metric, value=base * f,
+                                     unit="percent", calls=4, aggregate="mean"))
+            for metric, f in (("dram__bytes_read.sum", 1.0), ("dram__bytes_write.sum", 0.25)):
+                counters.append(dict(file=p["file"], index=p["index"], stage=stage, metric=metric,
+                                     value=4 * gbytes * f * 1e9, unit="byte", calls=4, aggregate="sum"))
+            for pss in (0, 1):  # 4 calls of 1 ms each: 4 * gbytes GB in 4 ms
+                kernels.append(dict(file=p["file"], index=p["index"], name=f"{stage}_kernel", stage=stage,
+                                    **{"pass": pss}, duration_ns=4e6 * (1 + 9 * pss)))
     r._detail = dict(res._detail)
     r._detail[schema.COUNTERS] = pd.DataFrame(counters)
+    r._detail[schema.KERNELS] = pd.DataFrame(kernels)
     r._detail[schema.STEPS] = res.detail(schema.STEPS)
+    r.point_attrs = lambda names=schema.PROFILE_ATTRS, rows=None: pd.DataFrame(
+        [dict(file=p["file"], index=p["index"], counters_status="ok", counters_reason="", kernels_status="ok",
+              kernels_reason="", counters_chip="GA100", counters_passes=5)
+         for _, p in (allp if rows is None else rows).iterrows()], columns=["file", "index", *schema.PROFILE_ATTRS])
     return r
 
 
@@ -232,6 +279,45 @@ def test_future_family_from_synthetic_columns(res, family, tmp_path):
     fig = FAMILIES[family][0](synthetic_results(res))
     png, _ = save(fig, str(tmp_path), family)
     check_png(png)
+
+
+def test_counters_figure_reads_stage_layout(res, tmp_path):
+    syn = synthetic_results(res)
+    fig = FAMILIES["counters"][0](syn)
+    pct, dram = fig.axes[:2]
+    assert pct.get_xlabel() == "percent (%)" and dram.get_xlabel() == "DRAM bandwidth (GB/s)"
+    assert [t.get_text() for t in pct.get_yticklabels()] == ["pool", "score", "topk", "attention"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("sm__throughput.avg.pct_of_peak_sustained_elapsed" in t for t in legend)
+    assert any("lts__t_sector_hit_rate.pct" in t for t in legend) and any("DRAM read" in t for t in legend)
+    # score: 2 GB read per call of 1 ms (pass 0 only) = 2000 GB/s; the replay pass is not counted.
+    widths = {round(b.get_width()) for b in dram.patches}
+    assert 2000 in widths and 500 in widths
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "GB/s" in cap and "pass 0" in cap and "GA100" in cap
+    png, _ = save(fig, str(tmp_path), "counters")
+    check_png(png)
+    # Without kernel records there is no stage kernel time: GB per stage call, and the caption says why.
+    syn._detail[schema.KERNELS] = pd.DataFrame()
+    fig = FAMILIES["counters"][0](syn)
+    assert fig.axes[1].get_xlabel() == "DRAM traffic per stage call (GB)"
+    assert {round(b.get_width(), 3) for b in fig.axes[1].patches} >= {2.0, 0.5}
+    assert "no GB/s" in " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+
+
+def test_counters_on_cpu_backend_says_why(tmp_path):
+    # profile.counters = on, but the points run on the CPU backend: each point records
+    # counters_status = unavailable and the reason, and the figure's NoData message carries that reason.
+    f = run_sweep(tmp_path, "cpu_counters", REQUESTS + "\n[profile]\ncounters = on\n")
+    r = load(f)
+    pa = r.point_attrs()
+    assert len(pa) == 3 and set(pa[schema.COUNTERS_STATUS]) == {"unavailable"}
+    reason = pa[schema.COUNTERS_REASON].iloc[0]
+    assert "cpu backend" in reason
+    with pytest.raises(NoData) as e:
+        FAMILIES["counters"][0](r)
+    msg = str(e.value)
+    assert "counters" in msg and reason in msg and "unavailable in 3 points" in msg
 
 
 def test_report_has_a_row_per_claim(res, files, tmp_path):
@@ -250,6 +336,10 @@ def test_report_has_a_row_per_claim(res, files, tmp_path):
     assert "not 1M" in by["memory"].reason
     assert by["macs"].measured.startswith("7")  # about 75 % fewer
     assert "2M" in by["tier_hits"].reason and "4Ki" in by["tier_hits"].reason
+    # cache_opt_hit_rate is shown as a reference, not a bound; the bound is cache_opt_single_hit_rate.
+    assert "OPT bound" not in by["overall_hits"].measured
+    assert "a reference and not a bound" in by["overall_hits"].measured
+    assert "upper bound" in by["overall_hits"].measured
     md = open(paths[0]).read()
     table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| #")]
     assert len(table) == len(claims.CLAIMS)
@@ -261,6 +351,9 @@ def test_report_has_a_row_per_claim(res, files, tmp_path):
 def test_report_judges_gpu_claims_on_gpu_data(res):
     rows = {r.id: r for r in claims.evaluate(synthetic_results(res))}
     assert rows["latency"].verdict != claims.NOT_MEASURED and "cuda:" in rows["latency"].measured
+    # The A100 check reads run_device (the root attribute names no A100 here).
+    assert rows["throughput"].verdict != claims.NOT_MEASURED and "cuda:" in rows["throughput"].measured
+    assert "not an A100" not in rows["throughput"].reason
     assert rows["hybrid"].verdict == claims.SUPPORTED and "2.30×" in rows["hybrid"].measured
 
 
