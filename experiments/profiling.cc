@@ -248,6 +248,27 @@ class ProfilingBackend final : public Backend {
         Stage::stats, [&] { inner_->update_stats(stats, step_mass, selected_ranges); }, [&] { saved = stats; },
         [&] { stats = *saved; });
   }
+  // Forwarded without counters: residency hints, and the issue-7 stages (no counter ranges yet), so the
+  // wrapped backend's own implementations run, not the base-class CPU defaults.
+  void hold_inputs(bool hold) override { inner_->hold_inputs(hold); }
+  void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb) override {
+    inner_->local_prefill(w, begin, end, chunk, lb);
+  }
+  void local_append(const Workload& w, Index64 new_end, LocalBranch& lb) override {
+    inner_->local_append(w, new_end, lb);
+  }
+  void local_readout(const LocalBranch& lb, MatrixView<const float> queries, float* out) override {
+    inner_->local_readout(lb, queries, out);
+  }
+  RepoolCount update_index(MatrixView<const float> keys, const PoolParams& pp, const AccessStats* stats,
+                           const float* query_ref, float tau, IndexState& st) override {
+    return inner_->update_index(keys, pp, stats, query_ref, tau, st);
+  }
+  PendingUpdate begin_update_index(MatrixView<const float> keys, const PoolParams& pp, const AccessStats* stats,
+                                   const float* query_ref, float tau, IndexState& st) override {
+    return inner_->begin_update_index(keys, pp, stats, query_ref, tau, st);
+  }
+  void end_update_index(PendingUpdate& u) override { inner_->end_update_index(u); }
 
  private:
   std::unique_ptr<Backend> inner_;
