@@ -9,7 +9,7 @@
 #   6. runs the GPU test binaries under compute-sanitizer memcheck (time-boxed; large cases filtered out),
 #   7. runs the kernel benchmark (table + JSON),
 #   8. runs a small sweep with backend = cuda through the runner,
-#   9. (hook) the profiling step that issue 6 adds,
+#   9. the profiling check (scripts/gpu-profile-check.sh: CUPTI counters vs declared bytes),
 # and prints a final table (step, status, time, key figures). Everything (logs, JSON, results) goes to
 # the output directory. Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
 #
@@ -274,11 +274,20 @@ elif ((nskip > 0)); then record runner-cuda FAIL $(($(now) - t0)) "$nskip points
 else record runner-cuda ok $(($(now) - t0)) "quickstart at G=4 on cuda, no point skipped; results in runner_cuda.h5"
 fi
 
-# ---- 9. profiling -----------------------------------------------------------------------------------
-# ======== HOOK: issue 6 adds the profiling step here (Nsight Systems / Nsight Compute over kernel_bench
-# ======== and one sweep point; reports under "$OUT_DIR/profile/"). Keep it inside the time budget.
-say "9/9 profiling (hook for issue 6)"
-record profile skip 0 "not yet: issue 6 adds the profiling step"
+# ---- 9. profiling (issue 6) -------------------------------------------------------------------------
+# scripts/gpu-profile-check.sh: the CUPTI GPU tests (DRAM bytes of a copy kernel within +-5%, replay with
+# restored inputs, kernel records) and the runner's pool-stage DRAM bytes vs the declared bytes (+-5%).
+say "9/9 profiling (scripts/gpu-profile-check.sh)"
+t0=$(now)
+box=$(($(left) > 150 ? 150 : ($(left) > 30 ? $(left) : 30)))
+timeout "$box" bash "$ROOT/scripts/gpu-profile-check.sh" "$BUILD" >"$OUT_DIR/profile_check.txt" 2>&1
+rc=$?
+cat "$OUT_DIR/profile_check.txt"
+ratio=$(grep -m1 -oE 'ratio [0-9.]+' "$OUT_DIR/profile_check.txt")
+if ((rc == 124)); then record profile FAIL $(($(now) - t0)) "timed out after ${box}s"
+elif ((rc != 0)); then record profile FAIL $(($(now) - t0)) "exit $rc; ${ratio:-see profile_check.txt}"
+else record profile ok $(($(now) - t0)) "pool DRAM bytes measured/declared ${ratio:-?}"
+fi
 
 final_table
 exit $?

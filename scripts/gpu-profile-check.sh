@@ -48,6 +48,10 @@ metrics = dram__bytes_read.sum dram__bytes_write.sum lts__t_sector_hit_rate.pct
 path = $out/check.h5
 INI
   if ! "$bin" run "$out/check.ini"; then echo "   indexpool run failed"; return 1; fi
+  if ! python3 -c "import h5py" 2>/dev/null; then
+    echo "   cannot read the results: python3 has no h5py (Debian: apt-get install python3-h5py)"
+    return 1
+  fi
   python3 - "$out/check.h5" <<'PY' || fail=1
 import sys
 import h5py
