@@ -154,7 +154,6 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     }
     res.selected.insert(res.selected.end(), sel.begin(), sel.end());
     const auto sel_tokens = tokens_of_ranges(ranges);
-    const Index64 n = static_cast<Index64>(sel_tokens.size());
 
     // 3. Sparse branch, then the local branch and the combination.
     AttentionOutput sparse;
@@ -225,18 +224,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
 
     // 5. Feedback: the sparse branch's attention mass (mean over heads; uniform over the selection
     //    without an attention stage) and the selection go into the access statistics.
-    step_mass.assign(T, 0.0f);
-    for (Index64 i = 0; i < n; ++i) {
-      float m = 0.0f;
-      if (w.has_attention()) {
-        const Index64 Ha = sparse.probs.dim(0);
-        for (Index64 h = 0; h < Ha; ++h) m += sparse.probs.data()[h * n + i];
-        m /= static_cast<float>(Ha);
-      } else {
-        m = 1.0f / static_cast<float>(n);
-      }
-      step_mass[sel_tokens[i]] = m;
-    }
+    step_attention_mass(w, sparse, sel_tokens, T, step_mass);
     for (const auto& [b, e] : ranges) {
       float m = 0.0f;
       for (Index64 t = b; t < e; ++t) m += step_mass[t];

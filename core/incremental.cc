@@ -19,40 +19,6 @@ double weight_movement(const float* now, const float* before, int n) {
   return den > 0.0 ? num / den : (num > 0.0 ? INFINITY : 0.0);
 }
 
-void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
-                      Index64 first, int G, int n, float* w, float* scratch) {
-  const WeightParams& wp = p.weights;
-  const int D = static_cast<int>(keys.cols);
-  const float* k = keys.row(first);
-  const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
-  const float* mref = wp.cosine_reference == CosineReference::query ? query_ref : nullptr;
-  switch (wp.scheme) {
-    case Weighting::positional:
-      positional_group_weights(n, G, wp.positional_lambda, bias, w);
-      return;
-    case Weighting::cosine:
-      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, w);
-      return;
-    case Weighting::tfidf:
-      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, w);
-      return;
-    case Weighting::hybrid: {
-      float* v = scratch + D;
-      for (int r = 0; r < n; ++r) w[r] = 1.0f;
-      positional_group_weights(n, G, wp.positional_lambda, bias, v);
-      hybrid_multiply(v, n, wp.alpha_positional, w);
-      cosine_group_weights(k, keys.ld, n, D, mref, wp.eps, wp.cosine_power, scratch, v);
-      hybrid_multiply(v, n, wp.alpha_cosine, w);
-      tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, v);
-      hybrid_multiply(v, n, wp.alpha_tfidf, w);
-      return;
-    }
-    default:
-      for (int r = 0; r < n; ++r) w[r] = 1.0f;
-  }
-}
-
-
 RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                          const float* query_ref, float tau, IndexState& st) {
   validate_pool_inputs(keys, p, stats, query_ref);

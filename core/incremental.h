@@ -27,12 +27,6 @@ struct RepoolCount {
   double fraction() const { return groups ? static_cast<double>(repooled) / static_cast<double>(groups) : 0.0; }
 };
 
-// Weights of the n tokens starting at `first` in a group of nominal size G (scratch: D + 16 floats, or
-// D + G when G > 16): the switch of pool.cc's group_weights with an explicit first token, the same
-// per-group functions in the same order, so the same bits. No finiteness check of the keys.
-void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
-                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch);
-
 // Relative L1 movement of one group's weights (see above).
 double weight_movement(const float* now, const float* before, int n);
 

@@ -58,6 +58,23 @@ void validate_pipeline(const PipelineParams& p, const Workload& w) {
   IP_REQUIRE(p.query_ema >= 0.0f && p.query_ema < 1.0f, "pool.query_ema = {} outside [0, 1)", p.query_ema);
 }
 
+void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::span<const Index64> sel_tokens,
+                         Index64 T, std::vector<float>& step_mass) {
+  step_mass.assign(static_cast<std::size_t>(T), 0.0f);
+  const Index64 n = static_cast<Index64>(sel_tokens.size());
+  for (Index64 i = 0; i < n; ++i) {
+    float m = 0.0f;
+    if (w.has_attention()) {
+      const Index64 Ha = sparse.probs.dim(0);
+      for (Index64 h = 0; h < Ha; ++h) m += sparse.probs.data()[h * n + i];
+      m /= static_cast<float>(Ha);
+    } else {
+      m = 1.0f / static_cast<float>(n);
+    }
+    step_mass[sel_tokens[i]] = m;
+  }
+}
+
 RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
   if (p.extended()) return run_request_extended(be, w, p);
   validate_pipeline(p, w);
@@ -146,19 +163,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     // 5. Feedback: this step's attention mass (mean over heads; uniform over the selection when the
     //    workload has no attention stage) and selection go into the access statistics.
     IP_RANGE(stats);
-    std::fill(step_mass.begin(), step_mass.end(), 0.0f);
-    const Index64 n = static_cast<Index64>(sel_tokens.size());
-    for (Index64 i = 0; i < n; ++i) {
-      float m = 0.0f;
-      if (w.has_attention()) {
-        const Index64 Ha = sparse.probs.dim(0);
-        for (Index64 h = 0; h < Ha; ++h) m += sparse.probs.data()[h * n + i];
-        m /= static_cast<float>(Ha);
-      } else {
-        m = 1.0f / static_cast<float>(n);
-      }
-      step_mass[sel_tokens[i]] = m;
-    }
+    step_attention_mass(w, sparse, sel_tokens, T, step_mass);
     // Mass per selected group, in selection order (the relevance a cache model sees).
     for (std::int32_t g : sel) {
       float m = 0.0f;
@@ -182,7 +187,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     rec.layer_ms = rec.score_ms + rec.topk_ms + rec.attention_ms;
     rec.layer_output_error = rec.output_error;
     rec.layer_mass_recall = rec.mass_recall;
-    rec.layer_tokens = static_cast<double>(n);
+    rec.layer_tokens = static_cast<double>(sel_tokens.size());
     rec.repooled_fraction = rebuild ? 1.0 : 0.0;
     rec.context_tokens = static_cast<double>(T);
     rec.pool_hidden_ms = 0;

@@ -72,6 +72,12 @@ struct RequestResult {
   bool variable_groups = false; // adaptive: `selected` holds a variable number of groups per step (cache model off)
 };
 
+// The attention mass each token got this step, into step_mass (resized to T, 0 outside the selection):
+// the mean over heads of the sparse attention's probabilities, or 1/n over the n selected tokens when
+// the workload has no attention stage. The feedback both decode loops give the access statistics.
+void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::span<const Index64> sel_tokens,
+                         Index64 T, std::vector<float>& step_mass);
+
 RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p);
 // Checks of the issue-7 parameters that need no workload (config validation runs them for every point).
 void validate_extended_params(const PipelineParams& p, bool has_attention);

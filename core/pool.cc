@@ -30,8 +30,14 @@ bool rows_finite(const float* k, Index64 ld, int n, int D) {
 // Weights of the n tokens of group g into w (scratch: D + 2G floats).
 void group_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                    const float* query_ref, Index64 g, int G, int n, float* w, float* scratch) {
+  group_weights_at(keys, p, stats, query_ref, g * G, G, n, w, scratch);
+}
+
+}  // namespace
+
+void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch) {
   const WeightParams& wp = p.weights;
-  const Index64 first = g * G;
   const int D = static_cast<int>(keys.cols);
   const float* k = keys.row(first);
   const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
@@ -64,6 +70,8 @@ void group_weights(MatrixView<const float> keys, const PoolParams& p, const Acce
     }
   }
 }
+
+namespace {
 
 // Runs fn(g, n, w, scratch, out_row_buffer) for every group, in parallel chunks.
 template <class Fn>

@@ -49,6 +49,12 @@ void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, con
 std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                                    const float* query_ref);
 
+// Weights of the n tokens starting at `first` in a group of nominal size G (scratch: D + 16 floats, or
+// D + G when G > 16): what build_index computes for a group (first = g * G), also used by
+// incremental re-pooling and adaptive group sizes, so all give the same bits. No finiteness check of the keys.
+void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch);
+
 // Builds the index: weights, pooling and quantization fused per group, parallel over groups.
 // The second form reuses `out`'s storage when its shape and precision already fit (index rebuilds).
 PooledIndex build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
