@@ -49,37 +49,6 @@ Fill fill_of(Precision p) {
   }
 }
 
-// Throws (skip) when `bytes` would not fit in 90% of the free device memory.
-void need_memory(double bytes, const Env& env) {
-  const double fr = env.free_bytes();
-  if (bytes > 0.9 * fr)
-    throw std::length_error(fmt::format("needs {:.1f} GB of device memory, {:.1f} GB free", bytes / 1e9, fr / 1e9));
-}
-
-// Runs one case body; its errors become an "error" row (a memory shortfall: "skipped"). A CUDA error
-// that leaves the context unusable is rethrown after the row is recorded.
-template <class Body>
-void run_case(std::vector<Row>& rows, Row r, Body&& body) {
-  try {
-    body(r);
-  } catch (const std::length_error& e) {
-    r.verdict = "skipped";
-    r.note = e.what();
-    r.t = {};
-  } catch (const std::exception& e) {
-    r.verdict = "error";
-    r.note = e.what();
-    r.t = {};
-    const cudaError_t sticky = cudaDeviceSynchronize();
-    if (sticky != cudaSuccess) {
-      rows.push_back(r);
-      throw Error(fmt::format("the CUDA context is unusable after '{} {}': {}", r.group, r.name,
-                              cudaGetErrorString(sticky)));
-    }
-    cudaGetLastError();
-  }
-  rows.push_back(std::move(r));
-}
 
 void verdict(Row& r, bool met) { r.verdict = met ? "met" : "not met"; }
 

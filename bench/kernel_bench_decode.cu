@@ -30,34 +30,6 @@ DeviceBuffer<T> dev(const std::vector<T>& h, const Env& env) {
   return d;
 }
 
-void need_memory(double bytes, const Env& env) {
-  const double fr = env.free_bytes();
-  if (bytes > 0.9 * fr)
-    throw std::length_error(fmt::format("needs {:.1f} GB of device memory, {:.1f} GB free", bytes / 1e9, fr / 1e9));
-}
-
-template <class Body>
-void run_case(std::vector<Row>& rows, Row r, Body&& body) {
-  try {
-    body(r);
-  } catch (const std::length_error& e) {
-    r.verdict = "skipped";
-    r.note = e.what();
-    r.t = {};
-  } catch (const std::exception& e) {
-    r.verdict = "error";
-    r.note = e.what();
-    r.t = {};
-    const cudaError_t sticky = cudaDeviceSynchronize();
-    if (sticky != cudaSuccess) {
-      rows.push_back(r);
-      throw Error(fmt::format("the CUDA context is unusable after '{} {}': {}", r.group, r.name,
-                              cudaGetErrorString(sticky)));
-    }
-    cudaGetLastError();
-  }
-  rows.push_back(std::move(r));
-}
 
 // `count` distinct ascending block ids out of `blocks` (spread evenly, jittered inside each stride).
 std::vector<std::int32_t> spread_blocks(long long blocks, int count, std::uint64_t seed) {
