@@ -277,23 +277,39 @@ def overall_hits(res):
 
 def hybrid(res):
     r = _row("hybrid")
-    df = _ok(res)
-    if schema.STEP_MS not in df.columns or not {schema.MODE_SPARSE, schema.MODE_HYBRID} <= set(
-            df[schema.ATTENTION_MODE]):
-        raise NoData(f"no hybrid-attention data: needs points with {schema.ATTENTION_MODE} = {schema.MODE_SPARSE} "
-                     f"and {schema.MODE_HYBRID} and the column {schema.STEP_MS} (the runner has no hybrid attention yet)")
-    from .figures import both_modes
-    d = both_modes(df.dropna(subset=[schema.STEP_MS]))
-    if d.empty:
-        raise NoData("no backend ran both attention modes")
+    from .figures import hybrid_rows, matched_speedup
+    try:
+        d = hybrid_rows(res, "hybrid claim")
+    except NoData as e:
+        raise NoData(str(e).replace("hybrid claim: ", "no hybrid-layer comparison: ")) from None
+    d, note = fix_others(d, keep=(schema.TOPK, schema.HYBRID_ENABLED, schema.HYBRID_WINDOW, "context", "workload.seed"))
     T = d["context"].max()
-    d, note = fix_others(d[d["context"] == T], keep=(schema.ATTENTION_MODE, "context", "workload.seed"))
-    s = float(np.median(d.loc[d[schema.ATTENTION_MODE] == schema.MODE_SPARSE, schema.STEP_MS]))
-    h = float(np.median(d.loc[d[schema.ATTENTION_MODE] == schema.MODE_HYBRID, schema.STEP_MS]))
-    r.measured = f"{s:.3f} ms → {h:.3f} ms per decode step ({s / h:.2f}×)"
-    r.source = _where(res, d, T, note)
-    r.verdict = reach(s / h, 2.3)
-    r.reason = f"Speed-up {s / h:.2f}× vs 2.3×."
+    d = d[d["context"] == T]
+    sp = matched_speedup(d)
+    if sp.empty:
+        raise NoData(f"no token budget run by both layers (pure sparse at k = select.topk_tokens, hybrid at "
+                     f"k - {schema.HYBRID_WINDOW}); budgets: sparse "
+                     f"{sorted(d.loc[~d[schema.HYBRID_ENABLED].astype(bool), schema.TOKEN_BUDGET].astype(int))}, hybrid "
+                     f"{sorted(d.loc[d[schema.HYBRID_ENABLED].astype(bool), schema.TOKEN_BUDGET].astype(int))}")
+    k = sp.index.max()  # judged at the largest matched budget; the others are listed
+    at = d[d[schema.TOKEN_BUDGET] == k]
+    hyb = at[schema.HYBRID_ENABLED].astype(bool)
+    sm, hm = _mean(at[~hyb], schema.LAYER_OUTPUT_ERROR), _mean(at[hyb], schema.LAYER_OUTPUT_ERROR)
+    sr, hr = _mean(at[~hyb], schema.LAYER_MASS_RECALL), _mean(at[hyb], schema.LAYER_MASS_RECALL)
+    s_ms, h_ms = float(np.median(at.loc[~hyb, schema.LAYER_MS])), float(np.median(at.loc[hyb, schema.LAYER_MS]))
+    W_ = int(at.loc[hyb, schema.HYBRID_WINDOW].iloc[0])
+    rule = str(at.loc[hyb, schema.HYBRID_COMBINE].iloc[0])
+    others = "; ".join(f"{tokens_label(b)}: {v:.2f}×" for b, v in sp.items() if b != k)
+    r.measured = (f"attention layer {s_ms:.3f} ms → {h_ms:.3f} ms per step ({sp[k]:.2f}×) at {tokens_label(k)} "
+                  f"tokens per step (sparse k = {tokens_label(k)}; hybrid k = {tokens_label(k - W_)} + window "
+                  f"{W_}, {rule}); layer output error {sm:.4f} → {hm:.4f} (relative L2), dense mass covered "
+                  f"{sr:.4f} → {hr:.4f}" + (f"; other matched budgets: {others}" if others else ""))
+    runs = ", ".join(sorted(set(at[schema.RUN_BACKEND])))
+    r.source = _where(res, at, T, note, f"hybrid.enabled = false vs true, layer_ms on {runs}")
+    r.verdict = reach(sp[k], 2.3)
+    r.reason = (f"Speed-up {sp[k]:.2f}× vs 2.3×, at the largest token budget both layers ran. The simulator times "
+                f"the attention layer only (layer_ms), not end-to-end inference, and its local branch is untrained: "
+                f"quality is read as the layer's output error against dense attention, not perplexity.")
     return r
 
 

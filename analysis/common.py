@@ -77,17 +77,24 @@ def ok_rows(res, family, columns):
 # of each that varies and says which.
 RUN = schema.RUN_BACKEND
 SLICE_KEYS = ("backend", RUN, "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
-              "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.ATTENTION_MODE,
-              schema.REPOOL_TAU, "attr.sweep_id")
+              "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.HYBRID_ENABLED,
+              schema.HYBRID_WINDOW, schema.HYBRID_COMBINE, schema.REPOOL_TAU, schema.ADAPTIVE_ENABLED,
+              "attr.sweep_id")
+# Other figures show the plain pipeline: pure sparse attention, full rebuilds, fixed group sizes.
 PREFER = {PREC: ["fp32", "bf16", "fp16", "fp8", "int8"], G: [4], W: list(schema.REFERENCE_WEIGHTINGS),
-          "backend": ["cuda", "auto", "cpu"], RUN: ["cuda", "cpu"], schema.ATTENTION_MODE: [schema.MODE_SPARSE]}
+          "backend": ["cuda", "auto", "cpu"], RUN: ["cuda", "cpu"], schema.HYBRID_ENABLED: [False],
+          schema.REPOOL_TAU: [schema.FULL_REBUILD_TAU], schema.ADAPTIVE_ENABLED: [False]}
 SHORT = {RUN: "ran on", PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
-         "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep"}
+         "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep",
+         schema.HYBRID_ENABLED: "hybrid", schema.HYBRID_WINDOW: "W", schema.HYBRID_COMBINE: "combine",
+         schema.REPOOL_TAU: "τ", schema.ADAPTIVE_ENABLED: "adaptive"}
 
 
 def fmt_value(key, v):
     if key == "context":
         return tokens_label(v)
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
     if isinstance(v, float) and v == int(v):
         return str(int(v))
     return str(v)
@@ -100,6 +107,9 @@ def fix_others(df, keep, largest=("context",)):
     for k in SLICE_KEYS:
         if k in keep or k not in df.columns or df[k].nunique(dropna=False) <= 1:
             continue
+        if k in (schema.HYBRID_WINDOW, schema.HYBRID_COMBINE) and schema.HYBRID_ENABLED in df.columns and \
+                not df[schema.HYBRID_ENABLED].astype(bool).any():
+            continue  # the hybrid layer's settings do not act on pure sparse points
         vals = df[k].dropna().unique().tolist()
         pick = next((p for p in PREFER.get(k, []) if p in vals), None)
         if pick is None:
@@ -160,11 +170,17 @@ def summarize(res, df, by, metric):
                 steps = step_groups(res)
             r = g.iloc[0]
             st = steps.get((r["file"], r["index"]))
-            st = pd.Series(st[metric] if st is not None else [], dtype=float).dropna()
+            col = schema.STEP_COLUMN.get(metric, metric)
+            if st is not None and metric in schema.AFTER_FIRST_STEP:
+                st = st[st["step"] > st.groupby("request")["step"].transform("min")]
+            st = pd.Series(st[col] if st is not None and col in st.columns else [], dtype=float).dropna()
             if metric.endswith("_ms"):
                 st = st[st > 0]
             c = float(vals.iloc[0])
-            if len(st) >= 2 and metric.endswith("_ms"):
+            if len(st) >= 2 and metric in schema.AFTER_FIRST_STEP:  # fractions that jump: the range, in [0, 1]
+                lo, hi = st.min(), st.max()
+                kinds.add(f"range over {len(st)} decode steps after the first")
+            elif len(st) >= 2 and metric.endswith("_ms"):
                 lo, hi = st.quantile(0.25), st.quantile(0.75)
                 kinds.add(f"25th–75th percentile over {len(st)} decode steps")
             elif len(st) >= 2:

@@ -6,10 +6,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
 from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, caption, color_of, constants, context_axis, errorbar, finish,
-                     fix_others, logy, ok_rows, sources, summarize, weighting_sort_key, LINESTYLES, MARKERS)
+                     fix_others, fmt_value, logy, ok_rows, sources, summarize, weighting_sort_key, LINESTYLES, MARKERS)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -417,68 +418,158 @@ def fig_mrc(res):
     return finish(fig, "Miss-ratio curves", n, _legend(fig), 7)
 
 
-# --------------------------------------------------------------------------------------------- FUTURE
-def both_modes(df):
-    """The rows of the backends (and sweeps) that ran both attention modes: a comparison needs the pair."""
-    n = df.groupby([RUN, "attr.sweep_id"])[schema.ATTENTION_MODE].transform("nunique")
-    return df[n >= 2]
+# -------------------------------------------------------------------------------- hybrid and re-pooling
+def with_budget(df):
+    """df with schema.TOKEN_BUDGET: the tokens the layer is given per step, select.topk_tokens for pure sparse
+    attention and select.topk_tokens + hybrid.window for the hybrid (matched budget: hybrid at k - W vs
+    sparse at k)."""
+    hyb = df[schema.HYBRID_ENABLED].astype(bool)
+    budget = df[schema.TOPK].astype(float) + np.where(hyb, df[schema.HYBRID_WINDOW].astype(float), 0.0)
+    return df.assign(**{schema.TOKEN_BUDGET: budget})
+
+
+def hybrid_rows(res, family="hybrid"):
+    """The ok points of a hybrid-vs-sparse comparison: the backends (and sweeps) that ran both settings of
+    hybrid.enabled, with the layer columns, and the token budget column. NoData naming what is missing."""
+    need = [schema.HYBRID_ENABLED, schema.TOPK, schema.HYBRID_WINDOW, schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR,
+            schema.LAYER_MASS_RECALL]
+    df = ok_rows(res, family, need)
+    modes = set(df[schema.HYBRID_ENABLED].astype(bool))
+    if modes != {False, True}:
+        raise NoData(f"{family}: needs points with {schema.HYBRID_ENABLED} = false (pure sparse) and true "
+                     f"(hybrid layer) and the column {schema.LAYER_MS}; found {schema.HYBRID_ENABLED} = "
+                     f"{', '.join(fmt_value(schema.HYBRID_ENABLED, m) for m in sorted(modes))}")
+    n = df.groupby([RUN, "attr.sweep_id"])[schema.HYBRID_ENABLED].transform("nunique")
+    df = df[n >= 2]
+    if df.empty:
+        raise NoData(f"{family}: no backend (and sweep) ran both {schema.HYBRID_ENABLED} = false and true")
+    return with_budget(df)
+
+
+def combine_text(rule):
+    """'gate:0.25' -> 'gate:0.25, i.e. 0.75·o_sparse + 0.25·o_local'."""
+    rule = str(rule)
+    if rule == "sum":
+        return "sum, i.e. o_sparse + o_local"
+    if rule.startswith("gate:"):
+        try:
+            g = float(rule.split(":", 1)[1])
+            return f"{rule}, i.e. {1 - g:g}·o_sparse + {g:g}·o_local"
+        except ValueError:
+            pass
+    return rule
+
+
+def matched_speedup(df):
+    """Per matched token budget: sparse layer_ms / hybrid layer_ms (medians over replicate points)."""
+    per = {}
+    for mode, d in df.groupby(df[schema.HYBRID_ENABLED].astype(bool)):
+        per[mode] = d.groupby(schema.TOKEN_BUDGET)[schema.LAYER_MS].median()
+    return (per[False] / per[True]).dropna()
 
 
 def fig_hybrid(res):
-    """Hybrid vs pure sparse attention: step time, speed-up and output error vs context length."""
-    df = ok_rows(res, "hybrid", ["context", schema.ATTENTION_MODE, schema.STEP_MS, "output_error"])
-    modes = set(df[schema.ATTENTION_MODE])
-    if not {schema.MODE_SPARSE, schema.MODE_HYBRID} <= modes:
-        raise NoData(f"hybrid: needs points with {schema.ATTENTION_MODE} = {schema.MODE_SPARSE} and "
-                     f"{schema.MODE_HYBRID}; found {sorted(modes)}")
-    df = both_modes(df)
-    df, note = fix_others(df, keep=("context", schema.ATTENTION_MODE, "attr.sweep_id"))
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.3))
+    """Hybrid layer vs pure sparse attention at matched token budget: layer time, speed-up, output error
+    and attention-mass recall vs the tokens the layer is given per step."""
+    df = hybrid_rows(res)
+    df, note = fix_others(df, keep=(schema.TOPK, schema.HYBRID_ENABLED, schema.HYBRID_WINDOW, "attr.sweep_id"))
+    hyb = df[df[schema.HYBRID_ENABLED].astype(bool)]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.6))
+    axes = axes.ravel()
     kinds = set()
-    per = {}
-    for mi, mode in enumerate((schema.MODE_SPARSE, schema.MODE_HYBRID)):
-        d = df[df[schema.ATTENTION_MODE] == mode]
-        s, k = summarize(res, d, ["context"], schema.STEP_MS)
-        e, k2 = summarize(res, d, ["context"], "output_error")
-        kinds |= k | k2
-        per[mode] = s.set_index("context")["center"]
-        errorbar(axes[0], dodge(s["context"], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
-                 label=f"{mode} attention")
-        errorbar(axes[2], dodge(e["context"], mi, 2), e, color=color_of(mi), marker=MARKERS[mi])
-    sp = (per[schema.MODE_SPARSE] / per[schema.MODE_HYBRID]).dropna()
-    axes[1].plot(sp.index, sp.values, color="black", marker="o")
+    names = {False: "pure sparse (k tokens)", True: "hybrid (k − W sparse + W local)"}
+    for mi, mode in enumerate((False, True)):
+        d = df[df[schema.HYBRID_ENABLED].astype(bool) == mode]
+        for ax, m in zip(axes[[0, 2, 3]], (schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR, schema.LAYER_MASS_RECALL)):
+            s, k = summarize(res, d, [schema.TOKEN_BUDGET], m)
+            kinds |= k
+            errorbar(ax, dodge(s[schema.TOKEN_BUDGET], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
+                     ls=LINESTYLES[mi], label=names[mode])
+    sp = matched_speedup(df)
+    if len(sp):
+        axes[1].plot(sp.index, sp.values, color="black", marker="o", label="sparse ÷ hybrid layer time")
+    else:
+        axes[1].text(0.5, 0.5, "no token budget that both layers ran", ha="center", va="center",
+                     transform=axes[1].transAxes, color="#555555")
     axes[1].axhline(1, color="grey", lw=0.8)
-    axes[0].set_ylabel("decode step time (ms)")
+    axes[1].axhline(2.3, color="#D55E00", lw=0.9, ls="--", label="article's claim, 2.3×")
+    axes[0].set_ylabel("attention layer time per step (ms)")
     logy(axes[0])
     axes[1].set_ylabel("speed-up of hybrid over sparse (×)")
-    axes[2].set_ylabel("attention output error (relative L2)")
-    for ax, t in zip(axes, ("(a) step time", "(b) speed-up", "(c) output error")):
-        context_axis(ax, df["context"])
+    axes[1].set_ylim(bottom=0)
+    axes[2].set_ylabel("layer output error vs dense (relative L2)")
+    axes[3].set_ylabel("dense attention mass covered (fraction)")
+    budgets = df[schema.TOKEN_BUDGET]
+    for ax, t in zip(axes, ("(a) layer time", "(b) speed-up at matched budget", "(c) output error",
+                            "(d) attention-mass recall")):
+        context_axis(ax, budgets)
+        ax.set_xlabel("tokens per step given to the layer (sparse: k; hybrid: k − W + W)")
         ax.set_title(t)
-    n = caption(fig, "Step time: median whole decode step; the two modes are offset sideways. " + (f"Slice: {note}." if note else ""), kinds,
-                sources(df))
-    return finish(fig, "Hybrid vs pure sparse attention", n, _legend(fig), 2)
+    windows = ", ".join(str(int(w)) for w in sorted(hyb[schema.HYBRID_WINDOW].unique()))
+    rules = "; ".join(combine_text(c) for c in sorted(hyb[schema.HYBRID_COMBINE].astype(str).unique()))
+    cov = hyb[schema.LAYER_TOKENS_PER_STEP] / hyb[schema.TOKEN_BUDGET] if schema.LAYER_TOKENS_PER_STEP in hyb else None
+    cov_text = (f" The hybrid's measured tokens per step (layer_tokens_per_step, the union: window and selection "
+                f"can overlap) are {100 * cov.min():.0f}–{100 * cov.max():.0f}% of its budget."
+                if cov is not None and cov.notna().any() else "")
+    runs = ", ".join(sorted(set(df[RUN])))
+    text = (f"Hybrid layer: gated linear attention over the last W = {windows} tokens plus sparse attention over the "
+            f"k − W tokens IndexPool selects (select.topk_tokens), combined by hybrid.combine = {rules}; pure sparse "
+            f"attends to k selected tokens. Matched token budget: the same x. Layer time: median per decode step "
+            f"of scoring + top-k + sparse attention + local branch (layer_ms; {runs} wall clock), the attention "
+            f"layer only, not end-to-end; (b) is the ratio of the medians where both layers ran the budget. "
+            f"Errors and recalls: mean over steps against dense softmax attention (an untrained local branch: "
+            f"not perplexity).{cov_text} Series are offset sideways. " + (f"Slice: {note}." if note else ""))
+    n = caption(fig, text, kinds, sources(df))
+    return finish(fig, "Hybrid layer vs pure sparse attention at matched token budget", n, _legend(fig), 4)
 
 
 def fig_repool(res):
-    """Incremental re-pooling: fraction of groups re-pooled per step, and token recall, vs threshold tau."""
-    df = ok_rows(res, "repool", [schema.REPOOL_TAU, schema.REPOOLED_FRACTION, "token_recall", W])
+    """Incremental re-pooling: fraction of groups re-pooled per step, and token recall, vs threshold tau;
+    the full rebuild (tau = -1) drawn as a reference line."""
+    df = ok_rows(res, "repool", [schema.REPOOL_TAU, schema.REPOOLED_FRACTION_MEAN, "token_recall", W])
+    if not (df[schema.REPOOL_TAU] >= 0).any():
+        raise NoData(f"repool: needs points with {schema.REPOOL_TAU} >= 0 (incremental re-pooling) and the column "
+                     f"{schema.REPOOLED_FRACTION_MEAN}; every point has {schema.REPOOL_TAU} = -1 (full rebuilds)")
+    # Only the sweeps (and backends) that ran incremental re-pooling; their tau = -1 points are the reference.
+    has = (df[schema.REPOOL_TAU] >= 0).groupby([df[RUN], df["attr.sweep_id"]]).transform("any")
+    df = df[has]
     df, note = fix_others(df, keep=(schema.REPOOL_TAU, W, "attr.sweep_id"))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
     kinds = set()
+    taus = sorted(t for t in df[schema.REPOOL_TAU].unique() if t >= 0)
     for wi, w in enumerate(sorted(df[W].unique(), key=weighting_sort_key)):
         d = df[df[W] == w]
-        for ax, m in zip(axes, (schema.REPOOLED_FRACTION, "token_recall")):
-            s, k = summarize(res, d, [schema.REPOOL_TAU], m)
-            kinds |= k
-            errorbar(ax, s[schema.REPOOL_TAU], s, color=color_of(wi, w), marker=MARKERS[wi % 8], label=w)
+        inc, full = d[d[schema.REPOOL_TAU] >= 0], d[d[schema.REPOOL_TAU] == schema.FULL_REBUILD_TAU]
+        col = color_of(wi, w)
+        for ax, m in zip(axes, (schema.REPOOLED_FRACTION_MEAN, "token_recall")):
+            if len(inc):
+                s, k = summarize(res, inc, [schema.REPOOL_TAU], m)
+                kinds |= k
+                errorbar(ax, s[schema.REPOOL_TAU], s, color=col, marker=MARKERS[wi % 8], label=f"{w}, τ ≥ 0")
+            if len(full):
+                f, k = summarize(res, full, [schema.REPOOL_TAU], m)
+                kinds |= k
+                ax.axhline(float(f["center"].iloc[0]), color=col, ls="--", lw=1.1, label=f"{w}, full rebuild (τ = −1)")
     axes[0].set_ylabel("groups re-pooled per step (fraction)")
     axes[1].set_ylabel("token recall (fraction)")
+    axes[0].set_ylim(-0.02, 1.05)
+    lin = min([t for t in taus if t > 0], default=0.01)
     for ax, t in zip(axes, ("(a) re-pooled fraction", "(b) token recall")):
-        ax.set_xlabel("re-pooling threshold τ (no unit)")
+        ax.set_xscale("symlog", linthresh=lin, linscale=0.5)
+        ax.set_xticks(taus)
+        ax.set_xlim(-0.3 * lin, max(taus[-1], lin) * 1.4)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.tick_params(axis="x", labelrotation=45 if len(taus) > 6 else 0)
+        ax.set_xlabel("re-pooling threshold τ (relative L1 weight movement, no unit)")
         ax.set_title(t)
-    n = caption(fig, f"Slice: {note}." if note else "", kinds, sources(df))
-    return finish(fig, "Re-pooled fraction vs τ", n, _legend(fig), 7)
+    text = ("A group is re-pooled when its weight vector moved by more than τ (relative L1) since it was last "
+            "pooled; τ = 0 gives the full rebuild's bits. Re-pooled fraction: groups re-pooled / groups, mean "
+            "over the decode steps after the first (repooled_fraction_mean). Dashed: the same weighting with full "
+            "rebuilds every step (τ = −1), a reference at no τ. x axis linear below τ = "
+            f"{lin:g}, logarithmic above. " + (f"Slice: {note}." if note else ""))
+    n = caption(fig, text, kinds, sources(df))
+    return finish(fig, "Re-pooled fraction vs τ", n, _legend(fig), 4)
 
 
 def _counters_missing(res):
@@ -625,8 +716,10 @@ FAMILIES = {
     "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with the OPT "
                          "reference and the OPT bound"),
     "mrc": (fig_mrc, "exact LRU miss-ratio curves"),
-    "hybrid": (fig_hybrid, "hybrid vs pure sparse attention (needs attention.mode, step_ms)"),
-    "repool": (fig_repool, "re-pooled fraction vs tau (needs pool.repool_tau, repooled_fraction)"),
+    "hybrid": (fig_hybrid, "hybrid layer vs pure sparse attention at matched token budget (needs points with "
+                           "hybrid.enabled = false and true: layer_ms, layer_output_error, layer_mass_recall)"),
+    "repool": (fig_repool, "re-pooled fraction and token recall vs tau (needs pool.repool_tau >= 0 points: "
+                           "repooled_fraction_mean)"),
     "counters": (fig_counters, "hardware counters per stage: percent metrics and DRAM traffic (needs "
                                "point_*/counters: profile.counters = on, cuda backend)"),
 }

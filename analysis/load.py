@@ -132,6 +132,12 @@ def _read_file(path):
     return info, df
 
 
+def _bool(v):
+    """config.cc's parse_bool spellings -> True / False (None for anything else)."""
+    t = str(v).strip().lower()
+    return True if t in schema.TRUE_WORDS else False if t in schema.FALSE_WORDS else None
+
+
 def _complete(df, info):
     """Adds a column for every KEY_DEFAULTS key that was not an axis, typed numbers, and provenance."""
     for key, default in schema.KEY_DEFAULTS.items():
@@ -147,7 +153,9 @@ def _complete(df, info):
         df[key + "#n"] = df[key].map(parse_size)
     for key in schema.FLOAT_KEYS:
         df[key + "#n"] = pd.to_numeric(df[key].where(df[key] != ""), errors="coerce")
-    for key in schema.INT_KEYS + schema.FLOAT_KEYS:  # numeric axes as numbers, text kept under key + "#s"
+    for key in schema.BOOL_KEYS:
+        df[key + "#n"] = df[key].map(_bool)
+    for key in schema.INT_KEYS + schema.FLOAT_KEYS + schema.BOOL_KEYS:  # typed; text kept under key + "#s"
         df[key + "#s"] = df[key]
         df[key] = df.pop(key + "#n")
     # Context length: the nominal T of a synthetic workload (the same across seeds), else the measured mean.

@@ -1,9 +1,9 @@
 """Every name the analysis reads from a results file, in one place.
 
 The runner writes these (experiments/results.h, experiments/results.cc, experiments/profiling.h/.cc,
-schema_version 1). The families marked FUTURE are read
-from columns or datasets that no issue writes yet: an engineer who adds the data writes exactly these
-names (see analysis/README.md), and the figures and the claims report pick them up with no change here.
+experiments/config.cc's key table; schema_version 1). Some families need data a CPU-only run of the
+default configs does not have (CUDA points, counters, hybrid and re-pooling sweeps); their figure
+functions raise NoData naming what is missing (see analysis/README.md).
 """
 
 SCHEMA_VERSION = 1  # the results-file layout this package reads (root attribute schema_version)
@@ -27,7 +27,10 @@ NUMBER_COLUMNS = ("tokens", "index_bytes_per_token", "exact_bytes_per_token", "m
                   "exact_macs_per_query", "token_recall", "block_recall", "mass_recall", "output_error",
                   "pool_ms", "score_ms", "topk_ms", "attention_ms", "wall_s", "cache_l1_hit_rate",
                   "cache_l2_hit_rate", "cache_l3_hit_rate", "cache_hit_rate", "cache_opt_hit_rate",
-                  "cache_opt_single_hit_rate")
+                  "cache_opt_single_hit_rate",
+                  # issue 7 (experiments/results.h): see the hybrid and re-pooling sections below
+                  "layer_ms", "local_ms", "local_prefill_ms", "layer_output_error", "layer_mass_recall",
+                  "layer_tokens_per_step", "repooled_fraction_mean", "pool_hidden_ms", "tokens_per_group")
 
 # Cache model numbers (fractions in [0, 1]; NaN when the cache model or cache.opt_bound is off):
 #   CACHE_HIT_RATE         accesses that hit some level, under the configured policies;
@@ -43,13 +46,20 @@ CACHE_OPT_HIT_RATE = "cache_opt_hit_rate"
 CACHE_OPT_SINGLE_HIT_RATE = "cache_opt_single_hit_rate"
 
 # Per-point datasets (group point_NNNNNN/).
-STEPS = "steps"                # request, step, token_recall, block_recall, mass_recall, output_error, *_ms
+STEPS = "steps"                # request, step, token_recall, block_recall, mass_recall, output_error, *_ms,
+                               # context_tokens, local_ms, layer_ms, layer_output_error, layer_mass_recall,
+                               # layer_tokens, repooled_fraction, pool_hidden_ms
 CACHE_LEVELS = "cache_levels"  # level (1-based), policy, capacity, accesses, hits, misses, evictions,
                                # bytes_from_below, hit_rate, opt_hit_rate
 LEVEL, LEVEL_HIT_RATE, LEVEL_OPT_HIT_RATE = "level", "hit_rate", "opt_hit_rate"
 CACHE_MRC = "cache_mrc"        # capacity_entries, miss_ratio
 STEP_METRICS = ("token_recall", "block_recall", "mass_recall", "output_error",
-                "pool_ms", "score_ms", "topk_ms", "attention_ms")
+                "pool_ms", "score_ms", "topk_ms", "attention_ms",
+                "layer_ms", "local_ms", "layer_output_error", "layer_mass_recall", "repooled_fraction_mean")
+# A per-point number whose per-step column has another name, and per-point numbers taken over the steps
+# after the first only (the first step's build is not a re-pooling decision).
+STEP_COLUMN = {"repooled_fraction_mean": "repooled_fraction"}
+AFTER_FIRST_STEP = ("repooled_fraction_mean",)
 
 # Config keys the figures group by. Each becomes a column of the loaded table whether or not it was a
 # sweep axis: an axis gives its column, a single value comes from the config text (plus --set in argv
@@ -71,13 +81,19 @@ KEY_DEFAULTS = {
     "cache.object": "kv",
     "cache.kv_bytes": "2",
     "cache.levels": "lru:16KiB clock:256KiB semantic:8MiB",
-    # FUTURE keys (hybrid attention, incremental re-pooling): read the same way once they exist.
-    "attention.mode": "sparse",
-    "pool.repool_tau": "",
+    # issue 7: hybrid layer, incremental re-pooling, adaptive group sizes
+    "hybrid.enabled": "false",
+    "hybrid.window": "512",
+    "hybrid.combine": "gate:0.5",
+    "pool.repool_tau": "-1",
+    "adaptive.enabled": "false",
 }
 INT_KEYS = ("workload.tokens", "workload.dim", "workload.index_heads", "workload.attn_dim", "workload.value_dim",
-            "workload.requests", "workload.seed", "pool.group_size", "select.topk_tokens", "cache.kv_bytes")
+            "workload.requests", "workload.seed", "pool.group_size", "select.topk_tokens", "cache.kv_bytes",
+            "hybrid.window")
 FLOAT_KEYS = ("pool.repool_tau",)
+BOOL_KEYS = ("hybrid.enabled", "adaptive.enabled")  # read as Python bools (config.cc's parse_bool spellings)
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 # Axes that only repeat a measurement (error bars come from them), never a series of their own.
 REPLICATE_KEYS = ("workload.seed",)
@@ -93,21 +109,48 @@ REFERENCE_WEIGHTINGS = ("hybrid", "tfidf", "cosine", "positional", "uniform")
 STAGES = (("pool_ms", "pooling"), ("score_ms", "scoring"), ("topk_ms", "top-k"), ("attention_ms", "attention"))
 
 # ---------------------------------------------------------------------------------------------------
-# FUTURE data. Nothing writes these yet; the figure functions raise NoData naming them when absent.
+# Hybrid layer vs pure sparse attention (issue 7; README "Hybrid attention, the feedback loop, ...",
+# configs/hybrid.ini). HYBRID_ENABLED (bool key, default false) false = pure sparse attention over the
+# select.topk_tokens selected tokens; true = a local gated linear branch over the last HYBRID_WINDOW tokens
+# plus the sparse branch at select.topk_tokens, combined by HYBRID_COMBINE ("sum", or "gate:G" meaning
+# (1-G) o_sparse + G o_local). Matched token budget: hybrid at k - W against pure sparse at k, i.e. equal
+# TOKEN_BUDGET = select.topk_tokens + (hybrid ? hybrid.window : 0) (a derived column, not in the file).
+# Per point (/points, float64):
+#   LAYER_MS               median per step of score + top-k + sparse attention + local branch, ms;
+#   LAYER_OUTPUT_ERROR     mean over steps of the layer output's relative L2 error vs dense attention;
+#   LAYER_MASS_RECALL      mean over steps of the dense attention mass on the tokens the layer covers
+#                          (the selection together with the window);
+#   LAYER_TOKENS_PER_STEP  mean tokens the layer covers per step (the union: window and selection may overlap);
+#   LOCAL_MS               median per step of the local branch (0 without hybrid), ms;
+#   LOCAL_PREFILL_MS       median per request of the chunked linear attention over the window, ms.
+# Perplexity is not simulated (no trained model); LAYER_OUTPUT_ERROR is what stands in for quality.
 # ---------------------------------------------------------------------------------------------------
+HYBRID_ENABLED = "hybrid.enabled"
+HYBRID_WINDOW = "hybrid.window"
+HYBRID_COMBINE = "hybrid.combine"
+TOPK = "select.topk_tokens"
+TOKEN_BUDGET = "token_budget#derived"
+LAYER_MS, LOCAL_MS, LOCAL_PREFILL_MS = "layer_ms", "local_ms", "local_prefill_ms"
+LAYER_OUTPUT_ERROR, LAYER_MASS_RECALL = "layer_output_error", "layer_mass_recall"
+LAYER_TOKENS_PER_STEP = "layer_tokens_per_step"
 
-# Hybrid vs pure sparse attention: a sweep axis "attention.mode" with the values below, and the
-# per-point number STEP_MS (float64 column in /points): median wall time of one whole decode step
-# (indexer + attention), milliseconds. output_error and mass_recall are read as today.
-ATTENTION_MODE = "attention.mode"
-MODE_SPARSE, MODE_HYBRID = "sparse", "hybrid"
-STEP_MS = "step_ms"
-
-# Incremental re-pooling: a sweep axis "pool.repool_tau" (threshold tau, no unit) and the per-point number
-# REPOOLED_FRACTION (float64 column in /points): mean over decode steps of the fraction of groups whose
-# composite was recomputed, in [0, 1]. token_recall is read as today.
+# ---------------------------------------------------------------------------------------------------
+# Incremental re-pooling (issue 7, configs/repool_tau.ini): REPOOL_TAU (float key, default -1): -1 = full
+# index rebuilds (FULL_REBUILD_TAU), tau >= 0 = re-pool only groups whose weight vector moved by more than
+# tau (relative L1; 0 gives the full rebuild's bits). Per point REPOOLED_FRACTION_MEAN: mean over the steps
+# after the first of (groups re-pooled / groups), NaN with one step; per step (point_NNNNNN/steps)
+# REPOOLED_FRACTION (1 on a full build, 0 with no update). token_recall is read as for every point.
+# ---------------------------------------------------------------------------------------------------
 REPOOL_TAU = "pool.repool_tau"
+FULL_REBUILD_TAU = -1.0
+REPOOLED_FRACTION_MEAN = "repooled_fraction_mean"
 REPOOLED_FRACTION = "repooled_fraction"
+
+# Also written by issue 7 (not drawn yet): tokens per stored index group (the mean for adaptive sizes),
+# the hidden part of asynchronous index updates (NaN on the cpu backend: nothing overlaps there), and the
+# adaptive group-size keys (adaptive.budget: index bytes per context token).
+TOKENS_PER_GROUP, POOL_HIDDEN_MS = "tokens_per_group", "pool_hidden_ms"
+ADAPTIVE_ENABLED, ADAPTIVE_BUDGET = "adaptive.enabled", "adaptive.budget"
 
 # ---------------------------------------------------------------------------------------------------
 # Profiling (experiments/profiling.h, profile.counters / profile.kernel_records).

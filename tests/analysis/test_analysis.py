@@ -160,8 +160,9 @@ def labels(fig):
 
 # Families the runner writes today: from the real files.
 REAL = ["memory", "latency", "macs", "ablation", "cache", "mrc"]
-# Families the CPU-only test files hold no data for: GPU backend points and counters (the runner writes them
-# on a GPU machine), hybrid attention and re-pooling (no issue writes them yet).
+# Families the CPU-only test files above hold no data for: GPU backend points and counters (the runner writes
+# them on a GPU machine), the hybrid layer and re-pooling (these sweeps leave hybrid.enabled and
+# pool.repool_tau at their defaults; test_hybrid_and_repool_from_runner_files runs sweeps that set them).
 FUTURE = ["backends", "hybrid", "repool", "counters"]
 
 
@@ -237,14 +238,25 @@ def synthetic_results(res):
         cuda[c] = cuda[c] / 20
     cuda["index"] = cuda["index"] + 10_000
     hyb = pts.copy()
-    pts[schema.ATTENTION_MODE] = schema.MODE_SPARSE
-    cuda[schema.ATTENTION_MODE] = schema.MODE_SPARSE
-    hyb[schema.ATTENTION_MODE] = schema.MODE_HYBRID
+    pts[schema.HYBRID_ENABLED] = False
+    cuda[schema.HYBRID_ENABLED] = False
+    # The hybrid at k - W = 128 sparse tokens + a 128-token window: matched with pure sparse at k = 256.
+    hyb[schema.HYBRID_ENABLED] = True
+    hyb[schema.TOPK] = 128
+    hyb[schema.HYBRID_WINDOW] = 128
+    hyb[schema.LAYER_OUTPUT_ERROR] = hyb[schema.LAYER_OUTPUT_ERROR] * 0.8
     hyb["index"] = hyb["index"] + 20_000
-    allp = pd.concat([pts, cuda, hyb], ignore_index=True)
-    allp[schema.STEP_MS] = np.where(allp[schema.ATTENTION_MODE] == schema.MODE_HYBRID, 1.0, 2.3) * allp["context"] / 1e3
-    allp[schema.REPOOL_TAU] = np.tile([0.0, 0.1, 0.2, 0.4], len(allp) // 4 + 1)[: len(allp)]
-    allp[schema.REPOOLED_FRACTION] = 1 / (1 + 10 * allp[schema.REPOOL_TAU])
+    # Incremental re-pooling: copies of the CPU points at tau >= 0 (the others keep tau = -1, full rebuilds).
+    rep = []
+    for i, tau in enumerate((0.0, 0.1, 0.2, 0.4)):
+        x = pts.copy()
+        x[schema.REPOOL_TAU] = tau
+        x["index"] = x["index"] + 30_000 + 1000 * i
+        rep.append(x)
+    allp = pd.concat([pts, cuda, hyb, *rep], ignore_index=True)
+    allp[schema.LAYER_MS] = np.where(allp[schema.HYBRID_ENABLED], 1.0, 2.3) * allp["context"] / 1e3
+    allp[schema.REPOOLED_FRACTION_MEAN] = np.where(allp[schema.REPOOL_TAU] < 0, 1.0,
+                                                   1 / (1 + 10 * allp[schema.REPOOL_TAU]))
     r.points = allp
     # Counters in the runner's layout (experiments/profiling.cc): one row per stage and metric of the CUDA
     # points, and kernel records (pass 0: the run itself; pass 1: a replay, which the bandwidth must ignore).
@@ -279,6 +291,105 @@ def test_future_family_from_synthetic_columns(res, family, tmp_path):
     fig = FAMILIES[family][0](synthetic_results(res))
     png, _ = save(fig, str(tmp_path), family)
     check_png(png)
+
+
+# Issue 7 sweeps, tiny: the hybrid layer (window W = 128) against pure sparse attention; hybrid at k = 128
+# and pure sparse at k = 256 give the layer the same 256 tokens per step (matched token budget).
+HYBRID = """
+[workload]
+tokens = 2Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+
+[pool]
+weighting = uniform
+group_size = 4
+
+[hybrid]
+enabled = false, true
+window = 128
+combine = gate:0.25
+
+[select]
+topk_tokens = 128, 256
+
+[cache]
+enabled = false
+"""
+# Incremental re-pooling: full rebuilds (tau = -1) and two thresholds, tfidf weights (they move every step).
+REPOOL = """
+[workload]
+tokens = 2Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+
+[pool]
+weighting = tfidf
+group_size = 4
+repool_tau = -1, 0, 0.1
+
+[select]
+topk_tokens = 256
+
+[cache]
+enabled = false
+"""
+
+
+def test_hybrid_and_repool_from_runner_files(tmp_path):
+    hf, rf = run_sweep(tmp_path, "hybrid", HYBRID), run_sweep(tmp_path, "repool", REPOOL)
+    r = load([hf, rf])
+    pts = r.points
+    assert set(pts["status"]) == {"ok"} and len(pts) == 4 + 3
+    h = pts[pts["file"] == hf]
+    assert sorted(h[schema.HYBRID_ENABLED]) == [False, False, True, True]
+    assert h[[schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR, schema.LAYER_MASS_RECALL]].notna().all().all()
+    assert (h.loc[h[schema.HYBRID_ENABLED], schema.LOCAL_MS] > 0).all()
+    t = pts[pts["file"] == rf]
+    assert sorted(t[schema.REPOOL_TAU]) == [-1.0, 0.0, 0.1]
+    assert t[schema.REPOOLED_FRACTION_MEAN].between(0, 1).all()
+    steps = r.detail(schema.STEPS)
+    assert schema.REPOOLED_FRACTION in steps.columns
+
+    fig = FAMILIES["hybrid"][0](r)
+    lab = labels(fig)
+    assert "attention layer time per step (ms)" in lab and "speed-up of hybrid over sparse (×)" in lab
+    assert "layer output error vs dense (relative L2)" in lab and "dense attention mass covered (fraction)" in lab
+    assert "tokens per step given to the layer (sparse: k; hybrid: k − W + W)" in lab
+    # (b): one matched budget, 256 tokens.
+    assert list(fig.axes[1].lines[0].get_xdata()) == [256.0]
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "gate:0.25" in cap and "W = 128" in cap and "hybrid.combine" in cap
+    png, _ = save(fig, str(tmp_path), "hybrid")
+    check_png(png)
+
+    fig = FAMILIES["repool"][0](r)
+    lab = labels(fig)
+    assert "groups re-pooled per step (fraction)" in lab and "token recall (fraction)" in lab
+    assert any(x.startswith("re-pooling threshold τ") for x in lab)
+    # tau = -1 is a reference line, not a point at x = -1.
+    for ax in fig.axes[:2]:
+        xs = np.concatenate([np.asarray(ln.get_xdata(), dtype=float) for ln in ax.lines
+                             if len(ln.get_xdata()) and not ln.get_label().endswith("(τ = −1)")])
+        assert (xs >= 0).all()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("full rebuild (τ = −1)" in t for t in legend)
+    png, _ = save(fig, str(tmp_path), "repool")
+    check_png(png)
+
+    rows = {row.id: row for row in claims.evaluate(r)}
+    hy = rows["hybrid"]
+    assert hy.verdict != claims.NOT_MEASURED and hy.measured != "—", hy.reason
+    assert "×" in hy.measured and "256" in hy.measured and "output error" in hy.measured
+    assert rows["perplexity"].verdict == claims.NOT_MEASURED
 
 
 def test_counters_figure_reads_stage_layout(res, tmp_path):
