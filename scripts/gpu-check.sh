@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One-shot device check (issue 5): on a machine with an NVIDIA GPU, in one call and within about 8 minutes
 # on one H100/H200,
-#   1. checks the tools and libraries the build needs (fails early, naming what is missing),
+#   1. checks the tools it needs (fails early, naming what is missing),
 #   2. detects the device's architecture (nvidia-smi, else a tiny device query built with nvcc),
-#   3. configures a Release build for exactly that architecture in its own directory,
-#   4. builds the GPU tests, the kernel benchmark and indexpool with all cores,
+#   3. unpacks the prebuilt bundle (.devbundle/indexpool-bundle.tar.xz, made here by
+#      scripts/device-bundle.sh: programs plus the libraries the device image lacks) and checks that it
+#      was built from the sources beside it; without a bundle, configures a Release build for exactly
+#      that architecture in its own directory (needs Eigen, fmt, HDF5, Boost and GoogleTest there),
+#   4. without a bundle, builds the GPU tests, the kernel benchmark and indexpool with all cores,
 #   5. runs the GPU tests (ctest -L gpu; a test skipped although a device is present counts as a failure),
 #   6. runs the GPU test binaries under compute-sanitizer memcheck (time-boxed; large cases filtered out),
 #   7. runs the kernel benchmark (table + JSON),
@@ -16,6 +19,8 @@
 # usage: scripts/gpu-check.sh [OUTPUT_DIR]      (default: $OUT, else ./gpu-check-out)
 # environment:
 #   GPU_ARCH=90                       skip detection, build for this CMAKE_CUDA_ARCHITECTURES value
+#   GPU_CHECK_BUNDLE=FILE             the prebuilt bundle (default .devbundle/indexpool-bundle.tar.xz)
+#   GPU_CHECK_FROM_SOURCE=1           build from source even when a bundle is there
 #   GPU_CHECK_BUILD_DIR=DIR           build directory (default: build-gpu-sm<arch> in the repository)
 #   GPU_CHECK_BUDGET_S=480            the whole check's time budget in seconds
 #   GPU_CHECK_SANITIZER_S=150         time box of the sanitizer step (0: skip it)
@@ -25,7 +30,7 @@
 set -u -o pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -81,11 +86,22 @@ for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/cuda; do
   [[ -n "$d" && -x "$d/bin/nvcc" ]] && case ":$PATH:" in *":$d/bin:"*) ;; *) PATH="$PATH:$d/bin" ;; esac
 done
 export PATH
-command -v cmake >/dev/null || missing+=("cmake (>= 3.24; Debian: cmake)")
-command -v c++ >/dev/null || command -v g++ >/dev/null || missing+=("a C++20 compiler (Debian: g++)")
-command -v nvcc >/dev/null || missing+=("nvcc (the CUDA toolkit; looked in PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)")
-command -v make >/dev/null || command -v ninja >/dev/null || missing+=("make or ninja")
+BUNDLE=${GPU_CHECK_BUNDLE:-$ROOT/.devbundle/indexpool-bundle.tar.xz}
+use_bundle=0
+[[ "${GPU_CHECK_FROM_SOURCE:-0}" != 1 && -f "$BUNDLE" ]] && use_bundle=1
+command -v ctest >/dev/null || missing+=("ctest (comes with cmake)")
 command -v timeout >/dev/null || missing+=("timeout (coreutils)")
+if ((use_bundle)); then
+  command -v tar >/dev/null || missing+=("tar")
+  command -v xz >/dev/null || missing+=("xz (to unpack the bundle)")
+  command -v sha256sum >/dev/null || missing+=("sha256sum (coreutils)")
+else
+  command -v cmake >/dev/null || missing+=("cmake (>= 3.24; Debian: cmake)")
+  command -v c++ >/dev/null || command -v g++ >/dev/null || missing+=("a C++20 compiler (Debian: g++)")
+  command -v nvcc >/dev/null || missing+=("nvcc (the CUDA toolkit; looked in PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)")
+  command -v make >/dev/null || command -v ninja >/dev/null || missing+=("make or ninja")
+fi
+cv=""
 if command -v cmake >/dev/null; then
   cv=$(cmake --version | head -1 | grep -oE '[0-9]+\.[0-9]+' | head -1)
   if [[ -n "$cv" ]] && ! printf '3.24\n%s\n' "$cv" | sort -V -C; then missing+=("cmake >= 3.24 (found $cv)"); fi
@@ -102,7 +118,8 @@ if command -v nvidia-smi >/dev/null; then
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 fi
-record preflight ok $(($(now) - t0)) "nvcc $(nvcc --version | grep -oE 'release [0-9.]+' | cut -d' ' -f2); cmake $cv; ${JOBS} cores; ${gpu_name:-nvidia-smi absent}${driver:+, driver $driver}"
+nvv=$(nvcc --version 2>/dev/null | grep -oE 'release [0-9.]+' | cut -d' ' -f2)
+record preflight ok $(($(now) - t0)) "$( ((use_bundle)) && echo "prebuilt bundle; ")nvcc ${nvv:-absent}; cmake ${cv:-absent}; ${JOBS} cores; ${gpu_name:-nvidia-smi absent}${driver:+, driver $driver}"
 
 # ---- 2. architecture --------------------------------------------------------------------------------
 say "2/9 device architecture"
@@ -143,49 +160,119 @@ if [[ -z "$arch" ]]; then
 fi
 record architecture ok $(($(now) - t0)) "sm_$arch (${how}) ${gpu_name}"
 
-# ---- 3. configure -----------------------------------------------------------------------------------
-say "3/9 configure (Release, CMAKE_CUDA_ARCHITECTURES=$arch)"
-t0=$(now)
-BUILD=${GPU_CHECK_BUILD_DIR:-$ROOT/build-gpu-sm$arch}
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
-[[ -f "$BUILD/CMakeCache.txt" ]] && gen=()  # keep the generator of an existing build directory
-if ! cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DINDEXPOOL_CUDA=ON -DINDEXPOOL_TESTS=ON -DINDEXPOOL_BENCH=ON >"$OUT_DIR/configure.log" 2>&1; then
-  tail -30 "$OUT_DIR/configure.log"
-  libs=()
-  grep -q 'Eigen3' "$OUT_DIR/configure.log" && libs+=("Eigen 3.4 (Debian: libeigen3-dev)")
-  grep -qE 'package configuration file provided by "fmt"|Could NOT find fmt' "$OUT_DIR/configure.log" && libs+=("fmt (libfmt-dev)")
-  grep -q 'Could NOT find HDF5' "$OUT_DIR/configure.log" && libs+=("HDF5 (libhdf5-dev)")
-  grep -qE 'Could NOT find Boost|BoostConfig' "$OUT_DIR/configure.log" && libs+=("Boost.Program_options (libboost-program-options-dev)")
-  grep -qE 'Could NOT find GTest|GTestConfig' "$OUT_DIR/configure.log" && libs+=("GoogleTest (libgtest-dev)")
-  grep -q 'Could NOT find OpenMP' "$OUT_DIR/configure.log" && libs+=("OpenMP (the compiler's libgomp)")
-  why=${libs[*]:+missing: $(IFS=';'; echo "${libs[*]}")}
-  record configure FAIL $(($(now) - t0)) "${why:-cmake failed, see configure.log}"
-  abort build gpu-tests sanitizer kernel-bench runner-cuda profile
-fi
-if ! grep -q "IndexPool: CUDA .* found" "$OUT_DIR/configure.log"; then
-  record configure FAIL $(($(now) - t0)) "cmake did not enable CUDA (see configure.log)"
-  abort build gpu-tests sanitizer kernel-bench runner-cuda profile
-fi
-record configure ok $(($(now) - t0)) "$BUILD"
+build_from_source() {
+  # ---- 3. configure -----------------------------------------------------------------------------------
+  say "3/9 configure (Release, CMAKE_CUDA_ARCHITECTURES=$arch)"
+  t0=$(now)
+  BUILD=${GPU_CHECK_BUILD_DIR:-$ROOT/build-gpu-sm$arch}
+  gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  [[ -f "$BUILD/CMakeCache.txt" ]] && gen=()  # keep the generator of an existing build directory
+  if ! cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DINDEXPOOL_CUDA=ON -DINDEXPOOL_TESTS=ON -DINDEXPOOL_BENCH=ON >"$OUT_DIR/configure.log" 2>&1; then
+    tail -30 "$OUT_DIR/configure.log"
+    libs=()
+    grep -q 'Eigen3' "$OUT_DIR/configure.log" && libs+=("Eigen 3.4 (Debian: libeigen3-dev)")
+    grep -qE 'package configuration file provided by "fmt"|Could NOT find fmt' "$OUT_DIR/configure.log" && libs+=("fmt (libfmt-dev)")
+    grep -q 'Could NOT find HDF5' "$OUT_DIR/configure.log" && libs+=("HDF5 (libhdf5-dev)")
+    grep -qE 'Could NOT find Boost|BoostConfig' "$OUT_DIR/configure.log" && libs+=("Boost.Program_options (libboost-program-options-dev)")
+    grep -qE 'Could NOT find GTest|GTestConfig' "$OUT_DIR/configure.log" && libs+=("GoogleTest (libgtest-dev)")
+    grep -q 'Could NOT find OpenMP' "$OUT_DIR/configure.log" && libs+=("OpenMP (the compiler's libgomp)")
+    why=${libs[*]:+missing: $(IFS=';'; echo "${libs[*]}")}
+    record configure FAIL $(($(now) - t0)) "${why:-cmake failed, see configure.log}"
+    abort build gpu-tests sanitizer kernel-bench runner-cuda profile
+  fi
+  if ! grep -q "IndexPool: CUDA .* found" "$OUT_DIR/configure.log"; then
+    record configure FAIL $(($(now) - t0)) "cmake did not enable CUDA (see configure.log)"
+    abort build gpu-tests sanitizer kernel-bench runner-cuda profile
+  fi
+  record configure ok $(($(now) - t0)) "$BUILD"
 
-# ---- 4. build ---------------------------------------------------------------------------------------
-say "4/9 build ($JOBS jobs)"
-t0=$(now)
-mapfile -t gpu_targets < <(cmake --build "$BUILD" --target help 2>/dev/null | grep -oE '\bgpu_[A-Za-z0-9_]+' | sort -u)
-targets=("${gpu_targets[@]}" kernel_bench indexpool)
-echo "targets: ${targets[*]}"
-box=$(($(left) > 60 ? $(left) - 60 : 1))
-timeout "$box" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1
-rc=$?
-if ((rc != 0)); then
-  grep -E 'error|Error' "$OUT_DIR/build.log" | head -20
-  if ((rc == 124)); then why="timed out after ${box}s"; else why="exit $rc, $(grep -cE ' error' "$OUT_DIR/build.log") error lines"; fi
-  record build FAIL $(($(now) - t0)) "$why (see build.log)"
-  abort gpu-tests sanitizer kernel-bench runner-cuda profile
+  # ---- 4. build ---------------------------------------------------------------------------------------
+  say "4/9 build ($JOBS jobs)"
+  t0=$(now)
+  mapfile -t gpu_targets < <(cmake --build "$BUILD" --target help 2>/dev/null | grep -oE '\bgpu_[A-Za-z0-9_]+' | sort -u)
+  targets=("${gpu_targets[@]}" kernel_bench indexpool)
+  echo "targets: ${targets[*]}"
+  box=$(($(left) > 60 ? $(left) - 60 : 1))
+  timeout "$box" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    grep -E 'error|Error' "$OUT_DIR/build.log" | head -20
+    if ((rc == 124)); then why="timed out after ${box}s"; else why="exit $rc, $(grep -cE ' error' "$OUT_DIR/build.log") error lines"; fi
+    record build FAIL $(($(now) - t0)) "$why (see build.log)"
+    abort gpu-tests sanitizer kernel-bench runner-cuda profile
+  fi
+  record build ok $(($(now) - t0)) "${#gpu_targets[@]} GPU test programs, kernel_bench, indexpool"
+
+}
+
+# ---- 3. prebuilt bundle ----------------------------------------------------------------------------
+# Unpacks scripts/device-bundle.sh's archive, makes its CTest files point at where it now lies, checks
+# that it was built from the sources beside it, and finds a library path on which its programs start.
+# Sets BUILD and exports LD_LIBRARY_PATH for every later step. Returns 1 when the bundle cannot be used.
+unpack_bundle() {
+  local dest=${GPU_CHECK_BUNDLE_DIR:-${TMPDIR:-/tmp}/indexpool-bundle-run} m f bad=() try err libs
+  rm -rf "$dest" && mkdir -p "$dest" || { bundle_why="cannot create $dest"; return 1; }
+  if ! tar -C "$dest" -xJf "$BUNDLE" 2>"$OUT_DIR/bundle.log"; then bundle_why="cannot unpack $BUNDLE (see bundle.log)"; return 1; fi
+  B=$dest/indexpool-bundle
+  m=$B/MANIFEST.txt
+  [[ -f "$m" ]] || { bundle_why="$BUNDLE has no MANIFEST.txt"; return 1; }
+  cp "$m" "$OUT_DIR/bundle-MANIFEST.txt"
+  BUILD=$B/build
+  for f in "$BUILD"/tests/*.in; do sed "s|@IP_BUNDLE_BUILD@|$BUILD|g" "$f" >"${f%.in}"; done
+  bundle_arch=$(sed -n 's/^cuda_architectures: //p' "$m")
+  bundle_commit=$(sed -n 's/^commit: //p' "$m" | cut -c1-12)
+  # Sources: the per-file hashes of the manifest against the tree this script lies in.
+  mapfile -t bad < <(cd "$ROOT" && grep -E '^[0-9a-f]{64}  ' "$m" | sha256sum -c 2>/dev/null | grep -v ': OK$' | sed 's/: .*//')
+  bundle_stale=${#bad[@]}
+  if ((bundle_stale)); then
+    echo "gpu-check: the bundle was built from other sources than this tree; files that differ: ${bad[*]:0:12}"
+    echo "gpu-check: rerun scripts/device-bundle.sh here and call again, or set GPU_CHECK_FROM_SOURCE=1"
+  fi
+  if [[ ";$bundle_arch;" != *";$arch;"* ]]; then
+    if ((arch < 90)); then bundle_why="bundle built for sm_$bundle_arch, device is sm_$arch"; return 1; fi
+    echo "gpu-check: bundle built for sm_$bundle_arch, device is sm_$arch: the driver compiles its PTX at start"
+  fi
+  # Library path: the bundle's own libraries and CUPTI; the compiler runtime (libstdc++, libgomp) only
+  # when the device's own is too old for the programs.
+  libs="$B/lib:$B/lib-cupti"
+  for try in 1 2; do
+    err=$(LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUILD/experiments/indexpool" --version 2>&1 >/dev/null) &&
+      LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUILD/tests/gpu_device_test" --gtest_list_tests >/dev/null 2>>"$OUT_DIR/bundle.log" &&
+      break
+    echo "gpu-check: with LD_LIBRARY_PATH=$libs: ${err:-gpu_device_test did not start (see bundle.log)}" | tee -a "$OUT_DIR/bundle.log"
+    ((try == 1)) && libs="$libs:$B/lib-compat" && continue
+    bundle_why="its programs do not start here: $(echo "$err" | head -1 | cut -c1-120)"
+    return 1
+  done
+  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bundle_libs=$libs
+  return 0
+}
+
+bundle_why=""
+if ((use_bundle)); then
+  say "3/9 prebuilt bundle ($BUNDLE)"
+  t0=$(now)
+  if unpack_bundle; then
+    figs="commit $bundle_commit, sm_$bundle_arch, $(sed -n 's/^made: \([0-9-]*\).*/made \1/p' "$B/MANIFEST.txt")"
+    [[ "$bundle_libs" == *lib-compat* ]] && figs="$figs, with its own libstdc++/libgomp"
+    if ((bundle_stale)); then
+      record bundle FAIL $(($(now) - t0)) "STALE: $bundle_stale source files differ from the bundle's ($figs); results below are of the bundle's code"
+    else
+      record bundle ok $(($(now) - t0)) "$figs; sources match"
+    fi
+    record build skip 0 "prebuilt bundle (scripts/device-bundle.sh)"
+  else
+    echo "gpu-check: bundle not usable: $bundle_why; building from source instead"
+    record bundle FAIL $(($(now) - t0)) "$bundle_why; fell back to a source build"
+    use_bundle=0
+  fi
 fi
-record build ok $(($(now) - t0)) "${#gpu_targets[@]} GPU test programs, kernel_bench, indexpool"
+if ((!use_bundle)); then
+  build_from_source
+fi
 
 # ---- 5. GPU tests -----------------------------------------------------------------------------------
 say "5/9 GPU tests (ctest -L gpu)"

@@ -48,11 +48,13 @@ metrics = dram__bytes_read.sum dram__bytes_write.sum lts__t_sector_hit_rate.pct
 path = $out/check.h5
 INI
   if ! "$bin" run "$out/check.ini"; then echo "   indexpool run failed"; return 1; fi
-  if ! python3 -c "import h5py" 2>/dev/null; then
+  # The bundle's libraries (LD_LIBRARY_PATH) are for our programs, not for Python's modules.
+  local py=(env -u LD_LIBRARY_PATH python3)
+  if ! "${py[@]}" -c "import h5py" 2>/dev/null; then
     echo "   cannot read the results: python3 has no h5py (Debian: apt-get install python3-h5py)"
     return 1
   fi
-  python3 - "$out/check.h5" <<'PY' || fail=1
+  "${py[@]}" - "$out/check.h5" <<'PY' || fail=1
 import sys
 import h5py
 f = h5py.File(sys.argv[1], "r")
