@@ -1,7 +1,7 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test
-# Other targets: build, bench, figures, report, venv, clean.
+# Other targets: build, bench, figures, report, venv, device-bundle, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -17,7 +17,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test bench clean venv figures report
+.PHONY: all deps configure build run test bench clean venv figures report device-bundle
 
 all: build
 
@@ -62,6 +62,10 @@ bench: build
 	$(BUILD_DIR)/bench/runner_bench 200
 	@if [ -x $(BUILD_DIR)/bench/kernel_bench ]; then $(BUILD_DIR)/bench/kernel_bench; \
 	  else echo "kernel_bench: not built (no CUDA toolkit at configure time)"; fi
+
+# Prebuilt GPU programs and their libraries for a device machine (kernels/DEVICE_RUNS.md).
+device-bundle: deps
+	bash scripts/device-bundle.sh --jobs $(JOBS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(VENV)

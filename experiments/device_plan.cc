@@ -4,17 +4,71 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/topk.h"
 #include "indexpool/build_config.h"
 #if IP_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/attention.h"
 #include "kernels/device.h"
+#include "kernels/topk.h"
 #endif
 
 namespace ip::exp {
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The largest k the GPU top-k takes (kernels/topk.h).
+constexpr Index64 kGpuTopkMaxK = 4096;
+#if IP_HAVE_CUDA
+static_assert(kGpuTopkMaxK == ip::cuda::kTopkMaxK, "kGpuTopkMaxK must follow kernels/topk.h");
+#endif
+
+// The largest k one top-k call of a point asks for: the groups it selects, and with fidelity on the
+// exact indexer's k tokens (core/pipeline.cc).
+Index64 largest_topk(const DeviceShape& s, const PipelineParams& p) {
+  const Weighting w = p.pool.weights.scheme;
+  const Index64 G = w == Weighting::exact ? 1 : std::max(1, p.pool.group_size);
+  const auto T = static_cast<Index64>(s.tokens);
+  const Index64 k = std::min<Index64>(p.topk_tokens, T);
+  const Index64 k_groups = std::min<Index64>(groups_for_budget(k, static_cast<int>(G)), (T + G - 1) / G);
+  return p.fidelity ? std::max(k, k_groups) : k_groups;
 }
+
+// Workspaces of the top-k and attention launchers for the largest calls of one request. With CUDA built
+// they are the launchers' own sizes (topk_workspace_bytes, attention_workspace_bytes); without it, where
+// no CUDA point runs, allowances of the same order.
+struct Workspaces {
+  double topk = 0, attention = 0;
+};
+Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, double rows) {
+  Workspaces ws;
+  const double T = s.tokens;
+  const double longest = std::max(T, rows);
+  const Index64 k = std::min<Index64>(largest_topk(s, p), static_cast<Index64>(longest));
+  const double Ha = std::max(1, s.attn_heads), Dv = s.value_dim;
+#if IP_HAVE_CUDA
+  if (k >= 1 && k <= kGpuTopkMaxK && longest <= 2147483647.0)
+    ws.topk = static_cast<double>(ip::cuda::topk_workspace_bytes(1, static_cast<long long>(longest), static_cast<int>(k)));
+  if (s.attn_dim > 0 && T >= 1) {
+    // The dense call (fidelity) is the largest: every token attended, one request.
+    static const long long offsets[2] = {0, 0};  // only checked for null by the size query
+    ip::cuda::AttentionArgs a;
+    a.batch.requests = 1;
+    a.batch.token_offset = offsets;
+    a.batch.total_tokens = static_cast<long long>(T);
+    a.dim = s.attn_dim;
+    a.vdim = s.value_dim;
+    a.heads = static_cast<int>(Ha);
+    ws.attention = static_cast<double>(ip::cuda::attention_workspace_bytes(a, static_cast<long long>(T)));
+  }
+#else
+  ws.topk = 2.0 * longest * 8.0 + (1 << 20);  // two (key, id) copies of the longest row, and a histogram
+  if (s.attn_dim > 0) ws.attention = Ha * std::ceil(T / 1024.0) * (Dv + 2.0) * 4.0;  // split-K partial states
+#endif
+  return ws;
+}
+}  // namespace
 
 DeviceShape device_shape(const WorkloadSpec& s) {
   return DeviceShape{static_cast<double>(s.tokens), s.dim, s.index_heads, s.attn_dim, s.attn_heads,
@@ -41,18 +95,17 @@ DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p)
   const double groups = std::ceil(T / G);
   const double rows = groups * (w == Weighting::maxmin ? 2.0 : 1.0);
   const double k = static_cast<double>(std::min<Index64>(p.topk_tokens, static_cast<Index64>(T)));
+  const Workspaces ws = launcher_workspaces(s, p, rows);
   DeviceBytes b;
   b.keys = T * D * 4.0 + T * 4.0;
   b.composites = rows * (D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision));
   b.scores = T * 4.0 + rows * 4.0 + H * D * 4.0 + H * 4.0 + 2.0 * D * 4.0;
-  // ids + values of k, and a radix-select workspace of two (key, id) copies of the longest row.
-  b.topk = k * 8.0 + 2.0 * std::max(T, rows) * 8.0 + (1 << 20);
+  // ids + values of k, and the radix-select workspace.
+  b.topk = k * 8.0 + ws.topk;
   if (s.attn_dim > 0) {
     const double Ha = std::max(1, s.attn_heads), Da = s.attn_dim, Dv = s.value_dim;
-    // keys, values, queries, output, dense probabilities, block list, and split-K partial states
-    // (max, sum and a Dv vector per head and per 1024-token slice).
-    b.attention = T * (Da + Dv) * 4.0 + Ha * Da * 4.0 + Ha * Dv * 4.0 + Ha * T * 4.0 + groups * 4.0 +
-                  Ha * std::ceil(T / 1024.0) * (Dv + 2.0) * 4.0;
+    // keys, values, queries, output, dense probabilities, block list, and the split-K workspace.
+    b.attention = T * (Da + Dv) * 4.0 + Ha * Da * 4.0 + Ha * Dv * 4.0 + Ha * T * 4.0 + groups * 4.0 + ws.attention;
   }
   b.stats = T * 4.0 * 3 + groups * 16.0;
   return b;
@@ -104,14 +157,26 @@ BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, con
     if (d.description.rfind("no CUDA device", 0) == 0) return {"cuda", "backend = cuda: " + d.description};
     return {"cuda", fmt::format("backend = cuda: no CUDA device ({})", d.description)};
   }
-  const DeviceBytes need = estimate_device_bytes(s, p);
-  const double room = d.free_bytes - device_headroom_bytes(d.free_bytes);
-  if (need.total() > room)
-    return {"cuda", fmt::format("backend = {}: estimated device memory {:.2f} GiB ({}) exceeds the {:.2f} GiB free "
-                                "of {:.2f} GiB less headroom {:.2f} GiB",
-                                requested, need.total() / kGiB, need.describe(), d.free_bytes / kGiB,
-                                d.total_bytes / kGiB, device_headroom_bytes(d.free_bytes) / kGiB)};
-  return {"cuda", ""};
+  // What the device cannot do: for cuda a skip, for auto the CPU with a note saying why.
+  std::string why;
+  const Index64 k = largest_topk(s, p);
+  if (k > kGpuTopkMaxK) {
+    why = fmt::format("the GPU top-k takes k <= {}, this point needs k = {} ({})", kGpuTopkMaxK, k,
+                      k == std::min<Index64>(p.topk_tokens, static_cast<Index64>(s.tokens)) && p.fidelity
+                          ? "select.topk_tokens, for the exact indexer of select.fidelity"
+                          : "the groups select.topk_tokens buys");
+  } else {
+    const DeviceBytes need = estimate_device_bytes(s, p);
+    const double room = d.free_bytes - device_headroom_bytes(d.free_bytes);
+    if (need.total() > room)
+      why = fmt::format("estimated device memory {:.2f} GiB ({}) exceeds the {:.2f} GiB free of {:.2f} GiB less "
+                        "headroom {:.2f} GiB",
+                        need.total() / kGiB, need.describe(), d.free_bytes / kGiB, d.total_bytes / kGiB,
+                        device_headroom_bytes(d.free_bytes) / kGiB);
+  }
+  if (why.empty()) return {"cuda", ""};
+  if (requested == "auto") return {"cpu", "", "backend = auto: " + why + "; running on the CPU"};
+  return {"cuda", "backend = cuda: " + why};
 }
 
 }  // namespace ip::exp

@@ -25,8 +25,9 @@ DeviceShape device_shape(const WorkloadSpec& s);
 DeviceShape device_shape(const Workload& longest);
 
 // Estimated device bytes of one request, by what they hold (all arrays fp32 unless the index precision
-// says otherwise). The top-k and attention workspaces are generous allowances (twice the scores and
-// partial softmax states per head), not the launchers' exact sizes.
+// says otherwise). With CUDA built, the top-k and attention workspaces are the launchers' own sizes
+// (topk_workspace_bytes for the largest top-k call, attention_workspace_bytes for the dense call);
+// without it, allowances of the same order.
 struct DeviceBytes {
   double keys = 0;        // index keys [T, D] fp32, and the per-token weights [T]
   double composites = 0;  // stored index rows (payload + per-row scales)
@@ -56,10 +57,12 @@ DeviceInfo query_device();
 struct BackendPlan {
   std::string backend;      // "cpu" or "cuda"
   std::string skip_reason;  // non-empty: skip the point
+  std::string note;         // auto ran on the CPU although a device is present: why (logged by the runner)
 };
-// cpu: cpu. cuda: cuda when the build has CUDA, a device is present and the estimate fits, else a skip
-// naming what is missing. auto: cuda when the build has CUDA and a device is present (skipped like cuda
-// when it does not fit), else cpu.
+// cpu: cpu. cuda: cuda when the build has CUDA, a device is present, the point's largest top-k is within
+// the GPU top-k's k <= 4096 and the memory estimate fits, else a skip naming what is missing. auto: cuda
+// under the same conditions, else cpu (with a note when a device is present but the point does not
+// fit it).
 BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, const PipelineParams& p,
                          const DeviceInfo& d);
 

@@ -59,7 +59,7 @@ constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();  // a metr
 // One point's result, averaged over requests and steps (times: median over steps of all requests).
 struct PointSummary {
   std::string status = "ok";  // ok | skipped
-  std::string reason;         // why a point was skipped
+  std::string reason;         // why a point was skipped; for a point that ran, a note (or empty)
   std::string backend = "cpu";  // what the point ran on (cpu | cuda; for a skipped point, what it would have)
   std::string device;           // that backend's device() ("" when skipped before a backend started)
   double tokens = 0;          // mean context length (tokens)

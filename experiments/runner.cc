@@ -124,8 +124,9 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     return rec;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  // The backend: cpu, or cuda when the build, a device and the device-memory estimate allow (auto falls
-  // back to the CPU only when there is no CUDA build or no device). Decided before any request is made.
+  // The backend: cpu, or cuda when the build, a device, the GPU top-k's k limit and the device-memory
+  // estimate allow (cuda skips the point otherwise; auto runs it on the CPU, with a note when a device
+  // is present). Decided before any request is made.
   out.backend = p.backend;
   BackendPlan plan{"cpu", ""};
   if (p.backend != "cpu") {
@@ -139,6 +140,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     plan = plan_backend(p.backend, shape, p.pipeline, query_device());
     out.backend = plan.backend;
     if (!plan.skip_reason.empty()) return skip(plan.skip_reason);
+    out.reason = plan.note;  // auto on the CPU although a device is present: why (kept with the point)
   }
   if (p.source == "synthetic") {
     const double need = estimate_point_bytes(p);
@@ -376,6 +378,9 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     }
     if (!opt.quiet && !tty && rows.back().summary.status != "ok")
       std::fprintf(stderr, "[%zu/%zu] skipped: %s\n", i + 1, n, rows.back().summary.reason.c_str());
+    else if (!opt.quiet && !rows.back().summary.reason.empty())  // a point that ran, with a note
+      std::fprintf(stderr, "%s[%zu/%zu] note: %s\n", tty ? "\r\033[K" : "", i + 1, n,
+                   rows.back().summary.reason.c_str());
   }
   if (!opt.quiet) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

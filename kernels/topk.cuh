@@ -23,12 +23,13 @@
 #include <cuda_runtime.h>
 
 #include "core/topk_order.h"
+#include "kernels/topk.h"
 
 namespace ip::cuda::detail {
 
 constexpr int kTopkThreads = 256;
 constexpr int kTopkSortThreads = 512;
-constexpr int kTopkMaxK = 4096;
+constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 4;
 

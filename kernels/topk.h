@@ -12,6 +12,8 @@
 
 namespace ip::cuda {
 
+constexpr int kTopkMaxK = 4096;  // the largest k topk() takes
+
 struct TopkArgs {
   int rows = 1;
   const long long* row_offset = nullptr;  // device [rows + 1]: row r is scores[row_offset[r] .. row_offset[r+1])

@@ -11,6 +11,11 @@
 #include "core/error.h"
 #include "experiments/config.h"
 #include "experiments/device_plan.h"
+#include "indexpool/build_config.h"
+#if IP_HAVE_CUDA
+#include "kernels/attention.h"
+#include "kernels/topk.h"
+#endif
 
 namespace {
 
@@ -33,9 +38,19 @@ TEST(DevicePlan, EstimateArithmeticByPart) {
   EXPECT_DOUBLE_EQ(b.keys, 1000.0 * 128 * 4 + 1000.0 * 4);
   EXPECT_DOUBLE_EQ(b.composites, 250.0 * (128 * 1 + 4));  // 250 groups, fp8 payload + fp32 scale
   EXPECT_DOUBLE_EQ(b.scores, 1000.0 * 4 + 250.0 * 4 + 8.0 * 128 * 4 + 8.0 * 4 + 2.0 * 128 * 4);
+  const double attn_arrays = 1000.0 * 128 * 4 + 4.0 * 64 * 4 + 4.0 * 64 * 4 + 4.0 * 1000 * 4 + 250.0 * 4;
+#if IP_HAVE_CUDA
+  // The launchers' own workspaces: top-k over the longest row (1000 token scores, fidelity on: k = 100),
+  // and the dense attention call's split-K workspace. Dense, T = 1000: splits of 64 tokens (the minimum),
+  // 16 splits of 4 heads x (max, sum, 64 values) fp32, plus per-request bookkeeping.
+  EXPECT_DOUBLE_EQ(b.topk, 100.0 * 8 + static_cast<double>(ip::cuda::topk_workspace_bytes(1, 1000, 100)));
+  const double ws = b.attention - attn_arrays;
+  EXPECT_GE(ws, 16.0 * 4 * (64 + 2) * 4);
+  EXPECT_LE(ws, 16.0 * 4 * (64 + 2) * 4 + 4096);
+#else
   EXPECT_DOUBLE_EQ(b.topk, 100.0 * 8 + 2.0 * 1000 * 8 + kMiB);
-  EXPECT_DOUBLE_EQ(b.attention, 1000.0 * 128 * 4 + 4.0 * 64 * 4 + 4.0 * 64 * 4 + 4.0 * 1000 * 4 + 250.0 * 4 +
-                                    4.0 * 1 * (64 + 2) * 4);  // ceil(1000 / 1024) = 1 slice
+  EXPECT_DOUBLE_EQ(b.attention, attn_arrays + 4.0 * 1 * (64 + 2) * 4);  // ceil(1000 / 1024) = 1 slice
+#endif
   EXPECT_DOUBLE_EQ(b.stats, 1000.0 * 12 + 250.0 * 16);
   EXPECT_DOUBLE_EQ(b.total(), b.keys + b.composites + b.scores + b.topk + b.attention + b.stats);
   EXPECT_NE(b.describe().find("GiB"), std::string::npos);
@@ -49,7 +64,11 @@ TEST(DevicePlan, EstimateFollowsSchemeAndPrecision) {
   // exact keeps every key whatever group_size says; k larger than T counts only T ids.
   const auto exact = estimate_device_bytes(s, params(ip::Weighting::exact, 8, ip::Precision::fp32, 5000));
   EXPECT_DOUBLE_EQ(exact.composites, 1001.0 * 128 * 4);
+#if IP_HAVE_CUDA
+  EXPECT_DOUBLE_EQ(exact.topk, 1001.0 * 8 + static_cast<double>(ip::cuda::topk_workspace_bytes(1, 1001, 1001)));
+#else
   EXPECT_DOUBLE_EQ(exact.topk, 1001.0 * 8 + 2.0 * 1001 * 8 + kMiB);
+#endif
   // Large contexts stay in double precision: 16Mi tokens of fp32 keys are 8 GiB and a bit.
   const auto big = estimate_device_bytes({16.0 * (1 << 20), 128, 64, 128, 16, 128},
                                          params(ip::Weighting::uniform, 4, ip::Precision::fp8, 2048));
@@ -102,9 +121,44 @@ TEST(DevicePlan, ChoiceAndSkipReasons) {
   const auto over = plan_backend("cuda", s1, p, gpu).skip_reason;
   EXPECT_NE(over.find("backend = cuda: estimated device memory"), std::string::npos) << over;
   EXPECT_NE(over.find("exceeds the"), std::string::npos) << over;
-  EXPECT_NE(plan_backend("auto", s1, p, gpu).skip_reason.find("backend = auto: estimated"), std::string::npos);
+  // auto runs a point the device cannot hold on the CPU, and says why.
+  const auto fallback = plan_backend("auto", s1, p, gpu);
+  EXPECT_EQ(fallback.backend, "cpu");
+  EXPECT_EQ(fallback.skip_reason, "");
+  EXPECT_NE(fallback.note.find("backend = auto: estimated device memory"), std::string::npos) << fallback.note;
+  EXPECT_NE(fallback.note.find("running on the CPU"), std::string::npos) << fallback.note;
+  EXPECT_EQ(plan_backend("auto", s, p, gpu).note, "");
+  EXPECT_EQ(plan_backend("auto", s, p, none).note, "");  // no device at all: the CPU, no note
 
   EXPECT_THROW(plan_backend("gpu", s, p, gpu), ip::Error);
+}
+
+TEST(DevicePlan, TopkBeyondTheGpuLimit) {
+  // The GPU top-k takes k <= 4096. With fidelity on, the exact indexer asks for select.topk_tokens.
+  const DeviceShape s{1 << 20, 128, 8, 0, 0, 0};
+  DeviceInfo gpu;
+  gpu.cuda_build = true;
+  gpu.devices = 1;
+  gpu.total_bytes = gpu.free_bytes = 140 * 1024 * kMiB;
+  auto p = params(ip::Weighting::uniform, 4, ip::Precision::fp32, 4096);
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  p.topk_tokens = 4097;
+  const auto over = plan_backend("cuda", s, p, gpu);
+  EXPECT_NE(over.skip_reason.find("backend = cuda: the GPU top-k takes k <= 4096, this point needs k = 4097"),
+            std::string::npos)
+      << over.skip_reason;
+  EXPECT_NE(over.skip_reason.find("select.fidelity"), std::string::npos) << over.skip_reason;
+  const auto fb = plan_backend("auto", s, p, gpu);
+  EXPECT_EQ(fb.backend, "cpu");
+  EXPECT_NE(fb.note.find("k = 4097"), std::string::npos) << fb.note;
+  // Without fidelity only the groups are selected: 16384 tokens at G = 4 are 4096 groups, which fit;
+  // at G = 2 they are 8192 groups, which do not.
+  p.fidelity = false;
+  p.topk_tokens = 16384;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  p.pool.group_size = 2;
+  const auto groups = plan_backend("cuda", s, p, gpu).skip_reason;
+  EXPECT_NE(groups.find("k = 8192 (the groups select.topk_tokens buys)"), std::string::npos) << groups;
 }
 
 TEST(DevicePlan, BackendKeyAcceptsCpuCudaAuto) {
