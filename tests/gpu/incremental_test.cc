@@ -1,0 +1,361 @@
+// Incremental index updates on the GPU (kernels/cuda_update.h, the pooling kernels' update mode)
+// against the CPU (core/incremental.cc) and against the GPU's own full builds.
+//
+// What must be equal, and what within a tolerance:
+//   * GPU update vs GPU: bitwise, every scheme. tau = 0 gives GPU build_index's bytes; any tau gives,
+//     group by group, the full re-pool's rows (an update with tau = -1 of a copy) where the group moved
+//     (decided on the host with core/incremental_math.h from the GPU's own weights: the kernel's rule
+//     on the same inputs) and the previous rows elsewhere; the same RepoolCount and stored weights.
+//   * GPU update vs CPU update: the same RepoolCount (the cases move a group's weights either not at
+//     all or by far more than the weights' rounding differences); bitwise rows for maxmin and exact;
+//     otherwise decoded rows within a tolerance (weights from expf/logf/powf and cosine dot products
+//     differ in the last bits: kernels/pool.cuh).
+//   * asynchronous begin/end gives the synchronous update's bytes even when the statistics change
+//     on the main stream while it runs; run_ms > 0 and 0 <= hidden_ms <= run_ms.
+// Host C++ (no device code): it calls the backend.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/backend.h"
+#include "core/incremental.h"
+#include "core/pipeline.h"
+#include "core/workload.h"
+#include "kernels/cuda_backend.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/gpu/pool_ref.h"
+
+namespace ip {
+namespace {
+
+struct Case {
+  Weighting scheme;
+  int G;
+  int D;
+  Precision precision;
+  bool query = false;  // cosine / hybrid: reference = a query vector
+  std::string name() const {
+    return fmt::format("{}{} G={} D={} {}", to_string(scheme), query ? "+query" : "", G, D, to_string(precision));
+  }
+};
+
+PoolParams params_of(const Case& c) {
+  PoolParams p;
+  p.group_size = c.scheme == Weighting::exact ? 1 : c.G;
+  p.precision = c.precision;
+  WeightParams& w = p.weights;
+  w.scheme = c.scheme;
+  w.positional_lambda = 0.7f;
+  w.eps = 1e-3f;
+  w.cosine_power = 1.0f;
+  w.cosine_reference = c.query ? CosineReference::query : CosineReference::group_mean;
+  w.alpha_positional = 0.5f;
+  w.alpha_cosine = 1.5f;
+  w.alpha_tfidf = 1.0f;
+  return p;
+}
+
+std::vector<float> random_keys(Index64 T, int D, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> k(static_cast<std::size_t>(T) * D);
+  for (auto& v : k) v = normal(gen);
+  return k;
+}
+
+AccessStats random_stats(Index64 T, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  AccessStats s(T);
+  for (Index64 i = 0; i < T; ++i) {
+    s.mass[i] = unit(gen) < 0.3f ? 0.0f : unit(gen) * 4.0f;
+    s.count[i] = static_cast<std::uint32_t>(unit(gen) * 9.0f);
+  }
+  s.steps = 7;
+  return s;
+}
+
+// Moves the statistics of every third group by a lot (N unchanged): the other groups' weights stay
+// bit for bit what they were, on both sides.
+void move_some_groups(AccessStats& s, int G, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (Index64 t = 0; t < s.tokens(); ++t)
+    if ((t / G) % 3 == 1) {
+      s.mass[t] = 0.5f + 6.0f * unit(gen);
+      s.count[t] += 1 + static_cast<std::uint32_t>(unit(gen) * 4.0f);
+    }
+}
+
+void grow_stats(AccessStats& s, Index64 T, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  while (s.tokens() < T) {
+    s.mass.push_back(unit(gen) * 3.0f);
+    s.count.push_back(static_cast<std::uint32_t>(unit(gen) * 5.0f));
+  }
+}
+
+::testing::AssertionResult same_index(const PooledIndex& a, const PooledIndex& b) {
+  if (a.method != b.method || a.group_size != b.group_size || a.tokens != b.tokens || a.rows.rows != b.rows.rows ||
+      a.rows.cols != b.rows.cols || a.rows.precision != b.rows.precision)
+    return ::testing::AssertionFailure() << "shapes differ: tokens " << a.tokens << " vs " << b.tokens << ", rows "
+                                         << a.rows.rows << " vs " << b.rows.rows;
+  if (a.rows.payload.size() != b.rows.payload.size() || a.rows.scales.size() != b.rows.scales.size())
+    return ::testing::AssertionFailure() << "storage sizes differ";
+  if (a.rows.payload != b.rows.payload) {
+    std::size_t i = 0;
+    while (a.rows.payload[i] == b.rows.payload[i]) ++i;
+    return ::testing::AssertionFailure() << "payload byte " << i << " of " << a.rows.payload.size() << " differs";
+  }
+  if (std::memcmp(a.rows.scales.data(), b.rows.scales.data(), a.rows.scales.size() * sizeof(float)) != 0)
+    return ::testing::AssertionFailure() << "scales differ";
+  return ::testing::AssertionSuccess();
+}
+
+// GPU rows against CPU rows: bitwise for maxmin and exact, else decoded values within a tolerance.
+::testing::AssertionResult close_to_cpu(const Case& c, const PooledIndex& g, const PooledIndex& cpu, float key_max) {
+  if (c.scheme == Weighting::maxmin || c.scheme == Weighting::exact) return same_index(g, cpu);
+  if (g.tokens != cpu.tokens || g.rows.rows != cpu.rows.rows || g.rows.cols != cpu.rows.cols)
+    return ::testing::AssertionFailure() << "shapes differ";
+  const bool cosine = c.scheme == Weighting::cosine || c.scheme == Weighting::hybrid;
+  const float atol = key_max * (cosine ? 5e-3f : 1e-4f);
+  const std::size_t row_bytes = static_cast<std::size_t>(c.D) * element_bytes(c.precision);
+  for (Index64 r = 0; r < g.rows.rows; ++r)
+    for (int d = 0; d < c.D; ++d) {
+      const float sg = g.rows.scale(r), sc = cpu.rows.scale(r);
+      const float yg = test::decode(c.precision, g.rows.payload.data() + r * row_bytes, d, sg);
+      const float yc = test::decode(c.precision, cpu.rows.payload.data() + r * row_bytes, d, sc);
+      const float tol = atol + test::format_error(c.precision, yg, sg) + test::format_error(c.precision, yc, sc);
+      if (!(std::fabs(yg - yc) <= tol))
+        return ::testing::AssertionFailure() << "row " << r << " dim " << d << ": gpu " << yg << " cpu " << yc;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+// The exact expectation of a GPU update of `before` with tau (see the file comment).
+struct Expected {
+  IndexState st;
+  RepoolCount count;
+};
+Expected expect_gpu(Backend& gpu, MatrixView<const float> keys, const PoolParams& p, const AccessStats* s,
+                    const float* q, float tau, const IndexState& before) {
+  IndexState full = before;  // every group re-pooled: the new weights and rows of every group
+  gpu.update_index(keys, p, s, q, -1.0f, full);
+  Expected e{before, {}};
+  const bool reset = before.index.tokens == 0;  // the cases never change scheme, G or precision
+  const Index64 old_T = reset ? 0 : before.index.tokens, G = full.index.group_size;
+  const Index64 rpg = full.index.rows_per_group();
+  const std::size_t row_bytes = static_cast<std::size_t>(keys.cols) * element_bytes(p.precision);
+  e.st.index = full.index;  // shapes, and the fresh groups' rows; kept groups copied back below
+  e.st.weights = full.weights;
+  e.count.groups = full.index.groups();
+  for (Index64 g = 0; g < e.count.groups; ++g) {
+    const Index64 b = g * G, n = std::min(G, keys.rows - b);
+    const bool fresh = g >= old_T / G;
+    if (repool_group(fresh, tau, full.weights.data() + b, fresh ? nullptr : before.weights.data() + b,
+                     static_cast<int>(n))) {
+      ++e.count.repooled;
+      continue;
+    }
+    std::copy_n(before.weights.begin() + b, n, e.st.weights.begin() + b);
+    for (Index64 r = g * rpg; r < (g + 1) * rpg; ++r) {
+      std::copy_n(before.index.rows.payload.begin() + r * row_bytes, row_bytes, e.st.index.rows.payload.begin() + r * row_bytes);
+      if (!before.index.rows.scales.empty()) e.st.index.rows.scales[r] = before.index.rows.scales[r];
+    }
+  }
+  return e;
+}
+
+// One case: build, move the statistics, update with several tau; then grow the context with partial
+// last groups. Each update: GPU vs its exact expectation, vs the CPU, and (tau = 0) vs GPU build_index.
+void check_case(const Case& c, Index64 T0, bool hold) {
+  SCOPED_TRACE(c.name() + fmt::format(" T0={} hold={}", T0, hold));
+  const PoolParams p = params_of(c);
+  const Index64 Tmax = T0 + 2 * c.G + 3;
+  const auto kv = random_keys(Tmax, c.D, static_cast<unsigned>(T0 + c.D));
+  float key_max = 0.0f;
+  for (float v : kv) key_max = std::max(key_max, std::fabs(v));
+  const MatrixView<const float> all(kv.data(), Tmax, c.D);
+  std::vector<float> query = random_keys(1, c.D, 99);
+  const float* q = c.query ? query.data() : nullptr;
+  AccessStats stats = random_stats(T0, 5);
+  // `gpu` runs the updates (held or not); `ref` computes the expectations, never held (its states are
+  // temporaries, whose freed addresses a hold would be entitled to treat as the same data).
+  auto gpu = cuda::make_cuda_backend(), ref = cuda::make_cuda_backend();
+  if (hold) gpu->hold_inputs(true);
+  IndexState gs, cs;
+  Index64 T = T0;
+  int round = 0;
+  auto step = [&](float tau) {
+    SCOPED_TRACE(fmt::format("round {} T={} tau={}", round, T, tau));
+    const MatrixView<const float> keys = all.rows_range(0, T);
+    const AccessStats* s = uses_stats(c.scheme) ? &stats : nullptr;
+    const Expected e = expect_gpu(*ref, keys, p, s, q, tau, gs);
+    const RepoolCount rg = gpu->update_index(keys, p, s, q, tau, gs);
+    const RepoolCount rc = update_index(keys, p, s, q, tau, cs);
+    EXPECT_EQ(rg.repooled, e.count.repooled);
+    EXPECT_EQ(rg.groups, e.count.groups);
+    EXPECT_TRUE(same_index(gs.index, e.st.index)) << "gpu update vs its expectation";
+    EXPECT_TRUE(gs.weights == e.st.weights) << "stored weights vs the expectation";
+    EXPECT_EQ(rg.groups, rc.groups);
+    // Hybrid weights carry cosine factors whose last bits differ (kernels/pool.cuh): a moved group's
+    // movement could fall on either side of tau > 0. Elsewhere the decisions are the same.
+    if (!(c.scheme == Weighting::hybrid && tau > 0.0f)) {
+      EXPECT_EQ(rg.repooled, rc.repooled) << "gpu vs cpu re-pooled groups";
+      EXPECT_TRUE(close_to_cpu(c, gs.index, cs.index, key_max)) << "gpu vs cpu rows";
+    }
+    if (tau == 0.0f) {
+      PooledIndex full;
+      ref->build_index(keys, p, s, q, full);
+      EXPECT_TRUE(same_index(gs.index, full)) << "tau = 0 vs gpu build_index";
+    }
+    ++round;
+  };
+  step(0.05f);  // first update: everything fresh
+  for (float tau : {0.0f, 0.05f, -1.0f}) {
+    move_some_groups(stats, p.group_size, static_cast<unsigned>(round));
+    // N unchanged: groups not moved keep their weights exactly. The statistics changed outside the
+    // backend: a new hold drops the resident copies (and the update slots: the next update uploads).
+    if (hold) gpu->hold_inputs(true);
+    step(tau);
+    step(tau);  // nothing moved since: only tau < 0 re-pools
+  }
+  for (Index64 add : {Index64{1}, Index64{c.G + 1}, Index64{c.G + 1}}) {  // partial last groups
+    T = std::min(Tmax, T + add);
+    grow_stats(stats, T, static_cast<unsigned>(T));  // more tokens: the backend uploads them again
+    step(0.0f);
+    step(0.05f);
+  }
+  if (hold) gpu->hold_inputs(false);
+}
+
+TEST(IncrementalGpu, EqualsCpuAndFullBuilds) {
+  IP_REQUIRE_GPU();
+  const Case cases[] = {
+      {Weighting::tfidf, 4, 128, Precision::fp32},   {Weighting::tfidf, 4, 128, Precision::int8},
+      {Weighting::tfidf, 16, 64, Precision::fp8},    {Weighting::tfidf, 3, 96, Precision::fp32},
+      {Weighting::hybrid, 8, 128, Precision::fp8, true}, {Weighting::hybrid, 4, 96, Precision::int8},
+      {Weighting::uniform, 4, 64, Precision::fp32},  {Weighting::positional, 2, 256, Precision::bf16},
+      {Weighting::cosine, 4, 128, Precision::int8},  {Weighting::maxmin, 4, 128, Precision::fp8},
+      {Weighting::maxmin, 5, 64, Precision::int8},   {Weighting::exact, 1, 64, Precision::fp32},
+      {Weighting::exact, 1, 128, Precision::int8},   {Weighting::tfidf, 2, 64, Precision::fp16},
+  };
+  for (const Case& c : cases)
+    for (Index64 T0 : {Index64{1}, Index64{19}, Index64{111}, Index64{989}})
+      for (bool hold : {false, true}) check_case(c, T0, hold);
+}
+
+TEST(IncrementalGpu, LargeContext) {
+  IP_REQUIRE_GPU();
+  check_case({Weighting::tfidf, 4, 128, Precision::int8}, 200003, true);
+  check_case({Weighting::maxmin, 8, 128, Precision::fp8}, 100001, false);
+}
+
+// begin/end gives the synchronous update's bytes while the main stream scores and updates the very
+// statistics the update reads; the times are consistent.
+TEST(IncrementalGpu, AsynchronousEqualsSynchronous) {
+  IP_REQUIRE_GPU();
+  for (Precision prec : {Precision::fp32, Precision::int8, Precision::fp8}) {
+    const Case c{Weighting::tfidf, 4, 128, prec};
+    SCOPED_TRACE(c.name());
+    const PoolParams p = params_of(c);
+    const Index64 T = 50001;
+    const auto kv = random_keys(T, c.D, 3);
+    const MatrixView<const float> keys(kv.data(), T, c.D);
+    AccessStats stats = random_stats(T, 4);
+    auto gpu = cuda::make_cuda_backend();
+    HeldInputs held(*gpu);
+    IndexState front, back;
+    gpu->update_index(keys, p, &stats, nullptr, 0.0f, front);
+    back = front;
+    gpu->update_index(keys, p, &stats, nullptr, 0.0f, back);  // back's slot now mirrors it
+    std::vector<float> step_mass(T, 0.0f);
+    for (Index64 t = 0; t < T; t += 7) step_mass[t] = 0.25f;
+    const std::vector<std::pair<Index64, Index64>> ranges = {{0, 400}, {9000, 9400}};
+    gpu->update_stats(stats, step_mass, ranges);
+
+    IndexState expect_in = back;  // the synchronous result from the same state and statistics
+    const RepoolCount rg = gpu->update_index(keys, p, &stats, nullptr, 0.05f, expect_in);
+    const auto qk = random_keys(4, c.D, 8);
+    const std::vector<float> hw(4, 0.25f);
+    const IndexQuery iq{MatrixView<const float>(qk.data(), 4, c.D), hw.data()};
+
+    Backend::PendingUpdate u = gpu->begin_update_index(keys, p, &stats, nullptr, 0.05f, back);
+    EXPECT_THROW(gpu->begin_update_index(keys, p, &stats, nullptr, 0.05f, back), Error);  // one at a time
+    EXPECT_THROW(
+        {
+          std::vector<float> s(back.index.groups());
+          gpu->score_index(back.index, iq, s.data());
+        },
+        Error);  // the back state is being written
+    // Main-stream work meanwhile: score the front index, and change the statistics the update read.
+    std::vector<float> scores(front.index.groups()), token_scores(T);
+    for (int i = 0; i < 3; ++i) {
+      gpu->score_index(front.index, iq, scores.data());
+      gpu->score_tokens(keys, iq, token_scores.data());
+      gpu->update_stats(stats, step_mass, ranges);
+    }
+    gpu->end_update_index(u);
+    EXPECT_TRUE(same_index(back.index, expect_in.index)) << "async vs sync";
+    EXPECT_TRUE(back.weights == expect_in.weights);
+    EXPECT_EQ(u.count.repooled, rg.repooled);
+    EXPECT_EQ(u.count.groups, rg.groups);
+    EXPECT_GT(u.run_ms, 0.0);
+    EXPECT_GE(u.hidden_ms, 0.0);
+    EXPECT_LE(u.hidden_ms, u.run_ms);
+    std::printf("%s: update %.3f ms, hidden %.3f ms, %lld of %lld groups re-pooled\n", c.name().c_str(), u.run_ms,
+                u.hidden_ms, static_cast<long long>(u.count.repooled), static_cast<long long>(u.count.groups));
+    EXPECT_THROW(gpu->end_update_index(u), Error);  // nothing pending any more
+    // After end, the updated state is readable (from its slot) and scores like its host copy.
+    std::vector<float> a(back.index.groups()), b(back.index.groups());
+    gpu->score_index(back.index, iq, a.data());
+    score_index(back.index, iq, b.data());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-3f * (1.0f + std::fabs(b[i]))) << "group " << i;
+  }
+}
+
+// The decode loop with asynchronous updates on the GPU: every step that began an update reports a
+// measured hidden time within [0, run], and re-pooled fractions in [0, 1].
+TEST(IncrementalGpu, DecodeLoopReportsHiddenTime) {
+  IP_REQUIRE_GPU();
+  WorkloadSpec s;
+  s.tokens = 20000;
+  s.dim = 128;
+  s.index_heads = 4;
+  s.attn_dim = 64;
+  s.attn_heads = 4;
+  s.value_dim = 64;
+  s.steps = 6;
+  s.seed = 42;
+  const Workload w = generate_request(s, 0);
+  PipelineParams p;
+  p.pool.group_size = 4;
+  p.pool.weights.scheme = Weighting::tfidf;
+  p.pool.precision = Precision::int8;
+  p.topk_tokens = 256;
+  p.async_updates = true;
+  p.repool_tau = 0.0f;
+  auto gpu = cuda::make_cuda_backend();
+  const RequestResult r = run_request(*gpu, w, p);
+  int began = 0;
+  for (std::size_t q = 0; q < r.steps.size(); ++q) {
+    const StepRecord& st = r.steps[q];
+    EXPECT_GE(st.repooled_fraction, 0.0);
+    EXPECT_LE(st.repooled_fraction, 1.0);
+    if (!st.pool_async) continue;
+    ++began;
+    EXPECT_TRUE(std::isfinite(st.pool_hidden_ms)) << "step " << q;
+    EXPECT_GE(st.pool_hidden_ms, 0.0) << "step " << q;
+  }
+  EXPECT_EQ(began, static_cast<int>(r.steps.size()) - 1);  // every step after the first
+}
+
+}  // namespace
+}  // namespace ip
