@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/metrics.h"
 #include "core/pipeline.h"
@@ -75,6 +76,12 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   const bool adaptive = p.adaptive.enabled;
   const bool hybrid = p.hybrid.enabled;
   const int G = effective_group_size(p.pool);
+
+  // Residency (Backend::hold_inputs), as run_request holds: the workload, the fixed-group index states
+  // and the statistics change only through `be` here (growing contexts change the statistics' size,
+  // which a device backend notices). Not with adaptive groups: those are rebuilt on the host.
+  std::optional<HeldInputs> held;
+  if (!adaptive) held.emplace(be);
 
   RequestResult res;
   res.group_size = G;

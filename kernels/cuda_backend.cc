@@ -333,6 +333,8 @@ class CudaBackend final : public Backend {
     validate_pool_inputs(keys, p, stats, query_ref);
     select_device();
     if (!updater_) updater_ = std::make_unique<IndexUpdater>();
+    // payload_ may hold st.index as it was before (a build_index): the update changes it elsewhere.
+    if (index_host_ == &st.index || index_payload_ == st.index.rows.payload.data()) index_valid_ = false;
     DeviceStats ds;
     if (uses_stats(p.weights.scheme)) {
       sync_stats_to_device(*stats);
