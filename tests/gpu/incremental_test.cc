@@ -14,11 +14,15 @@
 //     on the main stream while it runs; run_ms > 0 and 0 <= hidden_ms <= run_ms.
 // Host C++ (no device code): it calls the backend.
 #include <gtest/gtest.h>
+#include <gtest/gtest-spi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,6 +32,7 @@
 #include "core/pipeline.h"
 #include "core/workload.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/pool.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/pool_ref.h"
 
@@ -175,7 +180,10 @@ Expected expect_gpu(Backend& gpu, MatrixView<const float> keys, const PoolParams
 
 // One case: build, move the statistics, update with several tau; then grow the context with partial
 // last groups. Each update: GPU vs its exact expectation, vs the CPU, and (tau = 0) vs GPU build_index.
-void check_case(const Case& c, Index64 T0, bool hold) {
+using BackendFactory = std::unique_ptr<Backend> (*)();
+std::unique_ptr<Backend> make_gpu() { return cuda::make_cuda_backend(); }
+
+void check_case(const Case& c, Index64 T0, bool hold, BackendFactory make = make_gpu) {
   SCOPED_TRACE(c.name() + fmt::format(" T0={} hold={}", T0, hold));
   const PoolParams p = params_of(c);
   const Index64 Tmax = T0 + 2 * c.G + 3;
@@ -188,7 +196,7 @@ void check_case(const Case& c, Index64 T0, bool hold) {
   AccessStats stats = random_stats(T0, 5);
   // `gpu` runs the updates (held or not); `ref` computes the expectations, never held (its states are
   // temporaries, whose freed addresses a hold would be entitled to treat as the same data).
-  auto gpu = cuda::make_cuda_backend(), ref = cuda::make_cuda_backend();
+  auto gpu = make(), ref = make();
   if (hold) gpu->hold_inputs(true);
   IndexState gs, cs;
   Index64 T = T0;
@@ -234,6 +242,86 @@ void check_case(const Case& c, Index64 T0, bool hold) {
     step(0.05f);
   }
   if (hold) gpu->hold_inputs(false);
+}
+
+// The update-mode arguments are validated on the host before any CUDA call (runs without a GPU).
+TEST(IncrementalGpu, UpdateModeArgumentsAreChecked) {
+  alignas(16) static float floats[64];
+  alignas(16) static long long offsets[5] = {0, 10, 0, 3, 0};
+  alignas(16) static unsigned long long counter[1];
+  cuda::PoolArgs a;
+  a.batch = {1, offsets, offsets + 2, 10, 3};  // 10 tokens, G = 4: 3 entries
+  a.keys = floats;
+  a.dim = 8;
+  a.group_size = 4;
+  a.payload = floats;
+  a.prev_weights = floats;
+  a.fresh_from = offsets + 4;
+  a.repooled = counter;
+  EXPECT_NO_THROW(cuda::validate_pool_args(a));
+  for (int which = 0; which < 3; ++which) {
+    cuda::PoolArgs b = a;
+    if (which == 0) b.fresh_from = nullptr;
+    if (which == 1) b.repooled = nullptr;
+    if (which == 2) b.prev_weights = reinterpret_cast<float*>(reinterpret_cast<char*>(floats) + 2);
+    try {
+      cuda::validate_pool_args(b);
+      ADD_FAILURE() << "case " << which << " passed validation";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("update mode"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// ---- the check itself, on the CPU backend (runs without a GPU) -------------------------------------
+std::unique_ptr<Backend> make_cpu() { return make_cpu_backend(2); }
+
+// A backend whose update_index ignores tau (re-pools every group): the check must reject it.
+class IgnoresTau final : public Backend {
+ public:
+  std::string name() const override { return "ignores-tau"; }
+  std::string device() const override { return "cpu"; }
+  void build_index(MatrixView<const float> k, const PoolParams& p, const AccessStats* s, const float* q,
+                   PooledIndex& out) override {
+    in_->build_index(k, p, s, q, out);
+  }
+  void score_index(const PooledIndex& i, const IndexQuery& q, float* out) override { in_->score_index(i, q, out); }
+  void score_tokens(MatrixView<const float> k, const IndexQuery& q, float* out) override { in_->score_tokens(k, q, out); }
+  std::vector<std::int32_t> topk(const float* s, Index64 n, Index64 k) override { return in_->topk(s, n, k); }
+  AttentionOutput attention(MatrixView<const float> k, MatrixView<const float> v, MatrixView<const float> q,
+                            std::span<const Index64> t, bool probs) override {
+    return in_->attention(k, v, q, t, probs);
+  }
+  void update_stats(AccessStats& s, std::span<const float> m, std::span<const std::pair<Index64, Index64>> r) override {
+    in_->update_stats(s, m, r);
+  }
+  RepoolCount update_index(MatrixView<const float> k, const PoolParams& p, const AccessStats* s, const float* q, float,
+                           IndexState& st) override {
+    return in_->update_index(k, p, s, q, -1.0f, st);
+  }
+
+ private:
+  std::unique_ptr<Backend> in_ = make_cpu_backend(2);
+};
+std::unique_ptr<Backend> make_ignores_tau() { return std::make_unique<IgnoresTau>(); }
+
+TEST(IncrementalCheck, PassesOnTheCpuBackend) {
+  for (const Case& c : {Case{Weighting::tfidf, 4, 128, Precision::int8}, Case{Weighting::hybrid, 3, 96, Precision::fp8, true},
+                        Case{Weighting::maxmin, 5, 64, Precision::fp32}, Case{Weighting::exact, 1, 64, Precision::fp8}})
+    for (Index64 T0 : {Index64{1}, Index64{19}, Index64{989}}) check_case(c, T0, false, make_cpu);
+}
+
+TEST(IncrementalCheck, RejectsAnUpdateThatIgnoresTau) {
+  ::testing::TestPartResultArray failures;
+  {
+    const ::testing::ScopedFakeTestPartResultReporter capture(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    check_case({Weighting::tfidf, 4, 64, Precision::fp32}, 111, false, make_ignores_tau);
+  }
+  int repooled = 0;
+  for (int i = 0; i < failures.size(); ++i)
+    repooled += std::string(failures.GetTestPartResult(i).message()).find("repooled") != std::string::npos;
+  EXPECT_GT(repooled, 0) << "a backend that ignores tau passed the check (" << failures.size() << " failures)";
 }
 
 TEST(IncrementalGpu, EqualsCpuAndFullBuilds) {
