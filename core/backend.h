@@ -63,12 +63,15 @@ class Backend {
   virtual RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                                    const float* query_ref, float tau, IndexState& st);
   // Asynchronous form: begin starts an update of `st` (which must not be read until end returns);
-  // end waits for it. A GPU backend runs it on a second stream, overlapping the next step's scoring,
-  // and reports the part of its time that was hidden. Default: begin runs update_index at once, end
-  // only reports (hidden_ms = NaN: nothing overlapped).
+  // end waits for it. One update at a time: begin, end, begin, ... A GPU backend runs it on a second
+  // stream, overlapping the next step's scoring, and reports the part of its time that was hidden
+  // (cuda: kernels/cuda_update.h defines run_ms and hidden_ms from CUDA events). count.repooled,
+  // run_ms and hidden_ms are final only after end (the cuda backend fills them there; begin returns
+  // count.groups, repooled = 0 and NaN times). Default: begin runs update_index at once, end only
+  // reports (hidden_ms = NaN: nothing overlapped).
   struct PendingUpdate {
     RepoolCount count;
-    double run_ms = 0;     // wall time of the update itself
+    double run_ms = 0;     // time of the update itself (cpu: wall time; cuda: device time, event to event)
     double hidden_ms = 0;  // of run_ms, the part that overlapped other work (NaN: not measured)
   };
   virtual PendingUpdate begin_update_index(MatrixView<const float> keys, const PoolParams& p,

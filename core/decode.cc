@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/metrics.h"
 #include "core/pipeline.h"
@@ -76,6 +77,12 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   const bool hybrid = p.hybrid.enabled;
   const int G = effective_group_size(p.pool);
 
+  // Residency (Backend::hold_inputs), as run_request holds: the workload, the fixed-group index states
+  // and the statistics change only through `be` here (growing contexts change the statistics' size,
+  // which a device backend notices). Not with adaptive groups: those are rebuilt on the host.
+  std::optional<HeldInputs> held;
+  if (!adaptive) held.emplace(be);
+
   RequestResult res;
   res.group_size = G;
   res.variable_groups = adaptive;
@@ -84,6 +91,16 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   IndexState front, back;  // back: the buffer an asynchronous update writes
   Backend::PendingUpdate pending;
   bool back_pending = false;
+  std::size_t pending_step = 0;  // the step that began the pending update
+  // The count and times of an asynchronous update are final only after end_update_index (a device
+  // backend measures them there): they go into the record of the step that began it.
+  auto end_pending = [&] {
+    be.end_update_index(pending);
+    back_pending = false;
+    StepRecord& began = res.steps.at(pending_step);
+    began.repooled_fraction = pending.count.fraction();
+    began.pool_hidden_ms = pending.hidden_ms;
+  };
   AdaptiveIndex aidx;
   LocalBranch local;
   std::vector<float> group_scores, token_scores, oracle_scores, step_mass, local_out, layer_out;
@@ -105,9 +122,8 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     if (uses_query_reference(wp) && query_ref.empty()) pp.weights.cosine_reference = CosineReference::group_mean;
     const float* qref = query_ref.empty() ? nullptr : query_ref.data();
     if (p.async_updates && back_pending) {  // the update started last step is what this step scores with
-      be.end_update_index(pending);
+      end_pending();
       std::swap(front, back);
-      back_pending = false;
     }
     if (due) {
       const auto t0 = Clock::now();
@@ -117,8 +133,8 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       } else if (p.async_updates && q > 0) {
         pending = be.begin_update_index(keys, pp, &stats, qref, p.repool_tau, back);
         back_pending = true;
-        rec.repooled_fraction = pending.count.fraction();
-        rec.pool_hidden_ms = pending.hidden_ms;
+        pending_step = res.steps.size();  // this step's record: end_pending fills it
+        rec.pool_async = true;
       } else {
         rec.repooled_fraction = be.update_index(keys, pp, &stats, qref, p.repool_tau, front).fraction();
         if (p.async_updates) back = front;
@@ -242,7 +258,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     }
     res.steps.push_back(rec);
   }
-  if (p.async_updates && back_pending) be.end_update_index(pending);  // never leave an update running
+  if (p.async_updates && back_pending) end_pending();  // never leave an update running
 
   res.tokens = Tfull;
   res.index = adaptive ? aidx.rows : front.index;

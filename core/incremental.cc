@@ -10,15 +10,6 @@ namespace {
 constexpr Index64 kGroupsPerChunk = 2048;  // fixed, as in pool.cc: results never depend on the thread count
 }
 
-double weight_movement(const float* now, const float* before, int n) {
-  double num = 0.0, den = 0.0;
-  for (int i = 0; i < n; ++i) {
-    num += std::fabs(static_cast<double>(now[i]) - static_cast<double>(before[i]));
-    den += std::fabs(static_cast<double>(before[i]));
-  }
-  return den > 0.0 ? num / den : (num > 0.0 ? INFINITY : 0.0);
-}
-
 RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                          const float* query_ref, float tau, IndexState& st) {
   validate_pool_inputs(keys, p, stats, query_ref);
@@ -58,7 +49,7 @@ RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, cons
             IP_REQUIRE(std::isfinite(keys(t, d)), "pooling: index key of token {} contains NaN or infinity", t);
       group_weights_at(keys, p, stats, query_ref, b, G, n, w.data(), scratch.data());
       float* used = st.weights.data() + b;
-      if (!fresh && tau >= 0.0f && weight_movement(w.data(), used, n) <= tau) continue;
+      if (!repool_group(fresh, tau, w.data(), used, n)) continue;
       std::copy(w.begin(), w.begin() + n, used);
       ++pooled[g / kGroupsPerChunk];
       if (m == Weighting::exact) {

@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "core/incremental_math.h"
 #include "core/pool.h"
 
 namespace ip {
@@ -27,8 +28,7 @@ struct RepoolCount {
   double fraction() const { return groups ? static_cast<double>(repooled) / static_cast<double>(groups) : 0.0; }
 };
 
-// Relative L1 movement of one group's weights (see above).
-double weight_movement(const float* now, const float* before, int n);
+// weight_movement and repool_group (the per-group decision): core/incremental_math.h.
 
 // Brings `st` up to `keys` (keys.rows >= the tokens st covers; its first rows are the same keys).
 RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

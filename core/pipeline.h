@@ -45,7 +45,11 @@ struct StepRecord {
   double layer_tokens = 0;       // tokens the layer reads this step (selection, plus the local window)
   double repooled_fraction = 0;  // groups pooled this step / groups (1: full build; 0: no update)
   double context_tokens = 0;     // context length at this step
-  double pool_hidden_ms = 0;     // asynchronous update: the part of pool_ms that overlapped (NaN: not measured)
+  // Asynchronous update begun this step (pool.async_updates): the part of the update's own run time that
+  // overlapped the next step's main-stream work (cuda: from CUDA events, kernels/cuda_update.h; NaN: not
+  // measured, as on cpu, where nothing overlaps). Filled when the update ends, one step later.
+  double pool_hidden_ms = 0;
+  bool pool_async = false;       // this step began an asynchronous update (its pool_hidden_ms is meaningful)
 };
 
 struct RequestResult {

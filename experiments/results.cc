@@ -43,7 +43,9 @@ constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_re
 constexpr const char* kStepUnits =
     "request, step: indices; *_recall, repooled_fraction (groups re-pooled this step / groups; 1 = full build, "
     "0 = no update): fractions in [0, 1]; output_error, layer_output_error: relative, no unit; *_ms: milliseconds "
-    "of wall clock this step (pool_hidden_ms: NaN where not measured); context_tokens, layer_tokens: tokens";
+    "of wall clock this step (pool_hidden_ms: of the asynchronous update begun this step, the milliseconds of its "
+    "device time that overlapped the main stream's window until the update was waited for, from CUDA events, 0 on "
+    "steps that began none, NaN where not measured, e.g. the cpu backend); context_tokens, layer_tokens: tokens";
 constexpr const char* kUnits =
     "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
@@ -52,7 +54,9 @@ constexpr const char* kUnits =
     "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same hierarchy with Belady's OPT at every level, a "
     "reference and not a bound; cache_opt_single_hit_rate: Belady's OPT on one cache holding as many objects as all "
     "levels together, an upper bound on cache_hit_rate for any policies and mode, NaN when objects differ in size); "
-    "layer_ms, local_ms, local_prefill_ms, pool_hidden_ms: milliseconds (median); layer_output_error: relative; "
+    "layer_ms, local_ms, local_prefill_ms: milliseconds (median); pool_hidden_ms: milliseconds (median over the "
+    "steps that began an asynchronous update; NaN on the cpu backend or without asynchronous updates); "
+    "layer_output_error: relative; "
     "layer_mass_recall, repooled_fraction_mean: fractions; layer_tokens_per_step, tokens_per_group: tokens";
 constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
 

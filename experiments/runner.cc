@@ -207,7 +207,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
       lmass.push_back(s.layer_mass_recall);
       ltok.push_back(s.layer_tokens);
       if (&s != &r.steps.front()) repooled.push_back(s.repooled_fraction);
-      if (s.pool_hidden_ms > 0 || std::isnan(s.pool_hidden_ms)) hidden.push_back(s.pool_hidden_ms);
+      if (s.pool_async) hidden.push_back(s.pool_hidden_ms);  // 0 (nothing hidden) counts too
     }
     prefill.push_back(r.local_prefill_ms);
     per_group += r.tokens_per_group;

@@ -18,6 +18,7 @@
 #include "core/topk.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/cuda_update.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
 #include "kernels/pool.h"
@@ -92,12 +93,14 @@ class CudaBackend final : public Backend {
     for (auto& r : resident_) r.valid = false;
     index_valid_ = stats_valid_ = false;
     group_scores_.valid = token_scores_.valid = false;
+    if (updater_) updater_->drop();
   }
 
   void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
                    PooledIndex& out) override {
     validate_pool_inputs(keys, p, stats, query_ref);
     select_device();
+    if (updater_) updater_->forget(out.rows.payload.data());  // its slot no longer mirrors `out`
     const float* dkeys = resident(keys, /*check_finite=*/true, "pooling: index key");
     const WeightParams& wp = p.weights;
     const int G = effective_group_size(p);
@@ -149,6 +152,7 @@ class CudaBackend final : public Backend {
     payload_.download(out.rows.payload.data(), out.rows.payload.size(), s());
     if (!out.rows.scales.empty()) scales_.download(out.rows.scales.data(), out.rows.scales.size(), s());
     stream_->sync();
+    if (updater_) updater_->forget(out.rows.payload.data());
     remember_index(out);
   }
 
@@ -156,6 +160,13 @@ class CudaBackend final : public Backend {
     validate_query(q, index.rows.cols);
     select_device();
     const QuantizedMatrix& m = index.rows;
+    if (const DeviceRows* r = updater_ ? updater_->find(index, held_) : nullptr) {  // an updated index
+      const Index64 groups = index.groups();
+      set_offsets(index.tokens, groups);
+      run_score(r->payload, r->scales, m.precision, m.cols, index.method == Weighting::maxmin,
+                single_batch(index.tokens, groups), q, groups, group_scores_, out);
+      return;
+    }
     if (!index_matches(index)) {
       payload_.upload(m.payload.data(), m.payload.size(), s());
       if (!m.scales.empty()) scales_.upload(m.scales.data(), m.scales.size(), s());
@@ -310,6 +321,33 @@ class CudaBackend final : public Backend {
     remember_stats(stats);
   }
 
+  // Issue 7: incremental updates on the GPU (kernels/cuda_update.h), synchronous and asynchronous.
+  RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                           const float* query_ref, float tau, IndexState& st) override {
+    PendingUpdate u = begin_update_index(keys, p, stats, query_ref, tau, st);
+    end_update_index(u);
+    return u.count;
+  }
+  PendingUpdate begin_update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                                   const float* query_ref, float tau, IndexState& st) override {
+    validate_pool_inputs(keys, p, stats, query_ref);
+    select_device();
+    if (!updater_) updater_ = std::make_unique<IndexUpdater>();
+    // payload_ may hold st.index as it was before (a build_index): the update changes it elsewhere.
+    if (index_host_ == &st.index || index_payload_ == st.index.rows.payload.data()) index_valid_ = false;
+    DeviceStats ds;
+    if (uses_stats(p.weights.scheme)) {
+      sync_stats_to_device(*stats);
+      ds = {mass_.data(), count_.data(), steps_.data(), stats->tokens()};
+    }
+    return updater_->begin(keys, p, uses_stats(p.weights.scheme) ? &ds : nullptr, query_ref, tau, st, s(), held_);
+  }
+  void end_update_index(PendingUpdate& u) override {
+    select_device();
+    IP_REQUIRE(updater_ != nullptr, "cuda backend: end_update_index without begin_update_index");
+    updater_->end(u, s(), held_);
+  }
+
  private:
   cudaStream_t s() const { return stream_->get(); }
   void select_device() const { IP_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -439,6 +477,8 @@ class CudaBackend final : public Backend {
   const AccessStats* stats_host_ = nullptr;
   Index64 stats_tokens_ = 0;
   std::int64_t stats_steps_ = 0;
+  // Incremental updates: created on first use (its stream on this backend's device).
+  std::unique_ptr<IndexUpdater> updater_;
 };
 
 }  // namespace

@@ -10,6 +10,8 @@
 //   scales   [rows] fp32, int8 and fp8 only: value = decode(payload) * scale (core/quant.h).
 //   weights  [total_tokens] fp32, optional: the weight of each token in its group (1 for
 //            uniform, maxmin, exact), before normalisation by the group's sum.
+//   Update mode (prev_weights set, kernels/pool.h): after its weights, a warp decides whether its
+//            entry is pooled (update_gate); if not, it returns without writing anything else.
 //
 // Thread mapping
 //   One warp per entry (group of G <= 16 consecutive tokens of one request; the last group of a
@@ -40,6 +42,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/incremental_math.h"
 #include "core/numeric.h"
 #include "core/quant_math.h"
 #include "core/segments.h"
@@ -147,6 +150,19 @@ __device__ __forceinline__ float finish_scale(const PoolArgs& a, long long row, 
   const float scale = row_scale(warp_abs_max(lane_amax), a.precision == Precision::int8);
   if (lane == 0) a.scales[row] = scale;
   return inverse_scale(scale);
+}
+
+// Update mode (PoolArgs::prev_weights): whether entry e is pooled, from its n weights w (the same
+// values in every lane, so the answer is warp-uniform). When it is, the caller's lanes store the new
+// weights into prev_weights after a __syncwarp() (every lane reads prev_weights here first).
+__device__ __forceinline__ bool update_gate(const PoolArgs& a, const GroupSpan& s, long long e, const float* w,
+                                            int lane) {
+  if (!a.prev_weights) return true;
+  const bool fresh = e - a.batch.entry_offset[s.req] >= a.fresh_from[s.req];
+  const bool pool = repool_group(fresh, a.tau, w, a.prev_weights + s.first, s.n);
+  if (pool && lane == 0) atomicAdd(a.repooled, 1ull);  // integer count: the same total in any order
+  __syncwarp();
+  return pool;
 }
 
 // The rows' bytes of one value in the output precision (float formats ignore inv).

@@ -33,6 +33,15 @@ struct PoolArgs {
   void* payload = nullptr;   // [rows, dim] elements
   float* scales = nullptr;   // [rows], int8 and fp8 only
   float* weights = nullptr;  // optional [total_tokens]: the per-token weights
+  // Update mode (core/incremental.h), optional: with prev_weights set, entry e of request b is pooled
+  // only when it is fresh (its request-local index is >= fresh_from[b]) or its weights moved by more
+  // than tau since prev_weights (core/incremental_math.h repool_group, the CPU's own decision). A
+  // pooled entry writes its rows, stores its weights into prev_weights and adds 1 to *repooled; an
+  // entry that is not pooled writes nothing (its rows keep the bytes they had).
+  float* prev_weights = nullptr;             // [total_tokens] read and updated
+  const long long* fresh_from = nullptr;     // [requests], required with prev_weights
+  float tau = 0.0f;
+  unsigned long long* repooled = nullptr;    // [1] counter, required with prev_weights
 };
 
 // Validates the arguments (throws ip::Error naming the bad one) and launches on `stream`.

@@ -198,6 +198,16 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
     for (int r = 0; r < G; ++r)
       if (r < s.n && lane == r) a.weights[s.first + r] = w[r];
   }
+  if (a.prev_weights) {
+    // A copy for the gate's indexed loop, so that w itself stays in registers on every path.
+    float wl[G];
+#pragma unroll
+    for (int r = 0; r < G; ++r) wl[r] = w[r];
+    if (!update_gate(a, s, e, wl, lane)) return;  // warp-uniform
+#pragma unroll
+    for (int r = 0; r < G; ++r)
+      if (r < s.n && lane == r) a.prev_weights[s.first + r] = w[r];
+  }
 
   if (a.scheme == Weighting::maxmin) {
     float hi[E], lo[E];

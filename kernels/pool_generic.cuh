@@ -150,6 +150,10 @@ __global__ void pool_generic_kernel(const __grid_constant__ PoolArgs a, int warp
   weights_generic<K>(a, s, g, lane, w, v, row0);  // ends with __syncwarp(): w is visible to all lanes
   if (a.weights)
     for (int r = lane; r < s.n; r += 32) a.weights[s.first + r] = w[r];
+  if (a.prev_weights) {
+    if (!update_gate(a, s, e, w, lane)) return;  // warp-uniform
+    for (int r = lane; r < s.n; r += 32) a.prev_weights[s.first + r] = w[r];
+  }
 
   if (a.scheme == Weighting::maxmin) {
     for (int d = lane; d < D; d += 32) {

@@ -77,6 +77,10 @@ void validate_pool_args(const PoolArgs& a) {
                  to_string(a.precision));
   }
   IP_REQUIRE(aligned(a.weights, 4), "cuda pool: weights not aligned to 4 bytes");
+  if (a.prev_weights)
+    IP_REQUIRE(aligned(a.prev_weights, 4) && a.fresh_from != nullptr && aligned(a.fresh_from, 8) &&
+                   a.repooled != nullptr && aligned(a.repooled, 8),
+               "cuda pool: update mode (prev_weights set) needs fresh_from and repooled (aligned)");
   IP_REQUIRE(aligned(a.bias, 4), "cuda pool: bias not aligned to 4 bytes");
   IP_REQUIRE(aligned(a.query_ref, 4), "cuda pool: query_ref not aligned to 4 bytes");
   if (uses_stats(a.scheme)) {

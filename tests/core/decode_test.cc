@@ -159,6 +159,8 @@ TEST(Decode, AsynchronousUpdatesScoreWithThePreviousStepsIndex) {
   const auto kg = static_cast<std::ptrdiff_t>(a.k_groups);
   EXPECT_TRUE(std::equal(a.selected.begin(), a.selected.begin() + 2 * kg, b.selected.begin()));
   EXPECT_TRUE(std::isnan(b.steps[2].pool_hidden_ms));  // the cpu backend overlaps nothing
+  EXPECT_TRUE(b.steps[2].pool_async);                  // step 2 began an update (steps 0: sync build, 1: none)
+  EXPECT_FALSE(b.steps[0].pool_async || b.steps[1].pool_async);
   // At step 2 the sync loop uses its fresh step-2 index, the async loop still the step-0 one.
   EXPECT_FALSE(std::equal(a.selected.begin() + 2 * kg, a.selected.begin() + 3 * kg, b.selected.begin() + 2 * kg));
   // rebuild_every = 1, async: step 1 uses the step-0 index, i.e. what sync with rebuild_every = 2 uses.

@@ -1,6 +1,7 @@
 // Incremental re-pooling and growing contexts: tau = 0 gives build_index's bits, the groups counted
 // as re-pooled are the ones whose weights moved (hand-worked), appending tokens equals a from-scratch
 // build over the grown context.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -37,6 +38,32 @@ TEST(Incremental, WeightMovementIsRelativeL1) {
   EXPECT_DOUBLE_EQ(ip::weight_movement(before, before, 3), 0.0);
   const float half[] = {0.5f, 0.5f};
   EXPECT_DOUBLE_EQ(ip::weight_movement(before, half, 2), 1.0);  // (0.5 + 0.5) / 1
+}
+
+TEST(Incremental, WeightMovementEdgeCases) {
+  const float zero[] = {0, 0}, one[] = {1, 0}, neg[] = {-1, 2};
+  EXPECT_DOUBLE_EQ(ip::weight_movement(zero, zero, 2), 0.0);             // nothing before, nothing moved
+  EXPECT_EQ(ip::weight_movement(one, zero, 2), INFINITY);                // moved away from all-zero weights
+  EXPECT_DOUBLE_EQ(ip::weight_movement(one, neg, 2), (2.0 + 2.0) / 3.0);  // |.| of negative weights
+  EXPECT_DOUBLE_EQ(ip::weight_movement(one, neg, 0), 0.0);               // an empty group never moves
+  // Sums in double: 1 + 1e-8 in float is 1, but the difference of the doubles is seen.
+  const float a[] = {1.0f}, b[] = {std::nextafter(1.0f, 2.0f)};
+  EXPECT_DOUBLE_EQ(ip::weight_movement(b, a, 1), static_cast<double>(b[0]) - 1.0);
+}
+
+TEST(Incremental, RepoolGroupDecision) {
+  const float before[] = {1, 1}, same[] = {1, 1}, moved[] = {1.5f, 1};  // movement 0.25
+  const float nan_w[] = {NAN, 1};
+  EXPECT_TRUE(ip::repool_group(true, 10.0f, same, before, 2));     // fresh: always
+  EXPECT_TRUE(ip::repool_group(false, -1.0f, same, before, 2));    // tau < 0: always
+  EXPECT_TRUE(ip::repool_group(false, NAN, same, before, 2));      // tau NaN: always
+  EXPECT_FALSE(ip::repool_group(false, 0.0f, same, before, 2));    // tau = 0: only a change re-pools
+  EXPECT_TRUE(ip::repool_group(false, 0.0f, moved, before, 2));
+  EXPECT_FALSE(ip::repool_group(false, 0.25f, moved, before, 2));  // strictly more than tau
+  EXPECT_TRUE(ip::repool_group(false, 0.2499f, moved, before, 2));
+  EXPECT_TRUE(ip::repool_group(false, 1e30f, nan_w, before, 2));   // a NaN movement re-pools
+  // A fresh group's `before` is not read (null would crash).
+  EXPECT_TRUE(ip::repool_group(true, 0.0f, same, nullptr, 2));
 }
 
 // T = 16, G = 4, tfidf. Step 1: mass 0.5 on tokens 1 and 5, groups 0 and 1 selected. Step 2: mass 1 on
