@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
@@ -34,6 +35,7 @@
 #include "cache_sim/hierarchy.h"
 #include "bench/bench_util.h"
 #include "cache_sim/mrc.h"
+#include "cache_sim/prepared.h"
 
 namespace po = boost::program_options;
 using namespace ip::cache;
@@ -152,21 +154,32 @@ double peak_rss_mib() {
 
 struct Row {
   Timing time;
-  double hit_rate = 0, meta_per_entry = 0;
+  double hit_rate = 0;
+  double meta_per_entry = 0;      // bytes that grow with the resident entries, per resident entry
+  double universe_per_entry = 0;  // prepared traces: the id -> slot arrays (4 B per distinct id per level), per resident entry
+  std::vector<LevelStats> stats;  // per level, to check that the two replays agree
 };
 
-Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const std::vector<std::int64_t>* next,
-               int reps) {
+// One configuration, on the trace as it is or (prepared != null) on its prepared form.
+Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const PreparedTrace* prepared,
+               const std::vector<std::int64_t>* next, int reps) {
   Row row;
   std::vector<LevelSpec> specs;
   for (const auto& l : levels) specs.push_back(parse_level_spec(l));
   row.time = time_runs(reps, [&] {
     Hierarchy h(specs);
-    h.run(trace, next);
+    if (prepared) h.run(*prepared, next);
+    else h.run(trace, next);
     row.hit_rate = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
-    std::size_t meta = 0, entries = 0;
-    for (std::size_t i = 0; i < h.levels(); ++i) meta += h.level(i).metadata_bytes(), entries += h.level(i).entries();
-    row.meta_per_entry = static_cast<double>(meta) / static_cast<double>(std::max<std::size_t>(entries, 1));
+    std::size_t meta = 0, universe = 0, entries = 0;
+    row.stats.clear();
+    for (std::size_t i = 0; i < h.levels(); ++i) {
+      meta += h.level(i).resident_bytes(), universe += h.level(i).universe_bytes(), entries += h.level(i).entries();
+      row.stats.push_back(h.stats(i));
+    }
+    const double e = static_cast<double>(std::max<std::size_t>(entries, 1));
+    row.meta_per_entry = static_cast<double>(meta) / e;
+    row.universe_per_entry = static_cast<double>(universe) / e;
   });
   return row;
 }
@@ -213,6 +226,12 @@ int main(int argc, char** argv) {
     const double n = static_cast<double>(accesses);
     fmt::print("cache_bench: {} accesses, Zipf({}) over {} ids, 512-byte objects; one thread; {} runs each\n",
                accesses, alpha, ids, reps);
+    PreparedTrace prepared;
+    const Timing t_prep = time_runs(reps, [&] { prepared = prepare(trace); });
+    fmt::print("prepare (renumber ids densely, once per trace; not included in the prepared rows): {:.3f} s CPU best, "
+               "{:.3f} s wall best = {:.1f} M accesses/s CPU; {} distinct ids; {:.0f} MiB\n",
+               t_prep.cpu_best, t_prep.best, n / t_prep.cpu_best / 1e6, prepared.universe(),
+               prepared.bytes() / 1048576.0);
     std::uint64_t sink = 0;
     const Timing t_scan = time_runs(reps, [&] { sink += scan(trace.accesses); });
     fmt::print("baseline (same run): read every access and hash its id: {:.1f} M accesses/s best CPU, {:.1f} median "
@@ -220,24 +239,37 @@ int main(int argc, char** argv) {
                n / t_scan.cpu_best / 1e6, n / t_scan.cpu_median / 1e6, n / t_scan.best / 1e6, sink & 0xffff);
     fmt::print("{:<44} {:>9} {:>26} {:>13} {:>17} {:>17}\n", "configuration", "hit rate",
                "M acc/s CPU best (median)", "M acc/s wall", "x baseline (CPU)", "metadata B/entry");
+    fmt::print("(metadata B/entry: bytes that grow with the resident entries, per resident entry; prepared rows add "
+               "the id -> slot arrays, 4 B per distinct id per level, shown after '+' per resident entry)\n");
     const auto rate = [&](const Timing& t) {
       return fmt::format("{:.2f} ({:.2f}) {:>13.2f}", n / t.cpu_best / 1e6, n / t.cpu_median / 1e6, n / t.best / 1e6);
     };
     const auto ratio = [&](const Timing& t) { return fmt::format("{:.1f}", t.cpu_best / t_scan.cpu_best); };
     const auto print = [&](const std::string& name, const Row& r) {
-      fmt::print("{:<44} {:>9.4f} {:>40} {:>17} {:>17.1f}\n", name, r.hit_rate, rate(r.time), ratio(r.time),
-                 r.meta_per_entry);
+      const std::string meta = r.universe_per_entry > 0 ? fmt::format("{:.1f} + {:.1f}", r.meta_per_entry, r.universe_per_entry)
+                                                         : fmt::format("{:.1f}", r.meta_per_entry);
+      fmt::print("{:<44} {:>9.4f} {:>40} {:>17} {:>17}\n", name, r.hit_rate, rate(r.time), ratio(r.time), meta);
       std::fflush(stdout);
     };
+    // Each configuration on the trace as it is, then on the prepared trace (must give the same counts).
+    const auto both = [&](const std::string& name, const std::vector<std::string>& levels) {
+      const Row r = run_levels(levels, trace, nullptr, &next, reps);
+      print(name, r);
+      const Row d = run_levels(levels, trace, &prepared, &next, reps);
+      print(name + " prepared", d);
+      if (d.stats != r.stats) {
+        fmt::print("ERROR: the prepared replay's counts differ from the reference replay's\n");
+        std::exit(1);
+      }
+    };
     for (const char* cap : {"100000", "1000000"})
-      for (const char* p : {"lru", "clock"}) print(fmt::format("{}:{}", p, cap), run_levels({fmt::format("{}:{}", p, cap)}, trace, &next, reps));
+      for (const char* p : {"lru", "clock"}) both(fmt::format("{}:{}", p, cap), {fmt::format("{}:{}", p, cap)});
     if (all_policies)
       for (const char* p : {"fifo", "sieve", "lfu", "semantic", "semantic-cos", "opt"}) {
         const std::string spec = fmt::format("{}:100000", p);
-        print(spec, run_levels({spec}, trace, &next, reps));
+        both(spec, {spec});
       }
-    print("lru:16KiB clock:256KiB semantic:8MiB (nine)",
-          run_levels({"lru:16KiB", "clock:256KiB", "semantic:8MiB"}, trace, &next, reps));
+    both("lru:16KiB clock:256KiB semantic:8MiB (nine)", {"lru:16KiB", "clock:256KiB", "semantic:8MiB"});
 
     LruCurve curve;
     const Timing t_mrc = time_runs(reps, [&] { curve = exact_lru_curve(trace.accesses); });

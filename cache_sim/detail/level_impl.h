@@ -33,7 +33,7 @@ class LevelImpl final : public Level {
       const std::uint64_t gone = entries_[s].id();
       if (out) out->push_back(victim_of(s));
       policy_.on_remove(s);
-      map_.erase(hash(gone), s);
+      map_erase(key(gone), s);
       used_ -= entries_[s].size;
       --count_;
       ++evicted;
@@ -41,7 +41,7 @@ class LevelImpl final : public Level {
     if (s == kNoSlot) s = allocate();
     entries_[s].set(id, size);
     if (keep_touches_) next_[s] = next, score_[s] = score;
-    map_.insert(h, s, [this](Slot x) { return entries_[x].id(); });
+    map_insert(h, s);
     used_ += size;
     ++count_;
     policy_.on_fill(s, Touch{tick_, next, score});
@@ -49,7 +49,7 @@ class LevelImpl final : public Level {
       // The level is full: later misses evict again. A pipeline of loads so that eviction does not
       // wait on memory: the next victim's entry and metadata were requested at the previous eviction,
       // so its map bucket can be requested now; the one after it gets its entry and metadata requested.
-      if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_.prefetch(hash(entries_[v1].id()));
+      if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_prefetch(key(entries_[v1].id()));
       if (const Slot v2 = policy_.peek_victim(1); v2 != kNoSlot) {
         __builtin_prefetch(entries_.data() + v2);
         policy_.prefetch(v2);
@@ -59,12 +59,12 @@ class LevelImpl final : public Level {
   }
 
   bool erase(std::uint64_t id, Victim* removed) override {
-    const std::uint64_t h = hash(id);
+    const std::uint64_t h = key(id);
     const Slot s = find(id, h);
     if (s == kNoSlot) return false;
     if (removed) *removed = victim_of(s);
     policy_.on_remove(s);
-    map_.erase(h, s);
+    map_erase(h, s);
     used_ -= entries_[s].size;
     --count_;
     release(s);
