@@ -161,13 +161,17 @@ struct Row {
 };
 
 // One configuration, on the trace as it is or (prepared != null) on its prepared form.
+std::size_t g_ahead = HierarchyOptions{}.prefetch_ahead;
+
 Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const PreparedTrace* prepared,
                const std::vector<std::int64_t>* next, int reps) {
   Row row;
+  HierarchyOptions options;
+  options.prefetch_ahead = g_ahead;
   std::vector<LevelSpec> specs;
   for (const auto& l : levels) specs.push_back(parse_level_spec(l));
   row.time = time_runs(reps, [&] {
-    Hierarchy h(specs);
+    Hierarchy h(specs, options);
     if (prepared) h.run(*prepared, next);
     else h.run(trace, next);
     row.hit_rate = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool all_policies = true, table = true, pipeline = false;
   int pipeline_reps = 3;
+  std::string only;
   PipelineShape shape;
   po::options_description opts("cache_bench [options]");
   // clang-format off
@@ -203,6 +208,8 @@ int main(int argc, char** argv) {
     ("alpha", po::value(&alpha)->default_value(alpha), "Zipf exponent (not 1)")
     ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
     ("all-policies", po::value(&all_policies)->default_value(all_policies), "also time fifo, lfu, sieve, semantic, opt")
+    ("ahead", po::value(&g_ahead)->default_value(g_ahead), "prepared traces: prefetch distance in accesses")
+    ("only", po::value(&only), "run only the table rows whose configuration contains this text (and skip the curves)")
     ("table", po::value(&table)->default_value(table), "run the throughput table on the Zipf trace")
     ("pipeline", po::value(&pipeline)->default_value(pipeline),
      "also run the pipeline-shaped trace (64 requests x 1024 steps x 512 of 524288 groups) through the default hierarchy")
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
     };
     // Each configuration on the trace as it is, then on the prepared trace (must give the same counts).
     const auto both = [&](const std::string& name, const std::vector<std::string>& levels) {
+      if (!only.empty() && name.find(only) == std::string::npos) return;
       const Row r = run_levels(levels, trace, nullptr, &next, reps);
       print(name, r);
       const Row d = run_levels(levels, trace, &prepared, &next, reps);
@@ -271,6 +279,7 @@ int main(int argc, char** argv) {
       }
     both("lru:16KiB clock:256KiB semantic:8MiB (nine)", {"lru:16KiB", "clock:256KiB", "semantic:8MiB"});
 
+    if (!only.empty()) return 0;
     LruCurve curve;
     const Timing t_mrc = time_runs(reps, [&] { curve = exact_lru_curve(trace.accesses); });
     fmt::print("{:<44} {:>9} {:>40} {:>17}   ({} distinct ids; LRU miss ratio at 10^5 entries {:.4f})\n",

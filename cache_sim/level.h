@@ -18,6 +18,7 @@
 #include "cache_sim/detail/hash.h"
 #include "cache_sim/detail/slot_map.h"
 #include "cache_sim/policy.h"
+#include "cache_sim/trace.h"
 
 namespace ip::cache {
 
@@ -71,6 +72,16 @@ class Level {
   }
   // Removes `id` when present (invalidation, promotion); returns whether it was.
   virtual bool erase(std::uint64_t id, Victim* removed = nullptr) = 0;
+
+  // Replays accesses t[0..n) with dense ids ids[0..n) through this level alone (nine or inclusive mode,
+  // a one-level hierarchy): the whole loop inlined with the policy, the id -> slot array read `ahead`
+  // accesses early and the policy metadata ahead / 2 early. next: next uses (opt), or null. The
+  // counts are those of n accesses to hit/insert.
+  struct Replay {
+    std::uint64_t hits = 0, hit_bytes = 0, misses = 0, miss_bytes = 0, evictions = 0, bypasses = 0;
+  };
+  virtual Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
+                              std::size_t ahead) = 0;
 
   // Start loading what an access with hash h will read, in two stages that the trace replay issues
   // some accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.

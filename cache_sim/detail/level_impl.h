@@ -1,6 +1,7 @@
 // The policy-dependent part of a level, instantiated once per policy (from the table in registry.cc).
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "core/error.h"
@@ -56,6 +57,39 @@ class LevelImpl final : public Level {
       }
     }
     return evicted;
+  }
+
+  Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
+                      std::size_t ahead) override {
+    IP_REQUIRE(dense_ && ahead >= 2, "level '{}': replay_dense needs dense ids", policy_name_);
+    Replay r;
+    const Slot* slot_of = slot_of_.data();
+    for (std::size_t i = 0; i < std::min(ahead, n); ++i) __builtin_prefetch(slot_of + ids[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + ahead < n) __builtin_prefetch(slot_of + ids[i + ahead]);
+      if (i + ahead / 2 < n)
+        if (const Slot p = slot_of[ids[i + ahead / 2]]; p != kNoSlot) policy_.prefetch(p);
+      ++tick_;
+      const std::uint32_t id = ids[i];
+      const Access& a = t[i];
+      const std::int64_t nx = next ? next[i] : -1;
+      const Slot s = slot_of[id];
+      if (s != kNoSlot) {
+        ++r.hits;
+        r.hit_bytes += a.size;
+        if (keep_touches_) next_[s] = nx, score_[s] = a.score;
+        policy_.on_hit(s, Touch{tick_, nx, a.score});
+        continue;
+      }
+      ++r.misses;
+      r.miss_bytes += a.size;
+      if (!fits(a.size)) {
+        ++r.bypasses;
+        continue;
+      }
+      r.evictions += LevelImpl::insert(id, id, a.size, nx, a.score, nullptr);
+    }
+    return r;
   }
 
   bool erase(std::uint64_t id, Victim* removed) override {

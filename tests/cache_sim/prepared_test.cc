@@ -51,6 +51,17 @@ void check_same(Mode mode, const std::vector<std::string>& levels, std::size_t n
   };
   same_groups(fast.per_request(), ref.per_request());
   same_groups(fast.per_step(), ref.per_step());
+  // Totals only: a one-level hierarchy then replays in the level's own loop (replay_dense); several
+  // prefetch distances (speed only) give the same counts.
+  for (const std::size_t ahead : {2, 16, 64}) {
+    Hierarchy totals(specs(levels), HierarchyOptions{mode, false, false, ahead});
+    totals.run(p);
+    ASSERT_EQ(totals.hits(), ref.hits()) << what << " ahead " << ahead;
+    for (std::size_t l = 0; l < ref.levels(); ++l) {
+      ASSERT_EQ(totals.stats(l), ref.stats(l)) << what << " level " << l << " ahead " << ahead;
+      ASSERT_EQ(ids(totals.level(l), &p.original), ids(ref.level(l))) << what << " level " << l;
+    }
+  }
 }
 
 TEST(Prepared, DenseIdsInOrderOfFirstAccess) {
