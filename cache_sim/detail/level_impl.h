@@ -69,6 +69,9 @@ class LevelImpl final : public Level {
       if (i + ahead < n) __builtin_prefetch(slot_of + ids[i + ahead]);
       if (i + ahead / 2 < n)
         if (const Slot p = slot_of[ids[i + ahead / 2]]; p != kNoSlot) policy_.prefetch(p);
+      if constexpr (requires { policy_.prefetch_hit(Slot{}); })
+        if (i + ahead / 4 < n)
+          if (const Slot p = slot_of[ids[i + ahead / 4]]; p != kNoSlot) policy_.prefetch_hit(p);
       ++tick_;
       const std::uint32_t id = ids[i];
       const Access& a = t[i];
