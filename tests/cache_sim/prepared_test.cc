@@ -91,6 +91,8 @@ TEST(Prepared, SameCountsAsTheOriginalIdsBytes) {
       const std::string n = pol.name;
       check_same(mode, {n + ":30B", "sieve:200B", n + ":600B"}, 3000, 120, 40, seed++);
       check_same(mode, {"fifo:300B", n + ":35B"}, 3000, 120, 40, seed++);
+      check_same(mode, {n + ":30B"}, 3000, 120, 40, seed++);  // one level, some objects bypass it
+      check_same(mode, {n + ":900B"}, 3000, 120, 40, seed++);
     }
 }
 
