@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
@@ -34,6 +35,7 @@
 #include "cache_sim/hierarchy.h"
 #include "bench/bench_util.h"
 #include "cache_sim/mrc.h"
+#include "cache_sim/prepared.h"
 
 namespace po = boost::program_options;
 using namespace ip::cache;
@@ -152,21 +154,36 @@ double peak_rss_mib() {
 
 struct Row {
   Timing time;
-  double hit_rate = 0, meta_per_entry = 0;
+  double hit_rate = 0;
+  double meta_per_entry = 0;      // bytes that grow with the resident entries, per resident entry
+  double universe_per_entry = 0;  // prepared traces: the id -> slot arrays (4 B per distinct id per level), per resident entry
+  std::vector<LevelStats> stats;  // per level, to check that the two replays agree
 };
 
-Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const std::vector<std::int64_t>* next,
-               int reps) {
+// One configuration, on the trace as it is or (prepared != null) on its prepared form.
+std::size_t g_ahead = HierarchyOptions{}.prefetch_ahead;
+
+Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const PreparedTrace* prepared,
+               const std::vector<std::int64_t>* next, int reps) {
   Row row;
+  HierarchyOptions options;
+  options.prefetch_ahead = g_ahead;
   std::vector<LevelSpec> specs;
   for (const auto& l : levels) specs.push_back(parse_level_spec(l));
   row.time = time_runs(reps, [&] {
-    Hierarchy h(specs);
-    h.run(trace, next);
+    Hierarchy h(specs, options);
+    if (prepared) h.run(*prepared, next);
+    else h.run(trace, next);
     row.hit_rate = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
-    std::size_t meta = 0, entries = 0;
-    for (std::size_t i = 0; i < h.levels(); ++i) meta += h.level(i).metadata_bytes(), entries += h.level(i).entries();
-    row.meta_per_entry = static_cast<double>(meta) / static_cast<double>(std::max<std::size_t>(entries, 1));
+    std::size_t meta = 0, universe = 0, entries = 0;
+    row.stats.clear();
+    for (std::size_t i = 0; i < h.levels(); ++i) {
+      meta += h.level(i).resident_bytes(), universe += h.level(i).universe_bytes(), entries += h.level(i).entries();
+      row.stats.push_back(h.stats(i));
+    }
+    const double e = static_cast<double>(std::max<std::size_t>(entries, 1));
+    row.meta_per_entry = static_cast<double>(meta) / e;
+    row.universe_per_entry = static_cast<double>(universe) / e;
   });
   return row;
 }
@@ -180,6 +197,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool all_policies = true, table = true, pipeline = false;
   int pipeline_reps = 3;
+  std::string only;
   PipelineShape shape;
   po::options_description opts("cache_bench [options]");
   // clang-format off
@@ -190,6 +208,8 @@ int main(int argc, char** argv) {
     ("alpha", po::value(&alpha)->default_value(alpha), "Zipf exponent (not 1)")
     ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
     ("all-policies", po::value(&all_policies)->default_value(all_policies), "also time fifo, lfu, sieve, semantic, opt")
+    ("ahead", po::value(&g_ahead)->default_value(g_ahead), "prepared traces: prefetch distance in accesses")
+    ("only", po::value(&only), "run only the table rows whose configuration contains this text (and skip the curves)")
     ("table", po::value(&table)->default_value(table), "run the throughput table on the Zipf trace")
     ("pipeline", po::value(&pipeline)->default_value(pipeline),
      "also run the pipeline-shaped trace (64 requests x 1024 steps x 512 of 524288 groups) through the default hierarchy")
@@ -213,6 +233,12 @@ int main(int argc, char** argv) {
     const double n = static_cast<double>(accesses);
     fmt::print("cache_bench: {} accesses, Zipf({}) over {} ids, 512-byte objects; one thread; {} runs each\n",
                accesses, alpha, ids, reps);
+    PreparedTrace prepared;
+    const Timing t_prep = time_runs(reps, [&] { prepared = prepare(trace); });
+    fmt::print("prepare (renumber ids densely, once per trace; not included in the prepared rows): {:.3f} s CPU best, "
+               "{:.3f} s wall best = {:.1f} M accesses/s CPU; {} distinct ids; {:.0f} MiB\n",
+               t_prep.cpu_best, t_prep.best, n / t_prep.cpu_best / 1e6, prepared.universe(),
+               prepared.bytes() / 1048576.0);
     std::uint64_t sink = 0;
     const Timing t_scan = time_runs(reps, [&] { sink += scan(trace.accesses); });
     fmt::print("baseline (same run): read every access and hash its id: {:.1f} M accesses/s best CPU, {:.1f} median "
@@ -220,25 +246,40 @@ int main(int argc, char** argv) {
                n / t_scan.cpu_best / 1e6, n / t_scan.cpu_median / 1e6, n / t_scan.best / 1e6, sink & 0xffff);
     fmt::print("{:<44} {:>9} {:>26} {:>13} {:>17} {:>17}\n", "configuration", "hit rate",
                "M acc/s CPU best (median)", "M acc/s wall", "x baseline (CPU)", "metadata B/entry");
+    fmt::print("(metadata B/entry: bytes that grow with the resident entries, per resident entry; prepared rows add "
+               "the id -> slot arrays, 4 B per distinct id per level, shown after '+' per resident entry)\n");
     const auto rate = [&](const Timing& t) {
       return fmt::format("{:.2f} ({:.2f}) {:>13.2f}", n / t.cpu_best / 1e6, n / t.cpu_median / 1e6, n / t.best / 1e6);
     };
     const auto ratio = [&](const Timing& t) { return fmt::format("{:.1f}", t.cpu_best / t_scan.cpu_best); };
     const auto print = [&](const std::string& name, const Row& r) {
-      fmt::print("{:<44} {:>9.4f} {:>40} {:>17} {:>17.1f}\n", name, r.hit_rate, rate(r.time), ratio(r.time),
-                 r.meta_per_entry);
+      const std::string meta = r.universe_per_entry > 0 ? fmt::format("{:.1f} + {:.1f}", r.meta_per_entry, r.universe_per_entry)
+                                                         : fmt::format("{:.1f}", r.meta_per_entry);
+      fmt::print("{:<44} {:>9.4f} {:>40} {:>17} {:>17}\n", name, r.hit_rate, rate(r.time), ratio(r.time), meta);
       std::fflush(stdout);
     };
+    // Each configuration on the trace as it is, then on the prepared trace (must give the same counts).
+    const auto both = [&](const std::string& name, const std::vector<std::string>& levels) {
+      if (!only.empty() && name.find(only) == std::string::npos) return;
+      const Row r = run_levels(levels, trace, nullptr, &next, reps);
+      print(name, r);
+      const Row d = run_levels(levels, trace, &prepared, &next, reps);
+      print(name + " prepared", d);
+      if (d.stats != r.stats) {
+        fmt::print("ERROR: the prepared replay's counts differ from the reference replay's\n");
+        std::exit(1);
+      }
+    };
     for (const char* cap : {"100000", "1000000"})
-      for (const char* p : {"lru", "clock"}) print(fmt::format("{}:{}", p, cap), run_levels({fmt::format("{}:{}", p, cap)}, trace, &next, reps));
+      for (const char* p : {"lru", "clock"}) both(fmt::format("{}:{}", p, cap), {fmt::format("{}:{}", p, cap)});
     if (all_policies)
       for (const char* p : {"fifo", "sieve", "lfu", "semantic", "semantic-cos", "opt"}) {
         const std::string spec = fmt::format("{}:100000", p);
-        print(spec, run_levels({spec}, trace, &next, reps));
+        both(spec, {spec});
       }
-    print("lru:16KiB clock:256KiB semantic:8MiB (nine)",
-          run_levels({"lru:16KiB", "clock:256KiB", "semantic:8MiB"}, trace, &next, reps));
+    both("lru:16KiB clock:256KiB semantic:8MiB (nine)", {"lru:16KiB", "clock:256KiB", "semantic:8MiB"});
 
+    if (!only.empty()) return 0;
     LruCurve curve;
     const Timing t_mrc = time_runs(reps, [&] { curve = exact_lru_curve(trace.accesses); });
     fmt::print("{:<44} {:>9} {:>40} {:>17}   ({} distinct ids; LRU miss ratio at 10^5 entries {:.4f})\n",
@@ -286,6 +327,27 @@ int main(int argc, char** argv) {
                tm.cpu_best, m / tm.best / 1e6, tm.best);
     fmt::print("hit rates: L1 {:.4f}, L2 {:.4f}, L3 {:.4f} (of the accesses reaching each level); overall {:.4f}\n",
                rates[0], rates[1], rates[2], overall);
+    // The same on the prepared trace (renumbering timed apart), with a check that the counts agree.
+    PreparedTrace prepared;
+    const Timing tp = time_runs(1, [&] { prepared = prepare(t); });
+    std::vector<LevelStats> ref_stats, dense_stats;
+    {
+      Hierarchy h(specs);
+      h.run(t);
+      for (std::size_t i = 0; i < 3; ++i) ref_stats.push_back(h.stats(i));
+    }
+    const Timing td = time_runs(pipeline_reps, [&] {
+      Hierarchy h(specs);
+      h.run(prepared);
+      dense_stats.clear();
+      for (std::size_t i = 0; i < 3; ++i) dense_stats.push_back(h.stats(i));
+    });
+    fmt::print("prepared: renumbering {:.2f} s CPU ({} distinct ids, {:.0f} MiB); replay {:.2f} M accesses/s CPU best, "
+               "{:.2f} median = {:.1f}x baseline CPU time; {:.2f} M accesses/s wall best; counts {}\n",
+               tp.cpu_best, prepared.universe(), prepared.bytes() / 1048576.0, m / td.cpu_best / 1e6,
+               m / td.cpu_median / 1e6, td.cpu_best / t_scan.cpu_best, m / td.best / 1e6,
+               dense_stats == ref_stats ? "identical" : "DIFFERENT");
+    if (dense_stats != ref_stats) return 1;
     fmt::print("peak resident memory: {:.0f} MiB (before this trace: {:.0f} MiB; the trace: {:.0f} MiB)\n",
                peak_rss_mib(), rss0, trace_mib);
   }

@@ -145,6 +145,7 @@ void Hierarchy::access_exclusive(const Access& a, std::int64_t next, std::size_t
 }
 
 void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_next) {
+  IP_REQUIRE(!dense_, "a hierarchy that replayed a prepared trace takes no other accesses");
   // The trace is known ahead: start loading what an access reads a few accesses early, so that the
   // memory loads of consecutive accesses overlap instead of waiting one by one. Two stages: the map
   // buckets kAhead accesses early, the entry and policy metadata kAhead / 2 early. Each id is hashed
@@ -167,6 +168,49 @@ void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_n
     if (i + kAhead / 2 < n)
       for (const auto& l : levels_) l->prefetch_entry(ring[(i + kAhead / 2) % kRing]);
     access_hashed(t[i], ring[i % kRing], next.empty() ? -1 : next[i]);
+  }
+}
+
+}  // namespace ip::cache
+
+namespace ip::cache {
+
+void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* given_next) {
+  IP_REQUIRE(p.trace && p.ids.size() == p.trace->accesses.size(), "run: a prepared trace without its trace");
+  IP_REQUIRE(accesses_ == 0, "run: a prepared trace replays on a fresh hierarchy only");
+  dense_ = true;
+  for (const auto& l : levels_) l->use_dense_ids(p.universe());
+  // As run(Trace), with the id itself as the key: the id -> slot arrays kAhead accesses early, the
+  // policy metadata of the slot found there kAhead / 2 early.
+  const std::size_t kAhead = std::max<std::size_t>(2, options_.prefetch_ahead);
+  const std::vector<Access>& t = p.trace->accesses;
+  const std::uint32_t* ids = p.ids.data();
+  const std::size_t n = t.size();
+  std::vector<std::int64_t> computed;
+  if (needs_future_ && !given_next) computed = next_uses(t);
+  IP_REQUIRE(!given_next || given_next->size() == n, "run: {} next uses for {} accesses", given_next ? given_next->size() : 0, n);
+  const std::vector<std::int64_t>& next = given_next ? *given_next : computed;
+  if (levels_.size() == 1 && options_.mode != Mode::exclusive && !requests_.enabled && !steps_.enabled) {
+    // One level (nine and inclusive are the same then) and totals only: the level's own loop, with
+    // the policy inlined. The same hits, misses and evictions as access() per access (prepared_test.cc).
+    const Level::Replay r = levels_[0]->replay_dense(ids, t.data(), next.empty() ? nullptr : next.data(), n,
+                                                     std::max<std::size_t>(2, options_.prefetch_ahead));
+    accesses_ += n;
+    totals_[0].ended += r.hits, totals_[0].ended_bytes += r.hit_bytes;
+    totals_[1].ended += r.misses, totals_[1].ended_bytes += r.miss_bytes;
+    totals_[0].evictions += r.evictions, totals_[0].bypasses += r.bypasses;
+    return;
+  }
+  for (std::size_t i = 0; i < std::min(kAhead, n); ++i)
+    for (const auto& l : levels_) l->prefetch(ids[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n)
+      for (const auto& l : levels_) l->prefetch(ids[i + kAhead]);
+    if (i + kAhead / 2 < n)
+      for (const auto& l : levels_) l->prefetch_entry(ids[i + kAhead / 2]);
+    Access a = t[i];
+    a.id = ids[i];
+    access_hashed(a, a.id, next.empty() ? -1 : next[i]);
   }
 }
 

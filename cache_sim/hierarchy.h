@@ -22,7 +22,9 @@
 
 #include "cache_sim/capacity.h"
 #include "cache_sim/level.h"
+#include "cache_sim/prepared.h"
 #include "cache_sim/trace.h"
+#include "core/error.h"
 
 namespace ip::cache {
 
@@ -52,6 +54,9 @@ struct HierarchyOptions {
   Mode mode = Mode::nine;
   bool per_request = false;  // keep statistics per request id
   bool per_step = false;     // keep statistics per step id
+  // Prepared traces: how many accesses ahead the replay starts loading an access's metadata (speed
+  // only, never results; chosen by measurement, see bench/RESULTS.md).
+  std::size_t prefetch_ahead = 16;
 };
 
 class Hierarchy {
@@ -63,11 +68,17 @@ class Hierarchy {
 
   // One access; `next` is the trace index of the object's next access (-1: none), read by opt only.
   // Returns the level that hit, or levels() when every level missed.
-  std::size_t access(const Access& a, std::int64_t next = -1) { return access_hashed(a, Level::hash(a.id), next); }
+  std::size_t access(const Access& a, std::int64_t next = -1) {
+    IP_REQUIRE(!dense_, "a hierarchy that replayed a prepared trace takes no other accesses");
+    return access_hashed(a, Level::hash(a.id), next);
+  }
 
   // Every access of the trace in order. Next uses (for opt) are computed from the trace when a level
   // needs them, unless given (next_uses(trace.accesses)).
   void run(const Trace& trace, const std::vector<std::int64_t>* next = nullptr);
+  // The same on a prepared trace (dense ids; prepared.h), with the same results; only on a fresh
+  // hierarchy, which then takes no other accesses. Level contents (for_each_id) are dense ids.
+  void run(const PreparedTrace& trace, const std::vector<std::int64_t>* next = nullptr);
 
   std::size_t levels() const { return levels_.size(); }
   const Level& level(std::size_t i) const { return *levels_[i]; }
@@ -117,6 +128,7 @@ class Hierarchy {
   Counters* step_row_ = nullptr;
   std::uint64_t accesses_ = 0;
   bool needs_future_ = false;
+  bool dense_ = false;  // replayed a prepared trace: levels hold dense ids
   std::vector<Victim> victims_;
   struct Pending {
     std::size_t level;

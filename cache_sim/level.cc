@@ -25,15 +25,28 @@ void Level::grow() {
   grow_exact(entries_, slots_);
   if (keep_touches_) grow_exact(next_, slots_), grow_exact(score_, slots_);
   resize_policy(slots_);
-  map_.reserve(slots_, [this](Slot s) { return entries_[s].id(); });
+  if (!dense_) map_.reserve(slots_, [this](Slot s) { return entries_[s].id(); });
+}
+
+void Level::use_dense_ids(std::size_t universe) {
+  IP_REQUIRE(count_ == 0 && used_slots_ == 0, "level '{}': dense ids need an empty level", policy_name_);
+  IP_REQUIRE(universe < kNoSlot, "level '{}': {} ids is too many for dense ids", policy_name_, universe);
+  dense_ = true;
+  slot_of_.assign(universe, kNoSlot);
+  slot_of_.shrink_to_fit();
 }
 
 void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {
+  if (dense_) {
+    for (std::size_t id = 0; id < slot_of_.size(); ++id)
+      if (slot_of_[id] != kNoSlot) f(id);
+    return;
+  }
   map_.for_each_slot([&](Slot s) { f(entries_[s].id()); });
 }
 
-std::size_t Level::metadata_bytes() const {
-  return map_.bytes() + entries_.capacity() * sizeof(Entry) + next_.capacity() * sizeof(std::int64_t) +
+std::size_t Level::resident_bytes() const {
+  return (dense_ ? 0 : map_.bytes()) + entries_.capacity() * sizeof(Entry) + next_.capacity() * sizeof(std::int64_t) +
          score_.capacity() * sizeof(float) + policy_bytes();
 }
 

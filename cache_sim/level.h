@@ -18,6 +18,7 @@
 #include "cache_sim/detail/hash.h"
 #include "cache_sim/detail/slot_map.h"
 #include "cache_sim/policy.h"
+#include "cache_sim/trace.h"
 
 namespace ip::cache {
 
@@ -44,29 +45,57 @@ class Level {
   // The hash every lookup uses; the hierarchy computes it once per access for all levels.
   static std::uint64_t hash(std::uint64_t id) { return detail::table_hash(id); }
 
+  // Dense ids (a prepared trace, prepared.h): every id is below `universe`, and the id -> slot map is
+  // a plain array of `universe` slots (4 bytes per distinct id of the trace) instead of the hash map.
+  // Only on an empty level. The key every call below takes (h) is then the id itself.
+  void use_dense_ids(std::size_t universe);
+  bool dense() const { return dense_; }
+  // What find/insert take as h for `id`: its hash, or the id itself with dense ids.
+  std::uint64_t key(std::uint64_t id) const { return dense_ ? id : hash(id); }
+
   Slot find(std::uint64_t id, std::uint64_t h) const {
+    if (dense_) return id < slot_of_.size() ? slot_of_[id] : kNoSlot;
     return map_.find(id, h, [this](Slot s) { return entries_[s].id(); });
   }
-  Slot find(std::uint64_t id) const { return find(id, hash(id)); }
+  Slot find(std::uint64_t id) const { return find(id, key(id)); }
   bool contains(std::uint64_t id) const { return find(id) != kNoSlot; }
   // False when the object is larger than a byte-capacity level: it bypasses the level.
   bool fits(std::uint32_t size) const { return !cap_.bytes || size <= cap_.value; }
 
   virtual void hit(Slot s, std::int64_t next, float score) = 0;
-  // Stores `id` (absent, fits; h = hash(id)), evicting first; the victims are appended to `out` when
+  // Stores `id` (absent, fits; h = key(id)), evicting first; the victims are appended to `out` when
   // not null. Returns how many were evicted.
   virtual std::size_t insert(std::uint64_t id, std::uint64_t h, std::uint32_t size, std::int64_t next, float score,
                              std::vector<Victim>* out) = 0;
   std::size_t insert(std::uint64_t id, std::uint32_t size, std::int64_t next, float score, std::vector<Victim>* out) {
-    return insert(id, hash(id), size, next, score, out);
+    return insert(id, key(id), size, next, score, out);
   }
   // Removes `id` when present (invalidation, promotion); returns whether it was.
   virtual bool erase(std::uint64_t id, Victim* removed = nullptr) = 0;
 
+  // Replays accesses t[0..n) with dense ids ids[0..n) through this level alone (nine or inclusive mode,
+  // a one-level hierarchy): the whole loop inlined with the policy, the id -> slot array read `ahead`
+  // accesses early and the policy metadata ahead / 2 early. next: next uses (opt), or null. The
+  // counts are those of n accesses to hit/insert.
+  struct Replay {
+    std::uint64_t hits = 0, hit_bytes = 0, misses = 0, miss_bytes = 0, evictions = 0, bypasses = 0;
+  };
+  virtual Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
+                              std::size_t ahead) = 0;
+
   // Start loading what an access with hash h will read, in two stages that the trace replay issues
   // some accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.
-  void prefetch(std::uint64_t h) const { map_.prefetch(h); }
+  // With dense ids a hit reads no entry (nothing to confirm), so only the policy's metadata is loaded.
+  void prefetch(std::uint64_t h) const {
+    if (dense_) __builtin_prefetch(slot_of_.data() + h);
+    else map_.prefetch(h);
+  }
   void prefetch_entry(std::uint64_t h) const {
+    if (dense_) {
+      const Slot s = slot_of_[h];
+      if (s != kNoSlot) prefetch_policy(s);
+      return;
+    }
     const Slot s = map_.candidate(h);
     if (s == kNoSlot) return;
     __builtin_prefetch(entries_.data() + s);
@@ -78,8 +107,12 @@ class Level {
   std::uint32_t size_of(Slot s) const { return entries_[s].size; }
   void for_each_id(const std::function<void(std::uint64_t)>& f) const;
 
-  // Bytes of metadata held now: map, ids and sizes, kept touches and the policy's own.
-  std::size_t metadata_bytes() const;
+  // Bytes of metadata held now: map, ids and sizes, kept touches and the policy's own. With dense ids
+  // the map is the id -> slot array, sized by the trace's distinct ids, not by the resident entries:
+  // universe_bytes() is that part, resident_bytes() the rest (what grows with the entries held).
+  std::size_t metadata_bytes() const { return resident_bytes() + universe_bytes(); }
+  std::size_t resident_bytes() const;
+  std::size_t universe_bytes() const { return slot_of_.capacity() * sizeof(Slot); }
 
  protected:
   Level(std::string policy_name, const Capacity& cap, bool keep_touches)
@@ -105,6 +138,17 @@ class Level {
     }
   };
   static_assert(sizeof(Entry) == 12);
+
+  // The id -> slot map, hash map or dense array.
+  void map_insert(std::uint64_t h, Slot s) {
+    if (dense_) slot_of_[h] = s;
+    else map_.insert(h, s, [this](Slot x) { return entries_[x].id(); });
+  }
+  void map_erase(std::uint64_t h, Slot s) {
+    if (dense_) slot_of_[h] = kNoSlot;
+    else map_.erase(h, s);
+  }
+  void map_prefetch(std::uint64_t h) const { prefetch(h); }
 
   bool full_for(std::uint32_t size) const { return cap_.bytes ? used_ + size > cap_.value : count_ >= cap_.value; }
   Slot allocate() {
@@ -132,6 +176,8 @@ class Level {
   std::size_t count_ = 0;
   std::uint64_t used_ = 0;
   detail::SlotMap map_;
+  bool dense_ = false;
+  std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
   std::vector<Entry> entries_;
   std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
   std::vector<float> score_;

@@ -1,6 +1,7 @@
 // The policy-dependent part of a level, instantiated once per policy (from the table in registry.cc).
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "core/error.h"
@@ -33,7 +34,7 @@ class LevelImpl final : public Level {
       const std::uint64_t gone = entries_[s].id();
       if (out) out->push_back(victim_of(s));
       policy_.on_remove(s);
-      map_.erase(hash(gone), s);
+      map_erase(key(gone), s);
       used_ -= entries_[s].size;
       --count_;
       ++evicted;
@@ -41,7 +42,7 @@ class LevelImpl final : public Level {
     if (s == kNoSlot) s = allocate();
     entries_[s].set(id, size);
     if (keep_touches_) next_[s] = next, score_[s] = score;
-    map_.insert(h, s, [this](Slot x) { return entries_[x].id(); });
+    map_insert(h, s);
     used_ += size;
     ++count_;
     policy_.on_fill(s, Touch{tick_, next, score});
@@ -49,7 +50,7 @@ class LevelImpl final : public Level {
       // The level is full: later misses evict again. A pipeline of loads so that eviction does not
       // wait on memory: the next victim's entry and metadata were requested at the previous eviction,
       // so its map bucket can be requested now; the one after it gets its entry and metadata requested.
-      if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_.prefetch(hash(entries_[v1].id()));
+      if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_prefetch(key(entries_[v1].id()));
       if (const Slot v2 = policy_.peek_victim(1); v2 != kNoSlot) {
         __builtin_prefetch(entries_.data() + v2);
         policy_.prefetch(v2);
@@ -58,13 +59,49 @@ class LevelImpl final : public Level {
     return evicted;
   }
 
+  Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
+                      std::size_t ahead) override {
+    IP_REQUIRE(dense_ && ahead >= 2, "level '{}': replay_dense needs dense ids", policy_name_);
+    Replay r;
+    const Slot* slot_of = slot_of_.data();
+    for (std::size_t i = 0; i < std::min(ahead, n); ++i) __builtin_prefetch(slot_of + ids[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + ahead < n) __builtin_prefetch(slot_of + ids[i + ahead]);
+      if (i + ahead / 2 < n)
+        if (const Slot p = slot_of[ids[i + ahead / 2]]; p != kNoSlot) policy_.prefetch(p);
+      if constexpr (requires { policy_.prefetch_hit(Slot{}); })
+        if (i + ahead / 4 < n)
+          if (const Slot p = slot_of[ids[i + ahead / 4]]; p != kNoSlot) policy_.prefetch_hit(p);
+      ++tick_;
+      const std::uint32_t id = ids[i];
+      const Access& a = t[i];
+      const std::int64_t nx = next ? next[i] : -1;
+      const Slot s = slot_of[id];
+      if (s != kNoSlot) {
+        ++r.hits;
+        r.hit_bytes += a.size;
+        if (keep_touches_) next_[s] = nx, score_[s] = a.score;
+        policy_.on_hit(s, Touch{tick_, nx, a.score});
+        continue;
+      }
+      ++r.misses;
+      r.miss_bytes += a.size;
+      if (!fits(a.size)) {
+        ++r.bypasses;
+        continue;
+      }
+      r.evictions += LevelImpl::insert(id, id, a.size, nx, a.score, nullptr);
+    }
+    return r;
+  }
+
   bool erase(std::uint64_t id, Victim* removed) override {
-    const std::uint64_t h = hash(id);
+    const std::uint64_t h = key(id);
     const Slot s = find(id, h);
     if (s == kNoSlot) return false;
     if (removed) *removed = victim_of(s);
     policy_.on_remove(s);
-    map_.erase(h, s);
+    map_erase(h, s);
     used_ -= entries_[s].size;
     --count_;
     release(s);

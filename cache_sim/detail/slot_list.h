@@ -20,6 +20,7 @@ class SlotList {
     nodes_.resize(std::size_t{slots} + 1, Node{0, 0});
   }
 
+  Slot slots() const { return static_cast<Slot>(nodes_.size() - 1); }
   bool empty() const { return nodes_[0].next == 0; }
   Slot front() const { return nodes_[0].next - 1; }  // kNone when empty
   Slot back() const { return nodes_[0].prev - 1; }   // kNone when empty
@@ -48,6 +49,12 @@ class SlotList {
   }
 
   void prefetch(Slot s) const { __builtin_prefetch(nodes_.data() + s + 1); }
+  // Once s's node is in cache: the two nodes that unlinking s writes.
+  void prefetch_neighbours(Slot s) const {
+    const Node n = nodes_[s + 1];
+    __builtin_prefetch(nodes_.data() + n.prev, 1);
+    __builtin_prefetch(nodes_.data() + n.next, 1);
+  }
 
   std::size_t bytes() const { return nodes_.capacity() * sizeof(Node); }
 

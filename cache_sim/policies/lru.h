@@ -24,6 +24,13 @@ class Lru {
     return k == 0 || v == kNoSlot ? v : list_.newer(v);
   }
   void prefetch(Slot s) const { list_.prefetch(s); }
+  // Once s's node is loaded: the neighbours a hit on s rewrites (replay_dense, a quarter ahead). Only
+  // for lists larger than kNeighboursAbove slots: measured (bench/RESULTS.md), it helped at 10^6
+  // entries and not at 10^5, where the whole list (800 KB) stays in the core's L2.
+  static constexpr Slot kNeighboursAbove = Slot{1} << 18;
+  void prefetch_hit(Slot s) const {
+    if (list_.slots() > kNeighboursAbove) list_.prefetch_neighbours(s);
+  }
 
  private:
   detail::SlotList list_;

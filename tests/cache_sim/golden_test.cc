@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cache_sim/hierarchy.h"
+#include "cache_sim/prepared.h"
 
 #ifndef IP_SHARED_DATA_DIR
 #error "IP_SHARED_DATA_DIR must name ../shared/data (set by tests/CMakeLists.txt)"
@@ -25,10 +26,15 @@ constexpr std::uint64_t kFifo[8] = {93403, 89386, 84387, 84025, 72498, 72228, 72
 class Golden : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::filesystem::exists(kTracePath)) trace_ = new Trace(read_trace(kTracePath, TraceFormat::oracle));
+    if (std::filesystem::exists(kTracePath)) {
+      trace_ = new Trace(read_trace(kTracePath, TraceFormat::oracle));
+      prepared_ = new PreparedTrace(prepare(*trace_));
+    }
   }
   static void TearDownTestSuite() {
+    delete prepared_;
     delete trace_;
+    prepared_ = nullptr;
     trace_ = nullptr;
   }
   void SetUp() override {
@@ -42,11 +48,16 @@ class Golden : public ::testing::Test {
       h.run(*trace_);
       EXPECT_EQ(h.stats(0).misses, expected[i]) << spec;
       EXPECT_EQ(h.stats(0).accesses, 113872u) << spec;
+      Hierarchy d({parse_level_spec(spec)});  // the same on the prepared trace (dense ids)
+      d.run(*prepared_);
+      EXPECT_EQ(d.stats(0), h.stats(0)) << spec << " prepared";
     }
   }
   static Trace* trace_;
+  static PreparedTrace* prepared_;
 };
 Trace* Golden::trace_ = nullptr;
+PreparedTrace* Golden::prepared_ = nullptr;
 
 TEST_F(Golden, TraceHasThePublishedLength) { EXPECT_EQ(trace_->accesses.size(), 113872u); }
 TEST_F(Golden, LruMissCounts) { check("lru", kLru); }
