@@ -61,7 +61,7 @@ void print_help() {
       "block-sparse and dense attention) against the device's copy bandwidth measured in the same run.\n\n"
       "  --quick        fewer sizes and runs (about a tenth of the time)\n"
       "  --json FILE    also write the results as JSON\n"
-      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention\n"
+      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention, gla\n"
       "  --runs N       timed runs per case (default 50, quick 15)\n"
       "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
       "  --device N     CUDA device (default 0)\n"
@@ -222,9 +222,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention"};
+  static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention", "gla"};
   if (!o.only.empty() && std::none_of(std::begin(kGroups), std::end(kGroups), [&](const char* g) { return o.only == g; })) {
-    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention\n",
+    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention, gla\n",
                  o.only.c_str());
     return 2;
   }
@@ -318,6 +318,7 @@ int main(int argc, char** argv) {
     if (want("topk")) guarded("topk", [&] { topk_cases(env, rows); });
     if (want("decode")) guarded("decode", [&] { decode_cases(env, rows); });
     if (want("attention")) guarded("attention", [&] { attention_cases(env, rows); });
+    if (want("gla")) guarded("gla", [&] { gla_cases(env, rows); });
 
     int met = 0, targets = 0, errors = 0;
     for (const auto& r : rows) {

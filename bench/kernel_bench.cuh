@@ -20,7 +20,7 @@ namespace ip::kbench {
 struct Options {
   bool quick = false;
   std::string json;      // --json FILE ("" = none)
-  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention)
+  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla)
   int device = 0;
   int runs = 0, warmup = 0;  // 0: the mode's default
 };
@@ -109,6 +109,7 @@ void score_cases(const Env& env, std::vector<Row>& rows);
 void topk_cases(const Env& env, std::vector<Row>& rows);
 void decode_cases(const Env& env, std::vector<Row>& rows);
 void attention_cases(const Env& env, std::vector<Row>& rows);
+void gla_cases(const Env& env, std::vector<Row>& rows);  // kernel_bench_gla.cu (issue 7)
 
 // Throws (skip) when `bytes` would not fit in 90% of the free device memory.
 inline void need_memory(double bytes, const Env& env) {

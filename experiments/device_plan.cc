@@ -46,7 +46,7 @@ Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, do
   const double T = s.tokens;
   const double longest = std::max(T, rows);
   const Index64 k = std::min<Index64>(largest_topk(s, p), static_cast<Index64>(longest));
-  const double Ha = std::max(1, s.attn_heads), Dv = s.value_dim;
+  const double Ha = std::max(1, s.attn_heads);
 #if IP_HAVE_CUDA
   if (k >= 1 && k <= kGpuTopkMaxK && longest <= 2147483647.0)
     ws.topk = static_cast<double>(ip::cuda::topk_workspace_bytes(1, static_cast<long long>(longest), static_cast<int>(k)));
@@ -64,7 +64,7 @@ Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, do
   }
 #else
   ws.topk = 2.0 * longest * 8.0 + (1 << 20);  // two (key, id) copies of the longest row, and a histogram
-  if (s.attn_dim > 0) ws.attention = Ha * std::ceil(T / 1024.0) * (Dv + 2.0) * 4.0;  // split-K partial states
+  if (s.attn_dim > 0) ws.attention = Ha * std::ceil(T / 1024.0) * (s.value_dim + 2.0) * 4.0;  // split-K partials
 #endif
   return ws;
 }
@@ -145,17 +145,17 @@ DeviceInfo query_device() {
 
 BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, const PipelineParams& p,
                          const DeviceInfo& d) {
-  if (requested == "cpu") return {"cpu", ""};
+  if (requested == "cpu") return {"cpu", "", ""};
   IP_REQUIRE(requested == "cuda" || requested == "auto", "backend '{}' is not one of: cpu, cuda, auto", requested);
   const bool usable = d.cuda_build && d.devices > 0;
   if (!usable) {
-    if (requested == "auto") return {"cpu", ""};
+    if (requested == "auto") return {"cpu", "", ""};
     if (!d.cuda_build)
       return {"cuda", "backend = cuda: this build has no CUDA (IP_HAVE_CUDA = 0: nvcc was not found at configure "
-                      "time or INDEXPOOL_CUDA=OFF)"};
+                      "time or INDEXPOOL_CUDA=OFF)", ""};
     // describe_devices() already says "no CUDA device (why)" when it knows why.
-    if (d.description.rfind("no CUDA device", 0) == 0) return {"cuda", "backend = cuda: " + d.description};
-    return {"cuda", fmt::format("backend = cuda: no CUDA device ({})", d.description)};
+    if (d.description.rfind("no CUDA device", 0) == 0) return {"cuda", "backend = cuda: " + d.description, ""};
+    return {"cuda", fmt::format("backend = cuda: no CUDA device ({})", d.description), ""};
   }
   // What the device cannot do: for cuda a skip, for auto the CPU with a note saying why.
   std::string why;
@@ -174,9 +174,9 @@ BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, con
                         need.total() / kGiB, need.describe(), d.free_bytes / kGiB, d.total_bytes / kGiB,
                         device_headroom_bytes(d.free_bytes) / kGiB);
   }
-  if (why.empty()) return {"cuda", ""};
+  if (why.empty()) return {"cuda", "", ""};
   if (requested == "auto") return {"cpu", "", "backend = auto: " + why + "; running on the CPU"};
-  return {"cuda", "backend = cuda: " + why};
+  return {"cuda", "backend = cuda: " + why, ""};
 }
 
 }  // namespace ip::exp

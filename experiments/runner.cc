@@ -128,7 +128,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   // estimate allow (cuda skips the point otherwise; auto runs it on the CPU, with a note when a device
   // is present). Decided before any request is made.
   out.backend = p.backend;
-  BackendPlan plan{"cpu", ""};
+  BackendPlan plan{"cpu", "", ""};
   if (p.backend != "cpu") {
     DeviceShape shape;
     if (p.source == "synthetic") {

@@ -21,6 +21,7 @@
 #include "kernels/cuda_update.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
+#include "kernels/local_branch.h"
 #include "kernels/pool.h"
 #include "kernels/score.h"
 #include "kernels/stats.h"
@@ -348,6 +349,20 @@ class CudaBackend final : public Backend {
     updater_->end(u, s(), held_);
   }
 
+  // Issue 7: the hybrid layer's local branch (kernels/local_branch.h; lb.state stays host-visible).
+  void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb) override {
+    select_device();
+    local_.prefill(w, begin, end, chunk, lb, s());
+  }
+  void local_append(const Workload& w, Index64 new_end, LocalBranch& lb) override {
+    select_device();
+    local_.append(w, new_end, lb, s());
+  }
+  void local_readout(const LocalBranch& lb, MatrixView<const float> queries, float* out) override {
+    select_device();
+    local_.readout(lb, queries, out, s());
+  }
+
  private:
   cudaStream_t s() const { return stream_->get(); }
   void select_device() const { IP_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -479,6 +494,7 @@ class CudaBackend final : public Backend {
   std::int64_t stats_steps_ = 0;
   // Incremental updates: created on first use (its stream on this backend's device).
   std::unique_ptr<IndexUpdater> updater_;
+  DeviceLocalBranch local_;  // issue 7: the hybrid layer's local branch
 };
 
 }  // namespace
