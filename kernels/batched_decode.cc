@@ -13,6 +13,7 @@
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
 #include "kernels/pool.h"
+#include "kernels/pool_weight_args.h"
 #include "kernels/score.h"
 #include "kernels/topk.h"
 
@@ -220,17 +221,7 @@ float BatchedDecoder::load(const BatchedContext& ctx) {
   a.key_type = KeyType::fp32;
   a.dim = c.dim;
   a.group_size = static_cast<int>(G);
-  a.scheme = wp.scheme;
-  a.lambda = wp.positional_lambda;
-  if (!wp.positional_bias.empty()) {
-    m.bias.upload(wp.positional_bias, s);
-    a.bias = m.bias.data();
-  }
-  a.eps = wp.eps;
-  a.power = wp.cosine_power;
-  a.alpha_positional = wp.alpha_positional;
-  a.alpha_cosine = wp.alpha_cosine;
-  a.alpha_tfidf = wp.alpha_tfidf;
+  set_weight_args(wp, m.bias, s, a);
   a.precision = c.pool.precision;
   a.payload = m.payload.data();
   a.scales = scale_bytes(c.pool.precision) ? m.scales.data() : nullptr;

@@ -23,6 +23,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/local_branch.h"
 #include "kernels/pool.h"
+#include "kernels/pool_weight_args.h"
 #include "kernels/score.h"
 #include "kernels/stats.h"
 #include "kernels/topk.h"
@@ -115,21 +116,11 @@ class CudaBackend final : public Backend {
     a.key_type = KeyType::fp32;
     a.dim = static_cast<int>(D);
     a.group_size = G;
-    a.scheme = wp.scheme;
-    a.lambda = wp.positional_lambda;
-    if (!wp.positional_bias.empty()) {
-      bias_.upload(wp.positional_bias, s());
-      a.bias = bias_.data();
-    }
-    a.eps = wp.eps;
-    a.power = wp.cosine_power;
+    set_weight_args(wp, bias_, s(), a);
     if (wp.cosine_reference == CosineReference::query && query_ref) {
       qref_.upload(query_ref, static_cast<std::size_t>(D), s());
       a.query_ref = qref_.data();
     }
-    a.alpha_positional = wp.alpha_positional;
-    a.alpha_cosine = wp.alpha_cosine;
-    a.alpha_tfidf = wp.alpha_tfidf;
     if (uses_stats(wp.scheme)) {
       sync_stats_to_device(*stats);
       a.stats_mass = mass_.data();

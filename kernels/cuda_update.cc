@@ -8,6 +8,7 @@
 
 #include "kernels/device_buffer.h"
 #include "kernels/pool.h"
+#include "kernels/pool_weight_args.h"
 
 namespace ip::cuda {
 namespace {
@@ -211,21 +212,11 @@ Backend::PendingUpdate IndexUpdater::begin(MatrixView<const float> k, const Pool
   a.key_type = KeyType::fp32;
   a.dim = static_cast<int>(D);
   a.group_size = G;
-  a.scheme = wp.scheme;
-  a.lambda = wp.positional_lambda;
-  if (!wp.positional_bias.empty()) {
-    m.bias.upload(wp.positional_bias, s);
-    a.bias = m.bias.data();
-  }
-  a.eps = wp.eps;
-  a.power = wp.cosine_power;
+  set_weight_args(wp, m.bias, s, a);
   if (wp.cosine_reference == CosineReference::query && query_ref) {  // as build_index
     m.qref.upload(query_ref, static_cast<std::size_t>(D), s);
     a.query_ref = m.qref.data();
   }
-  a.alpha_positional = wp.alpha_positional;
-  a.alpha_cosine = wp.alpha_cosine;
-  a.alpha_tfidf = wp.alpha_tfidf;
   if (uses_stats(wp.scheme)) {
     a.stats_mass = m.snap_mass.data();
     a.stats_count = m.snap_count.data();
