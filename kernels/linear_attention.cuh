@@ -66,18 +66,7 @@ __global__ void __launch_bounds__(kGlaThreads) gla_chunked_kernel(GlaKernelParam
       sv[i * kGlaTile + j] = a.values[(t0 + i) * a.dv + j0 + j];
     }
     __syncthreads();
-    GlaTile t;
-    t.L = L;
-    t.dk = dk;
-    t.ldk = ldk;
-    t.tv = tv;
-    t.ldv = kGlaTile;
-    t.k = sk;
-    t.q = sq;
-    t.lc = slc;
-    t.A = sA;
-    t.v = sv;
-    t.S = sS;
+    GlaTile t{L, dk, ldk, tv, kGlaTile, sk, sq, slc, sA, sv, sS};  // fields in declaration order
     for (int d = threadIdx.x; d < dk; d += blockDim.x) gla_logcum_dim(t, d);
     __syncthreads();
     if (outputs) {

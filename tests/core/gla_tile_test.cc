@@ -60,18 +60,7 @@ void replay_chunked(const std::vector<float>& k, const std::vector<float>& v, co
         if (outputs) sq[i * ldk + d] = (*q)[g];
       }
       for (int p = 0; p < L * tv; ++p) sv[(p / tv) * kGlaTile + p % tv] = v[(t0 + p / tv) * dv + j0 + p % tv];
-      ip::GlaTile t;
-      t.L = L;
-      t.dk = dk;
-      t.ldk = ldk;
-      t.tv = tv;
-      t.ldv = kGlaTile;
-      t.k = sk;
-      t.q = sq;
-      t.lc = slc;
-      t.A = sA;
-      t.v = sv;
-      t.S = sS;
+      ip::GlaTile t{L, dk, ldk, tv, kGlaTile, sk, sq, slc, sA, sv, sS};  // fields in declaration order
       for (int d = dk - 1; d >= 0; --d) ip::gla_logcum_dim(t, d);
       if (outputs)
         for (int p = L * L - 1; p >= 0; --p) ip::gla_score_elem(t, p / L, p % L);
