@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds here, with no GPU, everything scripts/gpu-check.sh runs on a GPU machine, and packs it with the
 # shared libraries it needs into one archive. The device machine lent to this project runs a CUDA image
-# with nvcc, CMake and Python but without Eigen, fmt, HDF5, Boost or GoogleTest, and it can install
-# nothing; a build there would also spend minutes of the session's 15 device minutes. With the bundle
+# described with nvcc, CMake and Python but not Eigen, fmt, HDF5, Boost or GoogleTest, and it can
+# install nothing; a build there would also spend minutes of the session's 15 device minutes. With the bundle
 # carried along, gpu-check.sh skips its configure and build steps and only runs.
 #
 # usage: scripts/device-bundle.sh [--arch LIST] [--out DIR] [--build-dir DIR] [--jobs N]
