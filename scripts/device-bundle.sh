@@ -137,7 +137,9 @@ dirty=$(git status --porcelain -- "${srcs[@]}" | wc -l)
 
 mkdir -p "$OUTDIR"
 tmp=$OUTDIR/indexpool-bundle.tar.xz.tmp
-tar -C "$STAGE" -cf - indexpool-bundle | xz -T"$JOBS" -6 >"$tmp"
+# One xz stream with a 64 MiB dictionary (-9, one thread): the programs share the same kernels' device
+# code, which the large dictionary stores once (40 MiB at -6 became 17 MiB).
+tar -C "$STAGE" -cf - indexpool-bundle | xz -T1 -9 >"$tmp"
 mv "$tmp" "$OUTDIR/indexpool-bundle.tar.xz"
 cp "$B/MANIFEST.txt" "$OUTDIR/MANIFEST.txt"
 say "wrote $OUTDIR/indexpool-bundle.tar.xz ($(du -m "$OUTDIR/indexpool-bundle.tar.xz" | cut -f1) MiB; unpacked $(du -sm "$B" | cut -f1) MiB)"
