@@ -157,17 +157,20 @@ struct Row {
   double hit_rate = 0;
   double meta_per_entry = 0;      // bytes that grow with the resident entries, per resident entry
   double universe_per_entry = 0;  // prepared traces: the id -> slot arrays (4 B per distinct id per level), per resident entry
+  std::string maps;               // prepared traces: each level's id -> slot map (array or hash)
   std::vector<LevelStats> stats;  // per level, to check that the two replays agree
 };
 
 // One configuration, on the trace as it is or (prepared != null) on its prepared form.
 std::size_t g_ahead = HierarchyOptions{}.prefetch_ahead;
+IdMap g_id_map = IdMap::automatic;
 
 Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const PreparedTrace* prepared,
                const std::vector<std::int64_t>* next, int reps) {
   Row row;
   HierarchyOptions options;
   options.prefetch_ahead = g_ahead;
+  options.id_map = g_id_map;
   std::vector<LevelSpec> specs;
   for (const auto& l : levels) specs.push_back(parse_level_spec(l));
   row.time = time_runs(reps, [&] {
@@ -177,7 +180,9 @@ Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const
     row.hit_rate = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
     std::size_t meta = 0, universe = 0, entries = 0;
     row.stats.clear();
+    row.maps.clear();
     for (std::size_t i = 0; i < h.levels(); ++i) {
+      if (prepared) row.maps += (i ? " " : "") + std::string(h.level(i).dense() ? "array" : "hash");
       meta += h.level(i).resident_bytes(), universe += h.level(i).universe_bytes(), entries += h.level(i).entries();
       row.stats.push_back(h.stats(i));
     }
@@ -197,7 +202,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool all_policies = true, table = true, pipeline = false;
   int pipeline_reps = 3;
-  std::string only;
+  std::string only, id_map = "auto";
   PipelineShape shape;
   po::options_description opts("cache_bench [options]");
   // clang-format off
@@ -209,6 +214,8 @@ int main(int argc, char** argv) {
     ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
     ("all-policies", po::value(&all_policies)->default_value(all_policies), "also time fifo, lfu, sieve, semantic, opt")
     ("ahead", po::value(&g_ahead)->default_value(g_ahead), "prepared traces: prefetch distance in accesses")
+    ("id-map", po::value(&id_map)->default_value(id_map),
+     "prepared traces: each level's id -> slot map: auto (array where it costs at most the hash map), array, hash")
     ("only", po::value(&only), "run only the table rows whose configuration contains this text (and skip the curves)")
     ("table", po::value(&table)->default_value(table), "run the throughput table on the Zipf trace")
     ("pipeline", po::value(&pipeline)->default_value(pipeline),
@@ -225,6 +232,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (alpha == 1.0) alpha = 0.999999;
+  if (id_map == "auto") g_id_map = IdMap::automatic;
+  else if (id_map == "array") g_id_map = IdMap::array;
+  else if (id_map == "hash") g_id_map = IdMap::hash;
+  else {
+    fmt::print(stderr, "cache_bench: --id-map '{}': expected auto, array or hash\n", id_map);
+    return 2;
+  }
 
   if (table) {
     Trace trace;
@@ -244,10 +258,11 @@ int main(int argc, char** argv) {
     fmt::print("baseline (same run): read every access and hash its id: {:.1f} M accesses/s best CPU, {:.1f} median "
                "CPU, {:.1f} best wall (checksum {})\n",
                n / t_scan.cpu_best / 1e6, n / t_scan.cpu_median / 1e6, n / t_scan.best / 1e6, sink & 0xffff);
-    fmt::print("{:<44} {:>9} {:>26} {:>13} {:>17} {:>17}\n", "configuration", "hit rate",
+    fmt::print("{:<66} {:>9} {:>26} {:>13} {:>17} {:>17}\n", "configuration", "hit rate",
                "M acc/s CPU best (median)", "M acc/s wall", "x baseline (CPU)", "metadata B/entry");
     fmt::print("(metadata B/entry: bytes that grow with the resident entries, per resident entry; prepared rows add "
-               "the id -> slot arrays, 4 B per distinct id per level, shown after '+' per resident entry)\n");
+               "the id -> slot arrays, 4 B per distinct id per level, shown after '+' per resident entry; [..]: each "
+               "level's id -> slot map, --id-map {})\n", id_map);
     const auto rate = [&](const Timing& t) {
       return fmt::format("{:.2f} ({:.2f}) {:>13.2f}", n / t.cpu_best / 1e6, n / t.cpu_median / 1e6, n / t.best / 1e6);
     };
@@ -255,7 +270,7 @@ int main(int argc, char** argv) {
     const auto print = [&](const std::string& name, const Row& r) {
       const std::string meta = r.universe_per_entry > 0 ? fmt::format("{:.1f} + {:.1f}", r.meta_per_entry, r.universe_per_entry)
                                                          : fmt::format("{:.1f}", r.meta_per_entry);
-      fmt::print("{:<44} {:>9.4f} {:>40} {:>17} {:>17}\n", name, r.hit_rate, rate(r.time), ratio(r.time), meta);
+      fmt::print("{:<66} {:>9.4f} {:>40} {:>17} {:>17}\n", name, r.hit_rate, rate(r.time), ratio(r.time), meta);
       std::fflush(stdout);
     };
     // Each configuration on the trace as it is, then on the prepared trace (must give the same counts).
@@ -264,7 +279,7 @@ int main(int argc, char** argv) {
       const Row r = run_levels(levels, trace, nullptr, &next, reps);
       print(name, r);
       const Row d = run_levels(levels, trace, &prepared, &next, reps);
-      print(name + " prepared", d);
+      print(name + " prepared [" + d.maps + "]", d);
       if (d.stats != r.stats) {
         fmt::print("ERROR: the prepared replay's counts differ from the reference replay's\n");
         std::exit(1);
@@ -282,13 +297,13 @@ int main(int argc, char** argv) {
     if (!only.empty()) return 0;
     LruCurve curve;
     const Timing t_mrc = time_runs(reps, [&] { curve = exact_lru_curve(trace.accesses); });
-    fmt::print("{:<44} {:>9} {:>40} {:>17}   ({} distinct ids; LRU miss ratio at 10^5 entries {:.4f})\n",
+    fmt::print("{:<66} {:>9} {:>40} {:>17}   ({} distinct ids; LRU miss ratio at 10^5 entries {:.4f})\n",
                "exact LRU curve (Mattson, every capacity)", "-", rate(t_mrc), ratio(t_mrc), curve.cold,
                curve.miss_ratio(100000));
     ShardsCurve sh;
     const Timing t_sh = time_runs(reps, [&] { sh = shards_lru_curve(trace.accesses, 0.01); });
     const CurveError e = compare(curve, sh);
-    fmt::print("{:<44} {:>9} {:>40} {:>17}   (mean |error| {:.4f}, max {:.4f} at {} entries)\n",
+    fmt::print("{:<66} {:>9} {:>40} {:>17}   (mean |error| {:.4f}, max {:.4f} at {} entries)\n",
                "SHARDS LRU curve, R = 0.01", "-", rate(t_sh), ratio(t_sh), e.mean_abs, e.max_abs, e.max_at);
     fmt::print("peak resident memory: {:.0f} MiB (trace in memory: {:.0f} MiB + next uses {:.0f} MiB)\n", peak_rss_mib(),
                n * sizeof(Access) / 1048576.0, n * sizeof(std::int64_t) / 1048576.0);

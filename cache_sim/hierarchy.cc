@@ -1,6 +1,7 @@
 #include "cache_sim/hierarchy.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -157,16 +158,26 @@ void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_n
   if (needs_future_ && !given_next) computed = next_uses(t);
   IP_REQUIRE(!given_next || given_next->size() == n, "run: {} next uses for {} accesses", given_next ? given_next->size() : 0, n);
   const std::vector<std::int64_t>& next = given_next ? *given_next : computed;
+  if (levels_.size() == 1 && options_.mode != Mode::exclusive && !requests_.enabled && !steps_.enabled) {
+    // One level (nine and inclusive are the same then) and totals only: the level's own loop, with
+    // the policy inlined. The same hits, misses and evictions as access() per access (prepared_test.cc).
+    tally_replay(levels_[0]->replay(t.data(), next.empty() ? nullptr : next.data(), n,
+                                    std::max<std::size_t>(2, options_.prefetch_ahead)),
+                 n);
+    return;
+  }
   std::uint64_t ring[kRing];
   const auto stage1 = [&](std::size_t i) {
     ring[i % kRing] = Level::hash(t[i].id);
-    for (const auto& l : levels_) l->prefetch(ring[i % kRing]);
+    for (const auto& l : levels_)
+      if (l->prefetching()) l->prefetch(ring[i % kRing]);
   };
   for (std::size_t i = 0; i < std::min(kAhead, n); ++i) stage1(i);
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kAhead < n) stage1(i + kAhead);
     if (i + kAhead / 2 < n)
-      for (const auto& l : levels_) l->prefetch_entry(ring[(i + kAhead / 2) % kRing]);
+      for (const auto& l : levels_)
+        if (l->prefetching()) l->prefetch_entry(ring[(i + kAhead / 2) % kRing]);
     access_hashed(t[i], ring[i % kRing], next.empty() ? -1 : next[i]);
   }
 }
@@ -179,9 +190,19 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
   IP_REQUIRE(p.trace && p.ids.size() == p.trace->accesses.size(), "run: a prepared trace without its trace");
   IP_REQUIRE(accesses_ == 0, "run: a prepared trace replays on a fresh hierarchy only");
   dense_ = true;
-  for (const auto& l : levels_) l->use_dense_ids(p.universe());
-  // As run(Trace), with the id itself as the key: the id -> slot arrays kAhead accesses early, the
-  // policy metadata of the slot found there kAhead / 2 early.
+  for (const auto& l : levels_) {
+    // The array when it costs at most the 12 bytes per entry the hash map can cost (slot_map.h).
+    const Capacity& c = l->capacity();
+    // (Objects of 0 bytes: a byte capacity holds any number of them.)
+    const double most_entries = !c.bytes        ? static_cast<double>(c.value)
+                                : p.min_size > 0 ? static_cast<double>(c.value) / p.min_size
+                                                 : std::numeric_limits<double>::infinity();
+    const bool array = options_.id_map == IdMap::array ||
+                       (options_.id_map == IdMap::automatic && 4.0 * static_cast<double>(p.universe()) <= 12.0 * most_entries);
+    l->use_dense_ids(p.universe(), array);
+  }
+  // As run(Trace), on the dense ids: each level's map (array or hash map, prepared.h) kAhead
+  // accesses early, the entry and policy metadata of the slot found there kAhead / 2 early.
   const std::size_t kAhead = std::max<std::size_t>(2, options_.prefetch_ahead);
   const std::vector<Access>& t = p.trace->accesses;
   const std::uint32_t* ids = p.ids.data();
@@ -193,25 +214,34 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
   if (levels_.size() == 1 && options_.mode != Mode::exclusive && !requests_.enabled && !steps_.enabled) {
     // One level (nine and inclusive are the same then) and totals only: the level's own loop, with
     // the policy inlined. The same hits, misses and evictions as access() per access (prepared_test.cc).
-    const Level::Replay r = levels_[0]->replay_dense(ids, t.data(), next.empty() ? nullptr : next.data(), n,
-                                                     std::max<std::size_t>(2, options_.prefetch_ahead));
-    accesses_ += n;
-    totals_[0].ended += r.hits, totals_[0].ended_bytes += r.hit_bytes;
-    totals_[1].ended += r.misses, totals_[1].ended_bytes += r.miss_bytes;
-    totals_[0].evictions += r.evictions, totals_[0].bypasses += r.bypasses;
+    tally_replay(levels_[0]->replay_dense(ids, t.data(), next.empty() ? nullptr : next.data(), n, kAhead), n);
     return;
   }
   for (std::size_t i = 0; i < std::min(kAhead, n); ++i)
-    for (const auto& l : levels_) l->prefetch(ids[i]);
+    for (const auto& l : levels_)
+      if (l->prefetching()) l->prefetch(l->key(ids[i]));
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kAhead < n)
-      for (const auto& l : levels_) l->prefetch(ids[i + kAhead]);
+      for (const auto& l : levels_)
+        if (l->prefetching()) l->prefetch(l->key(ids[i + kAhead]));
     if (i + kAhead / 2 < n)
-      for (const auto& l : levels_) l->prefetch_entry(ids[i + kAhead / 2]);
+      for (const auto& l : levels_)
+        if (l->prefetching()) l->prefetch_entry(l->key(ids[i + kAhead / 2]));
     Access a = t[i];
     a.id = ids[i];
-    access_hashed(a, a.id, next.empty() ? -1 : next[i]);
+    access_hashed(a, Level::hash(a.id), next.empty() ? -1 : next[i]);
   }
+}
+
+}  // namespace ip::cache
+
+namespace ip::cache {
+
+void Hierarchy::tally_replay(const Level::Replay& r, std::size_t n) {
+  accesses_ += n;
+  totals_[0].ended += r.hits, totals_[0].ended_bytes += r.hit_bytes;
+  totals_[1].ended += r.misses, totals_[1].ended_bytes += r.miss_bytes;
+  totals_[0].evictions += r.evictions, totals_[0].bypasses += r.bypasses;
 }
 
 }  // namespace ip::cache

@@ -29,6 +29,8 @@
 namespace ip::cache {
 
 enum class Mode { nine, inclusive, exclusive };
+// How the levels that replay a prepared trace map dense ids to slots (prepared.h).
+enum class IdMap { automatic, array, hash };
 Mode parse_mode(const std::string& text);
 const char* mode_name(Mode m);
 
@@ -57,6 +59,9 @@ struct HierarchyOptions {
   // Prepared traces: how many accesses ahead the replay starts loading an access's metadata (speed
   // only, never results; chosen by measurement, see bench/RESULTS.md).
   std::size_t prefetch_ahead = 16;
+  // Prepared traces: the id -> slot map of each level; automatic chooses per level (prepared.h).
+  // Speed and memory only, never results.
+  IdMap id_map = IdMap::automatic;
 };
 
 class Hierarchy {
@@ -117,7 +122,10 @@ class Hierarchy {
     if (req_row_) f(req_row_[level]);
     if (step_row_) f(step_row_[level]);
   }
+  // h = Level::hash(a.id) (levels with dense ids look the id up in their array and ignore it).
   std::size_t access_hashed(const Access& a, std::uint64_t h, std::int64_t next);
+  // The totals of a one-level replay of n accesses (Level::replay, replay_dense).
+  void tally_replay(const Level::Replay& r, std::size_t n);
   void access_exclusive(const Access& a, std::int64_t next, std::size_t hit_level, Slot slot);
 
   HierarchyOptions options_;

@@ -22,18 +22,22 @@ void Level::grow() {
   if (!cap_.bytes) n = std::min<std::uint64_t>(n, cap_.value);
   IP_REQUIRE(n < kNoSlot && n > slots_, "level '{}': more than {} resident entries", policy_name_, kNoSlot - 1);
   slots_ = static_cast<Slot>(n);
-  grow_exact(entries_, slots_);
+  grow_exact(words_, std::size_t{slots_} * stride());
   if (keep_touches_) grow_exact(next_, slots_), grow_exact(score_, slots_);
   resize_policy(slots_);
-  if (!dense_) map_.reserve(slots_, [this](Slot s) { return entries_[s].id(); });
+  if (!dense_) map_.reserve(slots_, [this](Slot s) { return id_of(s); });
+  prefetching_ = metadata_bytes() > kPrefetchAbove;
 }
 
-void Level::use_dense_ids(std::size_t universe) {
-  IP_REQUIRE(count_ == 0 && used_slots_ == 0, "level '{}': dense ids need an empty level", policy_name_);
+void Level::use_dense_ids(std::size_t universe, bool array) {
+  IP_REQUIRE(count_ == 0 && used_slots_ == 0 && slots_ == 0, "level '{}': dense ids need an empty level", policy_name_);
   IP_REQUIRE(universe < kNoSlot, "level '{}': {} ids is too many for dense ids", policy_name_, universe);
+  narrow_ = true;
+  if (!array) return;
   dense_ = true;
   slot_of_.assign(universe, kNoSlot);
   slot_of_.shrink_to_fit();
+  prefetching_ = metadata_bytes() > kPrefetchAbove;
 }
 
 void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {
@@ -42,11 +46,11 @@ void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {
       if (slot_of_[id] != kNoSlot) f(id);
     return;
   }
-  map_.for_each_slot([&](Slot s) { f(entries_[s].id()); });
+  map_.for_each_slot([&](Slot s) { f(id_of(s)); });
 }
 
 std::size_t Level::resident_bytes() const {
-  return (dense_ ? 0 : map_.bytes()) + entries_.capacity() * sizeof(Entry) + next_.capacity() * sizeof(std::int64_t) +
+  return (dense_ ? 0 : map_.bytes()) + words_.capacity() * sizeof(std::uint32_t) + next_.capacity() * sizeof(std::int64_t) +
          score_.capacity() * sizeof(float) + policy_bytes();
 }
 

@@ -45,17 +45,19 @@ class Level {
   // The hash every lookup uses; the hierarchy computes it once per access for all levels.
   static std::uint64_t hash(std::uint64_t id) { return detail::table_hash(id); }
 
-  // Dense ids (a prepared trace, prepared.h): every id is below `universe`, and the id -> slot map is
-  // a plain array of `universe` slots (4 bytes per distinct id of the trace) instead of the hash map.
-  // Only on an empty level. The key every call below takes (h) is then the id itself.
-  void use_dense_ids(std::size_t universe);
+  // Dense ids (a prepared trace, prepared.h): every id is below `universe` (< 2^32), so entries keep
+  // 32-bit ids (8 bytes a slot instead of 12); with `array`, the id -> slot map is a plain array of
+  // `universe` slots (4 bytes per distinct id of the trace) instead of the hash map, and find() and
+  // insert() look the id up there and ignore h. Only on an empty level.
+  void use_dense_ids(std::size_t universe, bool array);
+  // The id -> slot map is the array.
   bool dense() const { return dense_; }
-  // What find/insert take as h for `id`: its hash, or the id itself with dense ids.
+  // What prefetch() and prefetch_entry() take for `id`: its hash, or the id itself with dense ids.
   std::uint64_t key(std::uint64_t id) const { return dense_ ? id : hash(id); }
 
   Slot find(std::uint64_t id, std::uint64_t h) const {
     if (dense_) return id < slot_of_.size() ? slot_of_[id] : kNoSlot;
-    return map_.find(id, h, [this](Slot s) { return entries_[s].id(); });
+    return map_.find(id, h, [this](Slot s) { return id_of(s); });
   }
   Slot find(std::uint64_t id) const { return find(id, key(id)); }
   bool contains(std::uint64_t id) const { return find(id) != kNoSlot; }
@@ -63,7 +65,7 @@ class Level {
   bool fits(std::uint32_t size) const { return !cap_.bytes || size <= cap_.value; }
 
   virtual void hit(Slot s, std::int64_t next, float score) = 0;
-  // Stores `id` (absent, fits; h = key(id)), evicting first; the victims are appended to `out` when
+  // Stores `id` (absent, fits; h = hash(id), or anything with dense ids), evicting first; the victims are appended to `out` when
   // not null. Returns how many were evicted.
   virtual std::size_t insert(std::uint64_t id, std::uint64_t h, std::uint32_t size, std::int64_t next, float score,
                              std::vector<Victim>* out) = 0;
@@ -73,19 +75,28 @@ class Level {
   // Removes `id` when present (invalidation, promotion); returns whether it was.
   virtual bool erase(std::uint64_t id, Victim* removed = nullptr) = 0;
 
-  // Replays accesses t[0..n) with dense ids ids[0..n) through this level alone (nine or inclusive mode,
-  // a one-level hierarchy): the whole loop inlined with the policy, the id -> slot array read `ahead`
-  // accesses early and the policy metadata ahead / 2 early. next: next uses (opt), or null. The
-  // counts are those of n accesses to hit/insert.
+  // Replays accesses t[0..n) through this level alone (nine or inclusive mode, a one-level hierarchy):
+  // the whole loop inlined with the policy, the id -> slot map read `ahead` accesses early and the
+  // entry and policy metadata ahead / 2 early. next: next uses (opt), or null. The counts are those of
+  // n accesses to hit/insert. replay() takes the trace's own ids (hash map; not with dense ids);
+  // replay_dense() the dense ids ids[0..n) of a prepared trace, looked up in the id -> slot array
+  // when the level uses one (use_dense_ids) and in the hash map otherwise.
   struct Replay {
     std::uint64_t hits = 0, hit_bytes = 0, misses = 0, miss_bytes = 0, evictions = 0, bypasses = 0;
   };
+  virtual Replay replay(const Access* t, const std::int64_t* next, std::size_t n, std::size_t ahead) = 0;
   virtual Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
                               std::size_t ahead) = 0;
 
   // Start loading what an access with hash h will read, in two stages that the trace replay issues
   // some accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.
   // With dense ids a hit reads no entry (nothing to confirm), so only the policy's metadata is loaded.
+  // Whether prefetching this level's metadata pays: only once it is larger than a core's L2 could
+  // hold (kPrefetchAbove bytes; updated as the level grows). A hierarchy skips prefetch() and
+  // prefetch_entry() on the other levels: their metadata stays in cache, and the calls only cost
+  // (default hierarchy: 10% faster without them, bench/RESULTS.md).
+  static constexpr std::size_t kPrefetchAbove = std::size_t{1} << 20;
+  bool prefetching() const { return prefetching_; }
   void prefetch(std::uint64_t h) const {
     if (dense_) __builtin_prefetch(slot_of_.data() + h);
     else map_.prefetch(h);
@@ -98,13 +109,13 @@ class Level {
     }
     const Slot s = map_.candidate(h);
     if (s == kNoSlot) return;
-    __builtin_prefetch(entries_.data() + s);
+    __builtin_prefetch(entry(s));
     prefetch_policy(s);
   }
 
   std::size_t entries() const { return count_; }
   std::uint64_t used_bytes() const { return used_; }
-  std::uint32_t size_of(Slot s) const { return entries_[s].size; }
+  std::uint32_t size_of(Slot s) const { return size_word(s); }
   void for_each_id(const std::function<void(std::uint64_t)>& f) const;
 
   // Bytes of metadata held now: map, ids and sizes, kept touches and the policy's own. With dense ids
@@ -122,27 +133,31 @@ class Level {
   virtual void resize_policy(Slot slots) = 0;
   virtual std::size_t policy_bytes() const = 0;
 
-  // Id and size of a slot, packed in 12 bytes. A free slot keeps the index of the next free slot in
-  // `size` (the free list).
-  struct Entry {
-    std::uint32_t id_part[2];
-    std::uint32_t size;
-    std::uint64_t id() const {
-      std::uint64_t v;
-      std::memcpy(&v, id_part, sizeof v);
-      return v;
-    }
-    void set(std::uint64_t id, std::uint32_t sz) {
-      std::memcpy(id_part, &id, sizeof id);
-      size = sz;
-    }
-  };
-  static_assert(sizeof(Entry) == 12);
+  // Id and size of each slot, packed in words_: 12 bytes a slot (a 64-bit id in two words, then the
+  // size), or 8 with the 32-bit ids of a prepared trace (narrow_). A free slot keeps the index of the
+  // next free slot in its size word (the free list).
+  std::uint32_t stride() const { return narrow_ ? 2 : 3; }
+  const std::uint32_t* entry(Slot s) const { return words_.data() + std::size_t{s} * stride(); }
+  std::uint64_t id_of(Slot s) const {
+    const std::uint32_t* w = entry(s);
+    if (narrow_) return w[0];
+    std::uint64_t v;
+    std::memcpy(&v, w, sizeof v);
+    return v;
+  }
+  std::uint32_t& size_word(Slot s) { return words_[std::size_t{s} * stride() + stride() - 1]; }
+  std::uint32_t size_word(Slot s) const { return entry(s)[stride() - 1]; }
+  void set_entry(Slot s, std::uint64_t id, std::uint32_t size) {
+    std::uint32_t* w = words_.data() + std::size_t{s} * stride();
+    if (narrow_) w[0] = static_cast<std::uint32_t>(id);
+    else std::memcpy(w, &id, sizeof id);
+    w[stride() - 1] = size;
+  }
 
-  // The id -> slot map, hash map or dense array.
+  // The id -> slot map, hash map or dense array (h = key(id)).
   void map_insert(std::uint64_t h, Slot s) {
     if (dense_) slot_of_[h] = s;
-    else map_.insert(h, s, [this](Slot x) { return entries_[x].id(); });
+    else map_.insert(h, s, [this](Slot x) { return id_of(x); });
   }
   void map_erase(std::uint64_t h, Slot s) {
     if (dense_) slot_of_[h] = kNoSlot;
@@ -154,19 +169,19 @@ class Level {
   Slot allocate() {
     if (free_head_ != kNoSlot) {
       const Slot s = free_head_;
-      free_head_ = entries_[s].size;
+      free_head_ = size_word(s);
       return s;
     }
     if (used_slots_ == slots_) grow();
     return used_slots_++;
   }
   void release(Slot s) {
-    entries_[s].size = free_head_;
+    size_word(s) = free_head_;
     free_head_ = s;
   }
   void grow();
   Victim victim_of(Slot s) const {
-    return Victim{entries_[s].id(), entries_[s].size, keep_touches_ ? score_[s] : 1.0f, keep_touches_ ? next_[s] : -1};
+    return Victim{id_of(s), size_word(s), keep_touches_ ? score_[s] : 1.0f, keep_touches_ ? next_[s] : -1};
   }
 
   std::string policy_name_;
@@ -178,7 +193,9 @@ class Level {
   detail::SlotMap map_;
   bool dense_ = false;
   std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
-  std::vector<Entry> entries_;
+  bool prefetching_ = false;  // see prefetching()
+  bool narrow_ = false;              // 32-bit ids (a prepared trace): 8-byte entries
+  std::vector<std::uint32_t> words_;  // stride() words per slot
   std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
   std::vector<float> score_;
   Slot slots_ = 0;           // slots announced to the policy

@@ -1,5 +1,7 @@
 #include "cache_sim/prepared.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "cache_sim/detail/flat_map.h"
 
@@ -23,6 +25,7 @@ PreparedTrace prepare(const Trace& trace) {
       p.original.push_back(t[i].id);
     }
     p.ids[i] = d;
+    p.min_size = i == 0 ? t[i].size : std::min(p.min_size, t[i].size);
   }
   p.original.shrink_to_fit();
   return p;

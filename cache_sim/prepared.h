@@ -5,6 +5,11 @@
 // slots are handed out in the same order, so hits, misses, evictions and victims are identical to a
 // replay of the original ids (tests/cache_sim/prepared_test.cc checks that on random traces).
 //
+// Each level of a hierarchy that replays it chooses its id -> slot map (HierarchyOptions::id_map):
+// the array when it costs at most what the hash map can (12 bytes per entry the level can hold,
+// counted with the trace's smallest object for byte capacities), the hash map of the dense ids
+// otherwise, so that metadata stays bounded per resident entry however many ids the trace has.
+//
 // The prepared trace refers to the trace it was made from (sizes, scores, request and step ids are
 // read from there): that trace must outlive it and stay unchanged.
 #pragma once
@@ -20,6 +25,7 @@ struct PreparedTrace {
   const Trace* trace = nullptr;
   std::vector<std::uint32_t> ids;        // dense id of each access
   std::vector<std::uint64_t> original;   // original id of each dense id
+  std::uint32_t min_size = 0;            // smallest object size in the trace (bytes)
   std::size_t universe() const { return original.size(); }
   std::size_t size() const { return ids.size(); }
   // Bytes held by the renumbering (ids and the table back to the original ids).

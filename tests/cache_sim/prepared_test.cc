@@ -1,6 +1,7 @@
-// Prepared traces (dense ids) give the same results as the original ids: every policy, every mode,
-// entry and byte capacities, on random traces; per-level totals, per request and per step, evictions,
-// and the contents of every level at the end.
+// Prepared traces (dense ids, in an array or a hash map per level) and the one-level replay loops give
+// the same results as the per-access path on the original ids: every policy, every mode, entry and
+// byte capacities, on random traces; per-level totals, per request and per step, evictions, and the
+// contents of every level at the end.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -33,33 +34,49 @@ void check_same(Mode mode, const std::vector<std::string>& levels, std::size_t n
   Hierarchy ref(specs(levels), options);
   ref.run(trace);
   const PreparedTrace p = prepare(trace);
-  Hierarchy fast(specs(levels), options);
-  fast.run(p);
   const std::string what = fmt::format("{} seed {} levels {}", mode_name(mode), seed, fmt::join(levels, " "));
-  ASSERT_EQ(fast.accesses(), ref.accesses()) << what;
-  ASSERT_EQ(fast.hits(), ref.hits()) << what;
-  for (std::size_t l = 0; l < ref.levels(); ++l) {
-    ASSERT_EQ(fast.stats(l), ref.stats(l)) << what << " level " << l;
-    ASSERT_EQ(ids(fast.level(l), &p.original), ids(ref.level(l))) << what << " level " << l;
-  }
-  const auto same_groups = [&](const std::vector<GroupStats>& a, const std::vector<GroupStats>& b) {
-    ASSERT_EQ(a.size(), b.size()) << what;
+  const auto same_groups = [&](const std::vector<GroupStats>& a, const std::vector<GroupStats>& b, const std::string& how) {
+    ASSERT_EQ(a.size(), b.size()) << what << how;
     for (std::size_t g = 0; g < a.size(); ++g) {
-      ASSERT_EQ(a[g].key, b[g].key) << what;
-      ASSERT_EQ(a[g].levels, b[g].levels) << what << " group " << a[g].key;
+      ASSERT_EQ(a[g].key, b[g].key) << what << how;
+      ASSERT_EQ(a[g].levels, b[g].levels) << what << how << " group " << a[g].key;
     }
   };
-  same_groups(fast.per_request(), ref.per_request());
-  same_groups(fast.per_step(), ref.per_step());
-  // Totals only: a one-level hierarchy then replays in the level's own loop (replay_dense); several
-  // prefetch distances (speed only) give the same counts.
+  // Each way of mapping the dense ids to slots (array, hash map, the automatic choice per level).
+  for (const IdMap map : {IdMap::automatic, IdMap::array, IdMap::hash}) {
+    const std::string how = fmt::format(" id map {}", static_cast<int>(map));
+    HierarchyOptions o = options;
+    o.id_map = map;
+    Hierarchy fast(specs(levels), o);
+    fast.run(p);
+    ASSERT_EQ(fast.accesses(), ref.accesses()) << what << how;
+    ASSERT_EQ(fast.hits(), ref.hits()) << what << how;
+    for (std::size_t l = 0; l < ref.levels(); ++l) {
+      ASSERT_EQ(fast.stats(l), ref.stats(l)) << what << how << " level " << l;
+      ASSERT_EQ(ids(fast.level(l), &p.original), ids(ref.level(l))) << what << how << " level " << l;
+    }
+    same_groups(fast.per_request(), ref.per_request(), how);
+    same_groups(fast.per_step(), ref.per_step(), how);
+    // Totals only: a one-level hierarchy then replays in the level's own loop (replay_dense); several
+    // prefetch distances (speed only) give the same counts.
+    for (const std::size_t ahead : {2, 16, 64}) {
+      Hierarchy totals(specs(levels), HierarchyOptions{mode, false, false, ahead, map});
+      totals.run(p);
+      ASSERT_EQ(totals.hits(), ref.hits()) << what << how << " ahead " << ahead;
+      for (std::size_t l = 0; l < ref.levels(); ++l) {
+        ASSERT_EQ(totals.stats(l), ref.stats(l)) << what << how << " level " << l << " ahead " << ahead;
+        ASSERT_EQ(ids(totals.level(l), &p.original), ids(ref.level(l))) << what << how << " level " << l;
+      }
+    }
+  }
+  // The trace's own ids, totals only: one level replays in Level::replay (hash map, the same loop).
   for (const std::size_t ahead : {2, 16, 64}) {
     Hierarchy totals(specs(levels), HierarchyOptions{mode, false, false, ahead});
-    totals.run(p);
-    ASSERT_EQ(totals.hits(), ref.hits()) << what << " ahead " << ahead;
+    totals.run(trace);
+    ASSERT_EQ(totals.hits(), ref.hits()) << what << " original ids, ahead " << ahead;
     for (std::size_t l = 0; l < ref.levels(); ++l) {
-      ASSERT_EQ(totals.stats(l), ref.stats(l)) << what << " level " << l << " ahead " << ahead;
-      ASSERT_EQ(ids(totals.level(l), &p.original), ids(ref.level(l))) << what << " level " << l;
+      ASSERT_EQ(totals.stats(l), ref.stats(l)) << what << " original ids, level " << l << " ahead " << ahead;
+      ASSERT_EQ(ids(totals.level(l)), ids(ref.level(l))) << what << " original ids, level " << l;
     }
   }
 }
@@ -104,6 +121,33 @@ TEST(Prepared, SameCountsOnLongerTraces) {
     check_same(Mode::nine, {n + ":1000"}, 60000, 20000, 1, seed++);
     check_same(Mode::nine, {n + ":5000"}, 60000, 20000, 1, seed++);
     check_same(Mode::nine, {"lru:64", "clock:700", n + ":3000"}, 60000, 20000, 1, seed++);
+  }
+}
+
+// The automatic choice: the id -> slot array when 4 bytes per distinct id cost at most 12 bytes per
+// entry the level can hold (byte capacities: counted with the smallest object), else the hash map.
+TEST(Prepared, ArrayOnlyWhereItCostsAtMostTheHashMap) {
+  Trace t;
+  for (std::uint64_t i = 0; i < 1000; ++i) t.accesses.push_back(Access{i * 7919, i == 500 ? 10u : 40u});
+  const PreparedTrace p = prepare(t);
+  EXPECT_EQ(p.universe(), 1000u);
+  EXPECT_EQ(p.min_size, 10u);
+  // 4 B x 1000 ids = 4000 B: an array for 334 entries or more (12 B x 334 = 4008 B), not for 333.
+  Hierarchy h(specs({"lru:333", "lru:334", "lru:3330B", "lru:3340B"}));
+  h.run(p);
+  EXPECT_FALSE(h.level(0).dense());
+  EXPECT_TRUE(h.level(1).dense());
+  EXPECT_FALSE(h.level(2).dense());  // 3330 B / 10 B = 333 entries at most
+  EXPECT_TRUE(h.level(3).dense());
+  EXPECT_EQ(h.level(0).universe_bytes(), 0u);
+  EXPECT_EQ(h.level(1).universe_bytes(), 4000u);
+  for (const IdMap forced : {IdMap::array, IdMap::hash}) {
+    HierarchyOptions o;
+    o.id_map = forced;
+    Hierarchy f(specs({"lru:333", "lru:334"}), o);
+    f.run(p);
+    EXPECT_EQ(f.level(0).dense(), forced == IdMap::array);
+    EXPECT_EQ(f.level(1).dense(), forced == IdMap::array);
   }
 }
 
