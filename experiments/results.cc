@@ -134,6 +134,35 @@ std::string column_names(const h5::Table& t) {
   return s;
 }
 
+// How the columns of `a` (called a_name) and `b` differ, by name: the columns only one of them has, or,
+// with the same names, that their order or types differ. For messages (tables of ~70 columns).
+std::string column_difference(const h5::Table& a, const std::string& a_name, const h5::Table& b,
+                              const std::string& b_name) {
+  const auto only_in = [](const h5::Table& x, const h5::Table& y) {
+    std::string s;
+    for (const auto& c : x.columns) {
+      bool found = false;
+      for (const auto& d : y.columns) found = found || d.name == c.name;
+      if (!found) s += (s.empty() ? "" : ", ") + c.name;
+    }
+    return s;
+  };
+  const std::string in_a = only_in(a, b), in_b = only_in(b, a);
+  if (in_a.empty() && in_b.empty())
+    return fmt::format("the same {} column names, in another order or with other types ({}: {}; {}: {})", a.columns.size(),
+                       a_name, column_names(a), b_name, column_names(b));
+  std::string s;
+  if (!in_a.empty()) s += fmt::format("only {} has: {}", a_name, in_a);
+  if (!in_b.empty()) s += fmt::format("{}only {} has: {}", s.empty() ? "" : "; ", b_name, in_b);
+  return s;
+}
+
+// " (written by indexpool <git revision>)" when the file says, else "".
+std::string written_by(const h5::File& f) {
+  if (!f.has_attr("/", "git_revision")) return "";
+  return fmt::format(" (written by indexpool at git revision {})", f.attr_string("/", "git_revision"));
+}
+
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -320,8 +349,9 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  path, sweep, meta.sweep_id);
       h5::Table rows = f.read_table("points");
       IP_REQUIRE(same_columns(rows, columns),
-                 "cannot resume '{}': its table columns ({}) differ from this sweep's ({})", path, column_names(rows),
-                 column_names(columns));
+                 "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "
+                 "({}); an older or newer build wrote it. Write to a new path, or pass --overwrite",
+                 path, written_by(f), column_difference(rows, "the file", columns, "this sweep"));
       for (std::size_t r = 0; r < rows.rows(); ++r) {
         impl_->keys.insert(rows.columns[1].strings[r]);
         impl_->indices.insert(rows.columns[0].ints[r]);
@@ -406,8 +436,9 @@ void merge_results(const std::string& out, const std::vector<std::string>& input
                "merge: '{}' has sweep_id {} but '{}' has sweep_id {}: they are not shards of one sweep", in, sweep,
                inputs[0], files[0].attr_string("/", "sweep_id"));
     tables.push_back(f.read_table("points"));
-    IP_REQUIRE(same_columns(tables.back(), tables[0]), "merge: '{}' has table columns ({}) but '{}' has ({})", in,
-               column_names(tables.back()), inputs[0], column_names(tables[0]));
+    IP_REQUIRE(same_columns(tables.back(), tables[0]), "merge: the /points columns of '{}'{} and '{}' differ ({})", in,
+               written_by(f), inputs[0],
+               column_difference(tables.back(), fmt::format("'{}'", in), tables[0], fmt::format("'{}'", inputs[0])));
   }
   struct Entry {
     std::int64_t index;

@@ -248,6 +248,22 @@ TEST_F(ResultsTest, ResumeRefusesAnotherSweepOrSchemaAndLeavesTheFile) {
   EXPECT_HAS(text, "point_000000/");
 }
 
+// A file whose /points columns differ (another build, other axes): the message names the columns
+// only one side has, not all ~70 of them, and the file is left as it was.
+TEST_F(ResultsTest, ResumeWithOtherColumnsNamesTheDifference) {
+  const std::string p = write("r.h5", {0});
+  const std::string before = bytes_of(p);
+  ip::exp::SweepMeta other = meta();
+  other.axis_keys = {"pool.weighting", "select.k"};
+  const std::string e = error_of([&] { ResultsFile f(p, other, true, false); });
+  EXPECT_HAS(e, p);
+  EXPECT_HAS(e, "only the file has: topk.tokens");
+  EXPECT_HAS(e, "only this sweep has: select.k");
+  EXPECT_HAS(e, "--overwrite");
+  EXPECT_EQ(e.find("mass_recall"), std::string::npos) << e;  // the shared columns are not listed
+  EXPECT_EQ(bytes_of(p), before);
+}
+
 TEST_F(ResultsTest, ExistingFileNeedsResumeOrOverwrite) {
   const std::string p = write("r.h5", {0, 1});
   const std::string before = bytes_of(p);
