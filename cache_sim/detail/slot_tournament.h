@@ -2,13 +2,15 @@
 // of any slot (for the policies that rank entries: lfu, semantic, opt).
 //
 // A winner tree: leaves are the slots (padded to a power of two), each internal node holds the slot
-// with the smaller key of its two children, the root the overall minimum. Changing a slot's key
-// recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
+// with the smaller key of its two children, the root the overall minimum. Only the internal nodes are
+// stored (leaf `leaves + s` is slot s itself): 4 to 8 bytes per slot (padding), plus the 16-byte key.
+// Changing a slot's key recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
 // it do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
 // stops early once a node's winner is unchanged and is not the slot itself. A key is a pair of u64
 // compared as one 128-bit number: no branches to mispredict. Absent slots carry the largest key.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -46,10 +48,10 @@ class SlotTournament {
     leaves_ = leaves;
     win_.clear();
     win_.shrink_to_fit();
-    win_.reserve(2 * leaves);
-    win_.resize(2 * leaves);
-    for (std::size_t i = 0; i < leaves; ++i) win_[leaves + i] = static_cast<Slot>(i);  // padding: i >= slots
-    for (std::size_t i = leaves - 1; i >= 1; --i) win_[i] = better(win_[2 * i], win_[2 * i + 1]);
+    win_.reserve(std::max<std::size_t>(leaves, 2));
+    win_.resize(std::max<std::size_t>(leaves, 2));
+    win_[1] = 0;  // one leaf: the root is the leaf itself, slot 0
+    for (std::size_t i = leaves - 1; i >= 1; --i) win_[i] = better(child(2 * i), child(2 * i + 1));
   }
 
   bool empty() const { return count_ == 0; }
@@ -58,7 +60,7 @@ class SlotTournament {
   Slot second() const {
     if (count_ < 2) return UINT32_MAX;
     const Slot t = win_[1];
-    return win_[2] == t ? win_[3] : win_[2];
+    return child(2) == t ? child(3) : child(2);
   }
   const RankKey& key(Slot s) const { return key_[s]; }
 
@@ -82,6 +84,9 @@ class SlotTournament {
  private:
   static constexpr RankKey kAbsent{UINT64_MAX, UINT64_MAX};
 
+  // The slot at node i: an internal node's winner, or the leaf's own slot.
+  Slot child(std::size_t i) const { return i < leaves_ ? win_[i] : static_cast<Slot>(i - leaves_); }
+
   Slot better(Slot a, Slot b) const {
     const RankKey& ka = a < key_.size() ? key_[a] : kAbsent;
     const RankKey& kb = b < key_.size() ? key_[b] : kAbsent;
@@ -92,7 +97,7 @@ class SlotTournament {
     key_[s] = k;
     for (std::size_t i = (leaves_ + s) / 2; i >= 1; i /= 2) {
       const Slot old = win_[i];
-      const Slot w = better(win_[2 * i], win_[2 * i + 1]);
+      const Slot w = better(child(2 * i), child(2 * i + 1));
       win_[i] = w;
       // Ancestors compare only winners' keys: unchanged winner other than s -> nothing above changes.
       if (w == old && w != s) break;
@@ -100,7 +105,7 @@ class SlotTournament {
   }
 
   std::vector<RankKey> key_;
-  std::vector<Slot> win_;  // [1, 2 * leaves): internal nodes, then the leaves (win_[leaves + s] = s)
+  std::vector<Slot> win_;  // [1, leaves): the internal nodes (win_[0] unused)
   std::size_t leaves_ = 0;
   std::size_t count_ = 0;
 };

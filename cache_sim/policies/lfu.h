@@ -1,6 +1,6 @@
 // lfu: evict the entry with the fewest hits since it was stored; ties evict the least recently used.
 // Counts are forgotten when an entry leaves (in-cache LFU). A winner tree on
-// (count, last-use sequence number). 24 to 32 bytes per slot.
+// (count, last-use sequence number). 20 to 24 bytes per slot.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // farthest of all). The bound: with one level, unit sizes and forced fills no policy misses less.
 // It reads Touch::next, the trace index of the object's next access, which the simulator precomputes
 // from the whole trace. In a hierarchy each level uses the global next use (the usual approximation).
-// Ties (e.g. several entries never used again) evict the least recently used. 24 to 32 bytes per slot.
+// Ties (e.g. several entries never used again) evict the least recently used. 20 to 24 bytes per slot.
 #pragma once
 
 #include <cstdint>

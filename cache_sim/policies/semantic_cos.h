@@ -5,7 +5,7 @@
 // with `cache.relevance = cosine`, where each access's score is (1 + cos(k_g, m)) / 2: k_g the
 // accessed group's composite key, m the running mean (EMA) of the decode queries up to that step.
 // The rank is therefore the similarity at the entry's last access: an entry not accessed since keeps
-// the similarity it had then (the simulator cannot recompute it as the query mean moves). 24 to 32
+// the similarity it had then (the simulator cannot recompute it as the query mean moves). 20 to 24
 // bytes per slot.
 #pragma once
 
