@@ -98,7 +98,21 @@ TEST(Prepared, SameCountsAsTheOriginalIdsEntries) {
       check_same(mode, {n + ":50"}, 4000, 400, 1, seed++);
       check_same(mode, {n + ":4", "lru:9", n + ":20"}, 3000, 120, 1, seed++);
       check_same(mode, {"clock:12", n + ":6"}, 3000, 120, 1, seed++);
+      // The automatic choice mixes the maps: 4 B x 120 ids is more than 12 B x 4 entries (hash map)
+      // and less than 12 B x 60 (array).
+      check_same(mode, {"lru:4", n + ":60"}, 3000, 120, 1, seed++);
     }
+}
+
+TEST(Prepared, AutomaticChoiceMixesArrayAndHashMapLevels) {
+  Trace t;
+  t.accesses = test::random_trace(7, 3000, 120, 1);
+  const PreparedTrace p = prepare(t);
+  ASSERT_EQ(p.universe(), 120u);
+  Hierarchy h(specs({"lru:4", "lru:60"}));
+  h.run(p);
+  EXPECT_FALSE(h.level(0).dense());
+  EXPECT_TRUE(h.level(1).dense());
 }
 
 TEST(Prepared, SameCountsAsTheOriginalIdsBytes) {
