@@ -25,6 +25,7 @@ const char* mode_name(Mode m) {
 
 Hierarchy::Hierarchy(const std::vector<LevelSpec>& levels, const HierarchyOptions& options) : options_(options) {
   IP_REQUIRE(!levels.empty(), "a hierarchy needs at least one level");
+  IP_REQUIRE(options.progress_every > 0, "a hierarchy's progress interval must be at least one access");
   levels_.reserve(levels.size());
   // Exclusive mode moves entries between levels: victims then carry their next use and score.
   for (const auto& spec : levels) levels_.push_back(make_level(spec, options.mode == Mode::exclusive));
@@ -145,6 +146,26 @@ void Hierarchy::access_exclusive(const Access& a, std::int64_t next, std::size_t
   }
 }
 
+std::size_t Hierarchy::chunk() const {
+  return options_.progress ? static_cast<std::size_t>(options_.progress_every) : SIZE_MAX / 2;
+}
+
+template <class Replay>
+void Hierarchy::replay_in_chunks(std::size_t n, Replay&& replay) {
+  for (std::size_t b = 0; b < n; b += chunk()) {
+    const std::size_t m = std::min(chunk(), n - b);
+    tally_replay(replay(b, m), m);
+    report(b + m - 1, n);
+  }
+}
+
+void Hierarchy::tally_replay(const Level::Replay& r, std::size_t n) {
+  accesses_ += n;
+  totals_[0].ended += r.hits, totals_[0].ended_bytes += r.hit_bytes;
+  totals_[1].ended += r.misses, totals_[1].ended_bytes += r.miss_bytes;
+  totals_[0].evictions += r.evictions, totals_[0].bypasses += r.bypasses;
+}
+
 void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_next) {
   IP_REQUIRE(!dense_, "a hierarchy that replayed a prepared trace takes no other accesses");
   // The trace is known ahead: start loading what an access reads a few accesses early, so that the
@@ -161,9 +182,10 @@ void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_n
   if (levels_.size() == 1 && options_.mode != Mode::exclusive && !requests_.enabled && !steps_.enabled) {
     // One level (nine and inclusive are the same then) and totals only: the level's own loop, with
     // the policy inlined. The same hits, misses and evictions as access() per access (prepared_test.cc).
-    tally_replay(levels_[0]->replay(t.data(), next.empty() ? nullptr : next.data(), n,
-                                    std::max<std::size_t>(2, options_.prefetch_ahead)),
-                 n);
+    replay_in_chunks(n, [&](std::size_t b, std::size_t m) {
+      return levels_[0]->replay(t.data() + b, next.empty() ? nullptr : next.data() + b, m,
+                                std::max<std::size_t>(2, options_.prefetch_ahead));
+    });
     return;
   }
   std::uint64_t ring[kRing];
@@ -173,12 +195,13 @@ void Hierarchy::run(const Trace& trace, const std::vector<std::int64_t>* given_n
       if (l->prefetching()) l->prefetch(ring[i % kRing]);
   };
   for (std::size_t i = 0; i < std::min(kAhead, n); ++i) stage1(i);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0, report_at = std::min(n, chunk()) - 1; i < n; ++i) {
     if (i + kAhead < n) stage1(i + kAhead);
     if (i + kAhead / 2 < n)
       for (const auto& l : levels_)
         if (l->prefetching()) l->prefetch_entry(ring[(i + kAhead / 2) % kRing]);
     access_hashed(t[i], ring[i % kRing], next.empty() ? -1 : next[i]);
+    if (i == report_at) report(i, n), report_at = std::min(n, i + 1 + chunk()) - 1;
   }
 }
 
@@ -214,13 +237,15 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
   if (levels_.size() == 1 && options_.mode != Mode::exclusive && !requests_.enabled && !steps_.enabled) {
     // One level (nine and inclusive are the same then) and totals only: the level's own loop, with
     // the policy inlined. The same hits, misses and evictions as access() per access (prepared_test.cc).
-    tally_replay(levels_[0]->replay_dense(ids, t.data(), next.empty() ? nullptr : next.data(), n, kAhead), n);
+    replay_in_chunks(n, [&](std::size_t b, std::size_t m) {
+      return levels_[0]->replay_dense(ids + b, t.data() + b, next.empty() ? nullptr : next.data() + b, m, kAhead);
+    });
     return;
   }
   for (std::size_t i = 0; i < std::min(kAhead, n); ++i)
     for (const auto& l : levels_)
       if (l->prefetching()) l->prefetch(l->key(ids[i]));
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0, report_at = std::min(n, chunk()) - 1; i < n; ++i) {
     if (i + kAhead < n)
       for (const auto& l : levels_)
         if (l->prefetching()) l->prefetch(l->key(ids[i + kAhead]));
@@ -230,18 +255,8 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
     Access a = t[i];
     a.id = ids[i];
     access_hashed(a, Level::hash(a.id), next.empty() ? -1 : next[i]);
+    if (i == report_at) report(i, n), report_at = std::min(n, i + 1 + chunk()) - 1;
   }
-}
-
-}  // namespace ip::cache
-
-namespace ip::cache {
-
-void Hierarchy::tally_replay(const Level::Replay& r, std::size_t n) {
-  accesses_ += n;
-  totals_[0].ended += r.hits, totals_[0].ended_bytes += r.hit_bytes;
-  totals_[1].ended += r.misses, totals_[1].ended_bytes += r.miss_bytes;
-  totals_[0].evictions += r.evictions, totals_[0].bypasses += r.bypasses;
 }
 
 }  // namespace ip::cache

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +63,10 @@ struct HierarchyOptions {
   // Prepared traces: the id -> slot map of each level; automatic chooses per level (prepared.h).
   // Speed and memory only, never results.
   IdMap id_map = IdMap::automatic;
+  // Progress of run(): called with (accesses done, accesses in all) every progress_every accesses and
+  // once at the end, for progress lines on long traces. Never changes results.
+  std::function<void(std::uint64_t, std::uint64_t)> progress = nullptr;
+  std::uint64_t progress_every = std::uint64_t{1} << 24;
 };
 
 class Hierarchy {
@@ -126,6 +131,16 @@ class Hierarchy {
   std::size_t access_hashed(const Access& a, std::uint64_t h, std::int64_t next);
   // The totals of a one-level replay of n accesses (Level::replay, replay_dense).
   void tally_replay(const Level::Replay& r, std::size_t n);
+  // Replays report progress after every chunk of this many accesses: progress_every with a progress
+  // callback, else more than any trace holds (one-level replays then run in one piece).
+  std::size_t chunk() const;
+  // A one-level replay of n accesses in chunks: replay(begin, count) replays that range.
+  template <class Replay>
+  void replay_in_chunks(std::size_t n, Replay&& replay);
+  // Reports progress after access i (0-based), the last of a chunk.
+  void report(std::size_t i, std::size_t n) const {
+    if (options_.progress) options_.progress(i + 1, n);
+  }
   void access_exclusive(const Access& a, std::int64_t next, std::size_t hit_level, Slot slot);
 
   HierarchyOptions options_;

@@ -1,6 +1,11 @@
 #include "experiments/cache_sim_cmd.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -81,26 +86,73 @@ struct Options {
   Mode mode = Mode::nine;
   bool json = false, mrc = false;
   double shards = 0;
+  bool quiet = false, progress = false;  // --quiet, --progress
+};
+
+// Progress lines on stderr: on a terminal, or for traces of at least kTalkAbove accesses (batch jobs'
+// logs), unless --quiet; --progress forces them. On a terminal the running line is rewritten in place.
+constexpr std::size_t kTalkAbove = std::size_t{1} << 24;
+
+class Talk {
+ public:
+  Talk(bool on, bool tty) : on_(on), tty_(tty), t0_(std::chrono::steady_clock::now()) {}
+  bool on() const { return on_; }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  void restart() { t0_ = std::chrono::steady_clock::now(); }
+  void line(const std::string& text) const {
+    if (on_) fmt::print(stderr, "{}cache-sim: {}\n", tty_ ? "\r\033[K" : "", text);
+  }
+  void running(const std::string& text) const {
+    if (!on_) return;
+    if (tty_) fmt::print(stderr, "\r\033[Kcache-sim: {}", text);
+    else fmt::print(stderr, "cache-sim: {}\n", text);
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_, tty_;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 int run(const Options& o) {
   // Everything that can fail on bad input has happened before this point.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const Talk reading(true, tty);
   const Trace trace = read_trace(o.trace, o.format);
   IP_REQUIRE(!trace.accesses.empty(), "trace '{}' holds no accesses", o.trace);
+  const std::size_t n = trace.accesses.size();
+  Talk talk(!o.quiet && (o.progress || tty || n >= kTalkAbove), tty);
+  talk.line(fmt::format("read {} accesses from {} in {:.1f} s", n, o.trace, reading.seconds()));
   HierarchyOptions ho;
   ho.mode = o.mode;
   ho.per_request = trace.has_request;
   ho.per_step = trace.has_step;
+  talk.restart();
+  if (talk.on())
+    ho.progress = [&](std::uint64_t done, std::uint64_t all) {
+      if (done < all)
+        talk.running(fmt::format("simulated {} of {} accesses ({:.0f}%), {:.1f} s", done, all,
+                                 100.0 * static_cast<double>(done) / static_cast<double>(all), talk.seconds()));
+    };
   Hierarchy h(o.levels, ho);
   h.run(trace);
+  const double sim_s = talk.seconds();
+  talk.line(fmt::format("simulated {} accesses through {} level{} in {:.1f} s ({:.1f} M accesses/s)", n, h.levels(),
+                        h.levels() == 1 ? "" : "s", sim_s, static_cast<double>(n) / std::max(sim_s, 1e-9) / 1e6));
 
   LruCurve curve;
   ShardsCurve shards;
   CurveError err;
-  if (o.mrc) curve = exact_lru_curve(trace.accesses);
+  if (o.mrc) {
+    talk.restart();
+    curve = exact_lru_curve(trace.accesses);
+    talk.line(fmt::format("exact LRU curve in {:.1f} s", talk.seconds()));
+  }
   if (o.shards > 0) {
+    talk.restart();
     shards = shards_lru_curve(trace.accesses, o.shards);
     err = compare(curve, shards);
+    talk.line(fmt::format("SHARDS curve (rate {}) in {:.1f} s", o.shards, talk.seconds()));
   }
   const double overall = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
 
@@ -185,7 +237,10 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
     ("json", "print one JSON object on stdout")
     ("mrc", "also compute the exact LRU miss-ratio curve (entries)")
     ("shards", po::value<double>(), "also estimate the curve by SHARDS at this sampling rate (0, 1] and report "
-                                    "its error against the exact curve (implies --mrc)");
+                                    "its error against the exact curve (implies --mrc)")
+    ("progress", "progress lines on stderr even for a short trace and off a terminal (default: on a terminal, "
+                 "or for traces of 2^24 accesses or more)")
+    ("quiet,q", "no progress lines");
   // clang-format on
   try {
     po::variables_map vm;
@@ -214,6 +269,9 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
     o.mode = parse_mode(vm["mode"].as<std::string>());
     o.json = vm.count("json") > 0;
     o.mrc = vm.count("mrc") > 0 || vm.count("shards") > 0;
+    o.quiet = vm.count("quiet") > 0;
+    o.progress = vm.count("progress") > 0;
+    IP_REQUIRE(!(o.quiet && o.progress), "--quiet and --progress exclude each other");
     if (vm.count("shards")) {
       o.shards = vm["shards"].as<double>();
       IP_REQUIRE(o.shards > 0 && o.shards <= 1 && o.shards * (1 << 24) >= 0.5, "--shards {}: the rate must be in (0, 1]",

@@ -178,5 +178,25 @@ TEST(CacheSimCli, HelpAndDefaultHierarchy) {
   std::filesystem::remove(t);
 }
 
+// Progress lines go to stderr (stdout keeps the one JSON object): forced here by --progress, for a
+// trace far below the size that turns them on by itself; --quiet silences them; not both.
+TEST(CacheSimCli, ProgressLinesOnStderrOnly) {
+  const std::string t = temp_file("p.txt", "1\n2\n1\n3\n2\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:2", "--json", "--mrc", "--progress"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_NE(r.err.find("cache-sim: read 5 accesses from " + t), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cache-sim: simulated 5 accesses through 1 level in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("M accesses/s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cache-sim: exact LRU curve in"), std::string::npos) << r.err;
+  const CmdResult q = run({"--trace", t, "--level", "lru:2", "--quiet"});
+  ASSERT_EQ(q.rc, 0) << q.err;
+  EXPECT_TRUE(q.err.empty()) << q.err;
+  const CmdResult both = run({"--trace", t, "--quiet", "--progress"});
+  EXPECT_NE(both.rc, 0);
+  EXPECT_NE(both.err.find("--quiet and --progress"), std::string::npos) << both.err;
+  std::filesystem::remove(t);
+}
+
 }  // namespace
 }  // namespace ip::exp

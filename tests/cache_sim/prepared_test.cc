@@ -165,6 +165,39 @@ TEST(Prepared, ArrayOnlyWhereItCostsAtMostTheHashMap) {
   }
 }
 
+// Progress reports (every 7 accesses here): in order, every 7th access and the last, with the same
+// results as a run without them (one-level replays then run in chunks of 7).
+TEST(Prepared, ProgressEveryNAccessesChangesNothing) {
+  Trace t;
+  t.accesses = test::random_trace(11, 3000, 400, 1);
+  const PreparedTrace p = prepare(t);
+  for (const std::vector<std::string>& levels : {std::vector<std::string>{"lru:50"}, {"lru:8", "clock:50", "semantic:90"}})
+    for (const bool prepared : {false, true}) {
+      const std::string what = fmt::format("{} {}", fmt::join(levels, " "), prepared ? "prepared" : "plain");
+      Hierarchy ref(specs(levels));
+      if (prepared) ref.run(p);
+      else ref.run(t);
+      std::vector<std::uint64_t> done;
+      HierarchyOptions o;
+      o.progress_every = 7;
+      o.progress = [&](std::uint64_t d, std::uint64_t all) {
+        EXPECT_EQ(all, 3000u) << what;
+        done.push_back(d);
+      };
+      Hierarchy h(specs(levels), o);
+      if (prepared) h.run(p);
+      else h.run(t);
+      std::vector<std::uint64_t> expected;
+      for (std::uint64_t d = 7; d < 3000; d += 7) expected.push_back(d);
+      expected.push_back(3000);
+      EXPECT_EQ(done, expected) << what;
+      for (std::size_t l = 0; l < ref.levels(); ++l) EXPECT_EQ(h.stats(l), ref.stats(l)) << what << " level " << l;
+    }
+  HierarchyOptions zero;
+  zero.progress_every = 0;
+  EXPECT_THROW(Hierarchy(specs({"lru:2"}), zero), std::exception);
+}
+
 TEST(Prepared, OnlyOnAFreshHierarchyAndNothingAfter) {
   Trace t;
   t.accesses = test::letters("abcab");
