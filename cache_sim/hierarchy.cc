@@ -220,8 +220,8 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
     const double most_entries = !c.bytes        ? static_cast<double>(c.value)
                                 : p.min_size > 0 ? static_cast<double>(c.value) / p.min_size
                                                  : std::numeric_limits<double>::infinity();
-    const bool array = options_.id_map == IdMap::array ||
-                       (options_.id_map == IdMap::automatic && 4.0 * static_cast<double>(p.universe()) <= 12.0 * most_entries);
+    const bool cheaper = 4.0 * static_cast<double>(p.universe()) <= 12.0 * most_entries;
+    const bool array = options_.id_map == IdMap::array || (options_.id_map == IdMap::automatic && cheaper);
     l->use_dense_ids(p.universe(), array);
   }
   // As run(Trace), on the dense ids: each level's map (array or hash map, prepared.h) kAhead

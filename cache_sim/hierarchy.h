@@ -57,8 +57,9 @@ struct HierarchyOptions {
   Mode mode = Mode::nine;
   bool per_request = false;  // keep statistics per request id
   bool per_step = false;     // keep statistics per step id
-  // Prepared traces: how many accesses ahead the replay starts loading an access's metadata (speed
-  // only, never results; chosen by measurement, see bench/RESULTS.md).
+  // One-level replays (plain and prepared traces) and prepared multi-level replays: how many accesses
+  // ahead the replay starts loading an access's metadata (speed only, never results; chosen by
+  // measurement, see bench/RESULTS.md).
   std::size_t prefetch_ahead = 16;
   // Prepared traces: the id -> slot map of each level; automatic chooses per level (prepared.h).
   // Speed and memory only, never results.

@@ -4,9 +4,9 @@
 // A winner tree: leaves are the slots (padded to a power of two), each internal node holds the slot
 // with the smaller key of its two children, the root the overall minimum. Only the internal nodes are
 // stored (leaf `leaves + s` is slot s itself): 4 to 8 bytes per slot (padding), plus the 16-byte key.
-// Changing a slot's key recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
-// it do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
-// stops early once a node's winner is unchanged and is not the slot itself. A key is a pair of u64
+// Changing a slot's key recomputes its leaf-to-root path. The path is fixed by the slot's index, so
+// the sibling loads along it do not wait on comparisons (a binary heap's sift chases them one level at
+// a time), and the walk stops early once a node's winner is unchanged and is not the slot itself. A key is a pair of u64
 // compared as one 128-bit number: no branches to mispredict. Absent slots carry the largest key.
 #pragma once
 
