@@ -50,8 +50,8 @@ void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {
 }
 
 std::size_t Level::resident_bytes() const {
-  return (dense_ ? 0 : map_.bytes()) + words_.capacity() * sizeof(std::uint32_t) + next_.capacity() * sizeof(std::int64_t) +
-         score_.capacity() * sizeof(float) + policy_bytes();
+  return (dense_ ? 0 : map_.bytes()) + words_.capacity() * sizeof(std::uint32_t) +
+         next_.capacity() * sizeof(std::int64_t) + score_.capacity() * sizeof(float) + policy_bytes();
 }
 
 }  // namespace ip::cache

@@ -65,8 +65,8 @@ class Level {
   bool fits(std::uint32_t size) const { return !cap_.bytes || size <= cap_.value; }
 
   virtual void hit(Slot s, std::int64_t next, float score) = 0;
-  // Stores `id` (absent, fits; h = hash(id), or anything with dense ids), evicting first; the victims are appended to `out` when
-  // not null. Returns how many were evicted.
+  // Stores `id` (absent, fits; h = hash(id), ignored with the array), evicting first; the victims are
+  // appended to `out` when not null. Returns how many were evicted.
   virtual std::size_t insert(std::uint64_t id, std::uint64_t h, std::uint32_t size, std::int64_t next, float score,
                              std::vector<Victim>* out) = 0;
   std::size_t insert(std::uint64_t id, std::uint32_t size, std::int64_t next, float score, std::vector<Victim>* out) {
@@ -88,15 +88,17 @@ class Level {
   virtual Replay replay_dense(const std::uint32_t* ids, const Access* t, const std::int64_t* next, std::size_t n,
                               std::size_t ahead) = 0;
 
-  // Start loading what an access with hash h will read, in two stages that the trace replay issues
-  // some accesses ahead: the map buckets, then (once those are in cache) the entry and policy metadata.
-  // With dense ids a hit reads no entry (nothing to confirm), so only the policy's metadata is loaded.
   // Whether prefetching this level's metadata pays: only once it is larger than a core's L2 could
   // hold (kPrefetchAbove bytes; updated as the level grows). A hierarchy skips prefetch() and
   // prefetch_entry() on the other levels: their metadata stays in cache, and the calls only cost
   // (default hierarchy: 10% faster without them, bench/RESULTS.md).
   static constexpr std::size_t kPrefetchAbove = std::size_t{1} << 20;
   bool prefetching() const { return prefetching_; }
+
+  // Start loading what an access with key h = key(id) will read, in two stages that the trace replay
+  // issues some accesses ahead: the map buckets, then (once those are in cache) the entry and policy
+  // metadata. With the array a hit reads no entry (nothing to confirm), so only the policy's metadata
+  // is loaded.
   void prefetch(std::uint64_t h) const {
     if (dense_) __builtin_prefetch(slot_of_.data() + h);
     else map_.prefetch(h);
@@ -193,8 +195,8 @@ class Level {
   detail::SlotMap map_;
   bool dense_ = false;
   std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
-  bool prefetching_ = false;  // see prefetching()
-  bool narrow_ = false;              // 32-bit ids (a prepared trace): 8-byte entries
+  bool prefetching_ = false;          // see prefetching()
+  bool narrow_ = false;               // 32-bit ids (a prepared trace): 8-byte entries
   std::vector<std::uint32_t> words_;  // stride() words per slot
   std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
   std::vector<float> score_;

@@ -117,12 +117,13 @@ class Talk {
 int run(const Options& o) {
   // Everything that can fail on bad input has happened before this point.
   const bool tty = isatty(fileno(stderr)) != 0;
-  const Talk reading(true, tty);
+  const auto t_read = std::chrono::steady_clock::now();
   const Trace trace = read_trace(o.trace, o.format);
   IP_REQUIRE(!trace.accesses.empty(), "trace '{}' holds no accesses", o.trace);
   const std::size_t n = trace.accesses.size();
   Talk talk(!o.quiet && (o.progress || tty || n >= kTalkAbove), tty);
-  talk.line(fmt::format("read {} accesses from {} in {:.1f} s", n, o.trace, reading.seconds()));
+  talk.line(fmt::format("read {} accesses from {} in {:.1f} s", n, o.trace,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count()));
   HierarchyOptions ho;
   ho.mode = o.mode;
   ho.per_request = trace.has_request;
