@@ -210,7 +210,7 @@ TEST_F(CliTest, CudaBackendWithoutDeviceSkipsWithReason) {
 
 TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {
   const std::string h5 = (dir_ / "killed.h5").string();
-  const auto cfg = file("kill.ini", "[workload]\ntokens = 16Ki\nsteps = 2\n[pool]\ngroup_size = range:1..24\n"
+  const auto cfg = file("kill.ini", "[workload]\ntokens = 16Ki\nsteps = 8\n[pool]\ngroup_size = range:1..24\n"
                                     "[select]\ntopk_tokens = 256\n[output]\npath = " + h5 + "\n");
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -218,9 +218,11 @@ TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {
     execl(IP_INDEXPOOL_BIN, IP_INDEXPOOL_BIN, "run", cfg.c_str(), "--quiet", static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Kill it once the file holds at least one point, while later points are still running.
-  for (int i = 0; i < 600 && !fs::exists(h5); ++i) usleep(50 * 1000);
-  usleep(300 * 1000);
+  // Kill it as soon as the file holds at least one point (the writer renames a complete file into
+  // place), while later points are still running. Polling every 2 ms leaves the 23 other points, tens of
+  // milliseconds each (8 steps of 16Ki tokens), to be killed; a fixed delay after the first point was not
+  // (a CI machine once finished the sweep within it).
+  for (int i = 0; i < 15000 && !fs::exists(h5); ++i) usleep(2 * 1000);
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
