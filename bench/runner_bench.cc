@@ -21,10 +21,48 @@ using Clock = std::chrono::steady_clock;
 
 static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+struct SweepRun {
+  double total_s = 0, own_s = 0, file_kib = 0;
+  std::size_t writes = 0;
+};
+
+// The whole sweep through run_points into a fresh results file written with `policy`.
+static SweepRun run_sweep(const std::string& cfg, const std::string& out, ResultsFile::FlushPolicy policy) {
+  fs::remove(out);
+  SweepRun r;
+  const auto t0 = Clock::now();
+  const Sweep sweep = load_sweep(cfg);
+  SweepMeta meta;
+  meta.sweep_id = sweep.sweep_id;
+  meta.tool_version = version_string();
+  meta.config_text = sweep.config_text;
+  meta.config_path = cfg;
+  meta.axis_keys = sweep.axis_keys;
+  meta.points_total = static_cast<std::int64_t>(sweep.points.size());
+  {
+    ResultsFile results(out, meta, false, false);
+    results.set_flush_policy(policy);
+    WorkloadCache cache;
+    RunOptions ro;
+    ro.quiet = true;
+    const auto rows = run_points(sweep, sweep.points, ro, cache, &results);
+    for (const auto& row : rows) r.own_s += row.summary.wall_s;
+  }
+  r.total_s = since(t0);
+  r.file_kib = static_cast<double>(fs::file_size(out)) / 1024.0;
+  return r;
+}
+
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 200;
-  if (n < 1) {
-    std::fprintf(stderr, "usage: runner_bench [POINTS]   (POINTS >= 1, default 200)\n");
+  const bool baseline = argc > 2 && std::string(argv[2]) == "--every-append";
+  if (n < 1 || (argc > 2 && !baseline) || argc > 3) {
+    std::fprintf(stderr,
+                 "usage: runner_bench [POINTS] [--every-append]   (POINTS >= 1, default 200)\n"
+                 "  Runs a sweep of POINTS tiny points through the runner into a results file written as\n"
+                 "  `indexpool run` writes it (FlushPolicy::kBoundedOverhead) and reports the time per point\n"
+                 "  outside the points' own work. --every-append first runs the same sweep with every point\n"
+                 "  written at once (kEveryAppend), as a same-run baseline.\n");
     return 2;
   }
   const fs::path dir = fs::temp_directory_path() / ("ip_runner_bench_" + std::to_string(getpid()));
@@ -35,28 +73,22 @@ int main(int argc, char** argv) {
       "[select]\ntopk_tokens = 16\n[output]\npath = {}\n",
       n - 1, out);
 
-  const auto t0 = Clock::now();
-  const Sweep sweep = load_sweep(cfg);
-  SweepMeta meta;
-  meta.sweep_id = sweep.sweep_id;
-  meta.tool_version = version_string();
-  meta.config_text = sweep.config_text;
-  meta.config_path = cfg;
-  meta.axis_keys = sweep.axis_keys;
-  meta.points_total = static_cast<std::int64_t>(sweep.points.size());
-  double own = 0;
-  {
-    ResultsFile results(out, meta, false, false);
-    WorkloadCache cache;
-    RunOptions ro;
-    ro.quiet = true;
-    const auto rows = run_points(sweep, sweep.points, ro, cache, &results);
-    for (const auto& r : rows) own += r.summary.wall_s;
+  auto report = [n](const char* what, const SweepRun& r) {
+    std::printf("runner (%s): %d points in %.3f s, of which the points' own work %.3f s\n", what, n, r.total_s,
+                r.own_s);
+    std::printf("runner overhead per point (%s): %.2f ms (target <= 50 ms); final file %.1f KiB\n", what,
+                (r.total_s - r.own_s) / n * 1e3, r.file_kib);
+  };
+  SweepRun every;
+  if (baseline) {
+    every = run_sweep(cfg, out, ResultsFile::FlushPolicy::kEveryAppend);
+    report("every point written at once", every);
   }
-  const double total = since(t0);
-  std::printf("runner: %d points in %.3f s, of which the points' own work %.3f s\n", n, total, own);
-  std::printf("runner overhead per point: %.2f ms (target <= 50 ms); final file %.1f KiB\n",
-              (total - own) / n * 1e3, static_cast<double>(fs::file_size(out)) / 1024.0);
+  const SweepRun held = run_sweep(cfg, out, ResultsFile::FlushPolicy::kBoundedOverhead);
+  report("as indexpool run writes", held);
+  if (baseline)
+    std::printf("whole sweep: %.2fx the baseline's wall time; overhead per point %.2fx the baseline's\n",
+                held.total_s / every.total_s, (held.total_s - held.own_s) / (every.total_s - every.own_s));
 
   // One table of 100,000 rows shaped like /points (index, key, 2 axis columns, status, reason, 14 numbers).
   {

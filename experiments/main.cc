@@ -108,8 +108,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   if (vm.count("help")) {
     std::cout << "Runs every point of the sweep in CONFIG on its backend (backend = cpu | cuda | auto) and prints\n"
                  "one row per point: index bytes per token, compression ratio, scoring multiply-adds, recall\n"
-                 "against the exact indexer, attention fidelity, stage times. With output.path set, each point is\n"
-                 "written to that HDF5 file as soon as it finishes; a killed run continues with --resume. A point\n"
+                 "against the exact indexer, attention fidelity, stage times. With output.path set, finished points\n"
+                 "are written to that HDF5 file as they finish (held briefly when rewriting a large file would\n"
+                 "dominate; the end of the run writes all); a killed run continues with --resume. A point\n"
                  "that cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
                  "skipped with its reason; the exit status is still 0.\n\n"
               << opts
@@ -151,6 +152,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     meta.axis_keys = sweep.axis_keys;
     meta.points_total = static_cast<std::int64_t>(sweep.points.size());
     results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);
+    results->set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
   }
 
   RunOptions ro;

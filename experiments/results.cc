@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -314,8 +316,12 @@ struct ResultsFile::Impl {
   Lock lock;
   bool on_disk = false;  // `path` holds this sweep's file (resumed, or written by an append)
   h5::Table rows;        // the /points table as it is on disk
-  std::set<std::string> keys;
-  std::set<std::int64_t> indices;
+  std::set<std::string> keys;       // of the points on disk and held
+  std::set<std::int64_t> indices;   // the same
+  std::vector<PointRecord> held;    // appended, not yet written (FlushPolicy::kBoundedOverhead)
+  FlushPolicy policy = FlushPolicy::kEveryAppend;
+  double last_write_s = 0;          // how long the last write took
+  std::chrono::steady_clock::time_point last_write_end{};
 };
 
 ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool resume, bool overwrite) {
@@ -367,11 +373,22 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
     if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
 }
 
-ResultsFile::~ResultsFile() = default;
+ResultsFile::~ResultsFile() {
+  if (!impl_ || impl_->held.empty()) return;
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());  // the points held are lost; --resume runs them again
+  }
+}
+
+void ResultsFile::set_flush_policy(FlushPolicy policy) { impl_->policy = policy; }
 
 bool ResultsFile::has(const std::string& point_key) const { return impl_->keys.count(point_key) > 0; }
 
-std::size_t ResultsFile::size() const { return impl_->rows.rows(); }
+std::size_t ResultsFile::size() const { return impl_->rows.rows() + impl_->held.size(); }
+
+std::size_t ResultsFile::held() const { return impl_->held.size(); }
 
 void ResultsFile::append(const PointRecord& rec) {
   Impl& im = *impl_;
@@ -382,8 +399,20 @@ void ResultsFile::append(const PointRecord& rec) {
   for (std::size_t a = 0; axes_match && a < rec.axes.size(); ++a)
     axes_match = rec.axes[a].first == im.meta.axis_keys[a];
   IP_REQUIRE(axes_match, "results file '{}': point '{}' does not have the sweep's axes in order", im.path, rec.key);
+  im.held.push_back(rec);
+  im.keys.insert(rec.key);
+  im.indices.insert(static_cast<std::int64_t>(rec.index));
+  const double since_write =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - im.last_write_end).count();
+  if (im.policy == FlushPolicy::kEveryAppend || since_write >= kFlushSpacing * im.last_write_s) flush();
+}
 
-  const h5::Table row = one_row(rec, im.meta.axis_keys);
+void ResultsFile::flush() {
+  Impl& im = *impl_;
+  if (im.held.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  h5::Table batch = points_table(im.meta.axis_keys);
+  for (const PointRecord& rec : im.held) copy_row(batch, one_row(rec, im.meta.axis_keys), 0);
   const std::string tmp = fmt::format("{}.tmp-{}", im.path, ::getpid());
   try {
     std::error_code ec;
@@ -393,13 +422,13 @@ void ResultsFile::append(const PointRecord& rec) {
     if (!im.on_disk) write_root_attrs(f, im.meta);
     // A new file, or a string wider than its column: rewrite the table (HDF5 does not reuse the old one's space,
     // so the file grows by one table each time a column widens; widths double, so that happens rarely).
-    if (!im.on_disk || !f.append_table("points", row)) {
+    if (!im.on_disk || !f.append_table("points", batch)) {
       if (im.on_disk) f.remove("points");
       h5::Table all = im.rows;
-      copy_row(all, row, 0);
+      for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(all, batch, r);
       f.write_table("points", all, kChunkRows);
     }
-    write_point(f, rec);
+    for (const PointRecord& rec : im.held) write_point(f, rec);
     f.close();
     sync_path(tmp, false);
     IP_REQUIRE(::rename(tmp.c_str(), im.path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp, im.path,
@@ -408,12 +437,17 @@ void ResultsFile::append(const PointRecord& rec) {
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove(tmp, ec);
-    throw Error(fmt::format("cannot append point '{}' to results file '{}': {}", rec.key, im.path, e.what()));
+    const std::string what = im.held.size() == 1
+                                 ? fmt::format("point '{}'", im.held.front().key)
+                                 : fmt::format("{} points ('{}' to '{}')", im.held.size(), im.held.front().key,
+                                               im.held.back().key);
+    throw Error(fmt::format("cannot append {} to results file '{}': {}", what, im.path, e.what()));
   }
-  copy_row(im.rows, row, 0);
-  im.keys.insert(rec.key);
-  im.indices.insert(static_cast<std::int64_t>(rec.index));
+  for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(im.rows, batch, r);
+  im.held.clear();
   im.on_disk = true;
+  im.last_write_end = std::chrono::steady_clock::now();
+  im.last_write_s = std::chrono::duration<double>(im.last_write_end - t0).count();
 }
 
 void merge_results(const std::string& out, const std::vector<std::string>& inputs) {

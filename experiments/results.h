@@ -1,4 +1,4 @@
-// The results file of a sweep (HDF5), written crash-safely one point at a time.
+// The results file of a sweep (HDF5), written crash-safely (see ResultsFile::FlushPolicy).
 //
 // Layout (schema_version 1):
 //   /                      attributes: schema_version (int), tool_version, git_revision, config_text,
@@ -125,9 +125,25 @@ class ResultsFile {
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
 
-  bool has(const std::string& point_key) const;
-  std::size_t size() const;  // points held
-  void append(const PointRecord& rec);  // crash-safe (see above); throws ip::Error naming the file
+  // When appended points reach the disk. Every write is crash-safe: a copy of the file with the new
+  // points is fsynced and renamed over it, so the file always holds a complete prefix of the sweep.
+  // Rewriting the file costs time in proportion to its size, so a sweep of many quick points would
+  // spend ever more of its time there (O(points^2) bytes written) if every point were written at once.
+  enum class FlushPolicy {
+    kEveryAppend,     // append() returns once the point is on disk (the default)
+    kBoundedOverhead  // append() holds points in memory until the time since the last write is at least
+                      // kFlushSpacing times that write's duration (writing then costs at most about
+                      // 1 / (1 + kFlushSpacing) of the run); flush() and the destructor write the rest. A
+                      // killed run loses only the points held, which --resume runs again.
+  };
+  static constexpr double kFlushSpacing = 4.0;
+  void set_flush_policy(FlushPolicy policy);
+
+  bool has(const std::string& point_key) const;  // written or held
+  std::size_t size() const;                      // points written or held
+  std::size_t held() const;                      // appended points not yet on disk
+  void append(const PointRecord& rec);  // throws ip::Error naming the file (then the points stay held)
+  void flush();                         // writes the held points now; throws ip::Error naming the file
 
  private:
   struct Impl;

@@ -142,16 +142,23 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
     if (!plan.skip_reason.empty()) return skip(plan.skip_reason);
     out.reason = plan.note;  // auto on the CPU although a device is present: why (kept with the point)
   }
-  if (p.source == "synthetic") {
-    const double need = estimate_point_bytes(p);
-    if (need > memory_limit)
-      return skip(fmt::format("estimated memory {:.1f} GiB exceeds the limit {:.1f} GiB (sweep.memory_limit)",
-                              need / (1 << 30), memory_limit / (1 << 30)));
-  }
-  auto& reqs = cache[source_key(p)];
+  const double need = p.source == "synthetic" ? estimate_point_bytes(p) : 0.0;
+  if (need > memory_limit)
+    return skip(fmt::format("estimated memory {:.1f} GiB exceeds the limit {:.1f} GiB (sweep.memory_limit)",
+                            need / (1 << 30), memory_limit / (1 << 30)));
+  const std::string wkey = source_key(p);
+  auto& reqs = cache[wkey];
   if (reqs.empty()) {
     IP_RANGE(workload);
     IP_REQUIRE(p.source == "synthetic", "workload '{}' was not preloaded", p.source);
+    // Generated workloads kept for later points are dropped when, with them, this point would exceed
+    // the memory limit; a later point makes its workload again, bit for bit, from the same spec.
+    double kept = 0;
+    for (const auto& [k, ws] : cache)
+      for (const auto& w : ws) kept += static_cast<double>(w.input_bytes());
+    if (kept + need > memory_limit)
+      for (auto it = cache.begin(); it != cache.end();)
+        it = it->first != wkey && it->first.rfind("synthetic ", 0) == 0 ? cache.erase(it) : std::next(it);
     for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
   }
   for (const auto& w : reqs)
@@ -353,6 +360,10 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
                  points.size());
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = todo.size();
+  // A workload stays in `cache` until the last point that uses it has run (points that share a workload
+  // reuse it; a sweep over seeds or context lengths does not keep every workload it made).
+  std::map<std::string, std::size_t> uses;
+  for (const Point* p : todo) ++uses[source_key(*p)];
   std::optional<ProfileCapture> capture;  // --profile: the measured region for Nsight
   if (opt.profile) capture.emplace(points, opt.quiet);
   for (std::size_t i = 0; i < n; ++i) {
@@ -371,9 +382,12 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     {
       IP_RANGE_MESSAGE(fmt::format("point {}: {}", p.index, p.key));  // one NVTX range per point
       rows.push_back(run_point(p, sweep.memory_limit, cache));
+      if (--uses[source_key(p)] == 0) cache.erase(source_key(p));
       if (out) {
         IP_RANGE(output);
         out->append(rows.back());
+        // The per-request details (step tables, saved tensors) are in the file now; keep the summary.
+        std::vector<RequestDetail>().swap(rows.back().requests);
       }
     }
     if (!opt.quiet && !tty && rows.back().summary.status != "ok")
@@ -381,6 +395,10 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     else if (!opt.quiet && !rows.back().summary.reason.empty())  // a point that ran, with a note
       std::fprintf(stderr, "%s[%zu/%zu] note: %s\n", tty ? "\r\033[K" : "", i + 1, n,
                    rows.back().summary.reason.c_str());
+  }
+  if (out) {
+    IP_RANGE(output);
+    out->flush();
   }
   if (!opt.quiet) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

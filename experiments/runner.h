@@ -38,8 +38,10 @@ void write_cache_trace(const Point& p, const cache::Trace& trace);
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache);
 
 // Runs `points` in order, skipping those `out` already holds, appending each result to `out` (if
-// any) as soon as it finishes. Progress on stderr unless quiet: a self-updating line on a terminal,
-// plain lines otherwise. Returns the records of the points run now.
+// any) as soon as it finishes (when it reaches the disk is out's FlushPolicy) and flushing `out` at the
+// end. A workload leaves `cache` after the last of these points that uses it. Progress on stderr unless
+// quiet: a self-updating line on a terminal, plain lines otherwise. Returns the records of the points
+// run now; with `out`, without their per-request details (those are in the file).
 std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>& points, const RunOptions& opt,
                                     WorkloadCache& cache, ResultsFile* out);
 

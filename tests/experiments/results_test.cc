@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -290,6 +291,66 @@ TEST_F(ResultsTest, WideStringsRewriteTheTable) {
   const ip::h5::Table t = ip::h5::File(p, "r").read_table("points");
   EXPECT_EQ(t.column("reason").strings, (std::vector<std::string>{"", std::string(100, 'x'), ""}));
   EXPECT_EQ(t.column("tokens").floats, (std::vector<double>{100.0, 200.0, 400.0}));
+}
+
+// FlushPolicy::kBoundedOverhead: quick appends are held and written together; the file on disk is always
+// a prefix of what was appended; held keys count as in the file; flush() and the destructor write the
+// rest; the result reads back the same as a file written one point at a time (a wide string inside a
+// batch included).
+TEST_F(ResultsTest, HeldPointsReachTheFileOnFlushAndAtTheEnd) {
+  auto make = [](std::size_t i) {
+    PointRecord r = point(i, i % 3 == 2);
+    if (i == 17) r.summary.reason = std::string(100, 'y');
+    return r;
+  };
+  const std::string p = path("held.h5"), q = path("each.h5");
+  std::size_t max_held = 0;
+  {
+    ResultsFile f(p, meta(), false, false);
+    f.set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
+    for (std::size_t i = 0; i < 40; ++i) {
+      f.append(make(i));
+      EXPECT_EQ(f.size(), i + 1);
+      EXPECT_TRUE(f.has(key_of(i)));
+      max_held = std::max(max_held, f.held());
+      if (!fs::exists(p)) {
+        EXPECT_EQ(f.held(), i + 1);
+        continue;
+      }
+      const ip::h5::Table t = ip::h5::File(p, "r").read_table("points");
+      ASSERT_EQ(t.rows() + f.held(), i + 1) << i;
+      for (std::size_t r = 0; r < t.rows(); ++r) ASSERT_EQ(t.column("key").strings[r], key_of(r));
+    }
+    EXPECT_HAS(error_of([&] { f.append(make(39)); }), "already in the file");
+    f.flush();
+    EXPECT_EQ(f.held(), 0u);
+    EXPECT_EQ(ip::h5::File(p, "r").read_table("points").rows(), 40u);
+    for (std::size_t i = 40; i < 45; ++i) f.append(make(i));
+  }  // the destructor writes what is still held
+  EXPECT_GT(max_held, 1u) << "appends microseconds apart were each written at once";
+  {
+    ResultsFile f(q, meta(), false, false);
+    for (std::size_t i = 0; i < 45; ++i) {
+      f.append(make(i));
+      EXPECT_EQ(f.held(), 0u);
+    }
+  }
+  ip::h5::File a(p, "r"), b(q, "r");
+  const ip::h5::Table ta = a.read_table("points"), tb = b.read_table("points");
+  ASSERT_EQ(ta.rows(), 45u);
+  for (const char* c : {"key", "status", "reason", "pool.weighting"})
+    EXPECT_EQ(ta.column(c).strings, tb.column(c).strings) << c;
+  EXPECT_EQ(ta.column("index").ints, tb.column("index").ints);
+  for (const char* c : {"tokens", "mass_recall", "wall_s"}) EXPECT_EQ(ta.column(c).floats, tb.column(c).floats) << c;
+  for (std::size_t i = 0; i < 45; ++i) {
+    const std::string g = fmt::format("point_{:06d}", i);
+    EXPECT_EQ(a.list(g), b.list(g)) << g;
+    EXPECT_EQ(a.read_table(g + "/steps").column("mass_recall").floats,
+              b.read_table(g + "/steps").column("mass_recall").floats)
+        << g;
+  }
+  ResultsFile again(p, meta(), true, false);
+  EXPECT_EQ(again.size(), 45u);
 }
 
 // Appends replace the file (new file, rename): a reader that has it open keeps a complete snapshot.

@@ -1,0 +1,109 @@
+// The runner's bookkeeping over a sweep: generated workloads leave the cache after their last point (and
+// are dropped early when the memory limit needs it) without changing any result; with a results file,
+// the returned records keep only their summaries, and every point reaches the file.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "experiments/config.h"
+#include "experiments/h5.h"
+#include "experiments/results.h"
+#include "experiments/runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ip::exp;
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ip_runner_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Sweep sweep(const std::string& text) {
+    const std::string cfg = (dir_ / "sweep.ini").string();
+    std::ofstream(cfg) << text;
+    return load_sweep(cfg);
+  }
+  fs::path dir_;
+};
+
+// Three seeds (outer) by two weightings (inner): each seed's workload serves two points, then leaves.
+constexpr const char* kSeeds =
+    "backend = cpu\nthreads = 1\n[workload]\ntokens = 1Ki\nsteps = 2\nseed = 0, 1, 2\n[pool]\n"
+    "weighting = uniform, tfidf\n[select]\ntopk_tokens = 64\n[cache]\nenabled = false\n";
+
+TEST_F(RunnerTest, WorkloadsLeaveTheCacheAfterTheirLastPointAndResultsDoNotChange) {
+  const Sweep sw = sweep(kSeeds);
+  ASSERT_EQ(sw.points.size(), 6u);
+  RunOptions ro;
+  ro.quiet = true;
+  WorkloadCache cache;
+  const auto rows = run_points(sw, sw.points, ro, cache, nullptr);
+  EXPECT_TRUE(cache.empty()) << cache.size() << " workloads still held";
+  ASSERT_EQ(rows.size(), 6u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    WorkloadCache fresh;  // the point alone, its workload made just for it
+    const PointRecord alone = run_point(sw.points[i], sw.memory_limit, fresh);
+    ASSERT_EQ(alone.summary.status, "ok");
+    EXPECT_EQ(rows[i].summary.token_recall, alone.summary.token_recall) << i;
+    EXPECT_EQ(rows[i].summary.mass_recall, alone.summary.mass_recall) << i;
+    EXPECT_EQ(rows[i].summary.output_error, alone.summary.output_error) << i;
+    EXPECT_FALSE(rows[i].requests.empty());  // no results file: the details stay
+  }
+}
+
+TEST_F(RunnerTest, TheMemoryLimitDropsOtherGeneratedWorkloads) {
+  const Sweep sw = sweep(kSeeds);
+  const Point& a = sw.points[0];  // seed 0
+  const Point& b = sw.points[2];  // seed 1
+  {
+    WorkloadCache cache;
+    ASSERT_EQ(run_point(a, 1e15, cache).summary.status, "ok");
+    ASSERT_EQ(run_point(b, 1e15, cache).summary.status, "ok");
+    EXPECT_EQ(cache.size(), 2u);  // room for both: both kept
+  }
+  WorkloadCache cache;
+  ASSERT_EQ(run_point(a, 1e15, cache).summary.status, "ok");
+  ASSERT_EQ(cache.size(), 1u);
+  const double need = estimate_point_bytes(b);
+  const PointRecord r = run_point(b, need * 1.0001, cache);  // fits alone, not beside a's workload
+  ASSERT_EQ(r.summary.status, "ok") << r.summary.reason;
+  EXPECT_EQ(cache.size(), 1u);
+  WorkloadCache fresh;
+  EXPECT_EQ(r.summary.token_recall, run_point(b, 1e15, fresh).summary.token_recall);
+}
+
+TEST_F(RunnerTest, WithAResultsFileRowsKeepSummariesAndTheFileHoldsEveryPoint) {
+  const Sweep sw = sweep(kSeeds);
+  const std::string out = (dir_ / "r.h5").string();
+  SweepMeta meta;
+  meta.sweep_id = sw.sweep_id;
+  meta.axis_keys = sw.axis_keys;
+  meta.points_total = static_cast<std::int64_t>(sw.points.size());
+  ResultsFile rf(out, meta, false, false);
+  rf.set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
+  RunOptions ro;
+  ro.quiet = true;
+  WorkloadCache cache;
+  const auto rows = run_points(sw, sw.points, ro, cache, &rf);
+  EXPECT_EQ(rf.held(), 0u);  // run_points flushes at the end
+  ASSERT_EQ(rows.size(), 6u);
+  ip::h5::File f(out, "r");
+  const ip::h5::Table t = f.read_table("points");
+  ASSERT_EQ(t.rows(), 6u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_TRUE(rows[i].requests.empty()) << i;
+    EXPECT_EQ(t.column("token_recall").floats[i], rows[i].summary.token_recall) << i;
+    EXPECT_EQ(f.read_table(fmt::format("point_{:06d}/steps", i)).rows(), 2u) << i;  // 1 request x 2 steps
+  }
+}
+
+}  // namespace
