@@ -119,6 +119,11 @@ Index64 request_tokens(const WorkloadSpec& s, int request) {
   return std::max<Index64>(1, s.tokens - static_cast<Index64>(std::floor(s.length_spread * u * s.tokens)));
 }
 
+GateParams gate_params(const WorkloadSpec& s, int request) {
+  const std::uint64_t base = hash_key(s.seed, 0xB10C, static_cast<std::uint64_t>(request));
+  return GateParams{static_cast<float>(s.gate_decay), static_cast<float>(s.gate_spread), hash_key(base, kGate)};
+}
+
 Workload generate_request(const WorkloadSpec& s, int request) {
   validate_spec(s);
   IP_REQUIRE(request >= 0 && request < s.requests, "workload: request {} outside [0, {})", request, s.requests);
@@ -136,7 +141,7 @@ Workload generate_request(const WorkloadSpec& s, int request) {
 
   Workload w;
   w.kind = L.kind;
-  w.gates = GateParams{static_cast<float>(s.gate_decay), static_cast<float>(s.gate_spread), hash_key(base, kGate)};
+  w.gates = gate_params(s, request);
   w.index_keys.reshape({T, D});
   const double rho = s.topic_weight, sig = std::sqrt(1.0 - rho * rho);
   parallel_for(T, 4096, [&](Index64 b, Index64 e) {

@@ -74,6 +74,10 @@ struct WorkloadSpec {
 
 void validate_spec(const WorkloadSpec& s);
 
+// The local branch's gates of request b: workload.gate_decay and gate_spread, seeded from (seed, b).
+// generate_request uses them, and the runner gives them to imported workloads.
+GateParams gate_params(const WorkloadSpec& spec, int request);
+
 // Request b of the spec (0 <= b < requests). Deterministic: the same spec, b and seed give the same
 // bits whatever the thread count.
 Workload generate_request(const WorkloadSpec& spec, int request);

@@ -161,6 +161,10 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
         it = it->first != wkey && it->first.rfind("synthetic ", 0) == 0 ? cache.erase(it) : std::next(it);
     for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
   }
+  // An imported workload has no gates of its own: the point's workload.gate_decay, gate_spread and seed
+  // give them (set per point, since points share the import).
+  if (p.source != "synthetic")
+    for (std::size_t b = 0; b < reqs.size(); ++b) reqs[b].gates = gate_params(p.workload, static_cast<int>(b));
   for (const auto& w : reqs)
     if (p.pipeline.topk_tokens > w.tokens())
       return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",

@@ -3,12 +3,14 @@
 // the returned records keep only their summaries, and every point reaches the file.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/workload.h"
 #include "experiments/config.h"
 #include "experiments/h5.h"
 #include "experiments/results.h"
@@ -104,6 +106,51 @@ TEST_F(RunnerTest, WithAResultsFileRowsKeepSummariesAndTheFileHoldsEveryPoint) {
     EXPECT_EQ(t.column("token_recall").floats[i], rows[i].summary.token_recall) << i;
     EXPECT_EQ(f.read_table(fmt::format("point_{:06d}/steps", i)).rows(), 2u) << i;  // 1 request x 2 steps
   }
+}
+
+// An imported workload has no gates of its own: each point gives it workload.gate_decay, gate_spread and
+// the seed's gates, as a generated request gets them, so the hybrid layer's local branch follows them.
+TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
+  ip::WorkloadSpec spec;
+  spec.tokens = 512;
+  spec.dim = 16;
+  spec.index_heads = 2;
+  spec.attn_dim = 16;
+  spec.attn_heads = 2;
+  spec.value_dim = 16;
+  spec.steps = 2;
+  const ip::Workload w = ip::generate_request(spec, 0);
+  const std::string h5 = (dir_ / "trace.h5").string();
+  {
+    ip::h5::File f(h5, "w");
+    f.write("index_keys", w.index_keys);
+    f.write("index_queries", w.index_queries);
+    f.write("head_weights", w.head_weights);
+    f.write("attn_keys", w.attn_keys);
+    f.write("attn_queries", w.attn_queries);
+    f.write("values", w.values);
+  }
+  const Sweep sw = sweep("backend = cpu\nthreads = 1\n[workload]\nsource = " + h5 +
+                         "\nseed = 3\ngate_decay = 0.5, 0.99\ngate_spread = 0.25\n[hybrid]\nenabled = true\n"
+                         "window = 64\nchunk = 16\ncombine = gate:0.5\n[select]\ntopk_tokens = 64\n[cache]\n"
+                         "enabled = false\n");
+  ASSERT_EQ(sw.points.size(), 2u);
+  std::vector<double> err;
+  for (const Point& p : sw.points) {
+    WorkloadCache cache;
+    preload_imports({p}, cache);
+    const PointRecord r = run_point(p, 1e15, cache);
+    ASSERT_EQ(r.summary.status, "ok") << r.summary.reason;
+    ASSERT_EQ(cache.size(), 1u);
+    const ip::GateParams g = cache.begin()->second.at(0).gates, want = ip::gate_params(p.workload, 0);
+    EXPECT_EQ(g.decay, want.decay);
+    EXPECT_EQ(g.spread, 0.25f);
+    EXPECT_EQ(g.seed, want.seed);
+    err.push_back(r.summary.layer_output_error);
+  }
+  EXPECT_EQ(sw.points[0].workload.gate_decay, 0.5);
+  EXPECT_TRUE(std::isfinite(err[0]) && std::isfinite(err[1]));
+  EXPECT_NE(err[0], err[1]);  // the local branch ran with the point's gates
 }
 
 }  // namespace
