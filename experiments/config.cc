@@ -607,6 +607,25 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
                setting_at("adaptive.budget"), a.budget_bytes_per_token, need / static_cast<double>(p.workload.tokens),
                p.index, p.key);
   }
+  // Generator-only keys set for a sweep whose every point imports its workload would do nothing (the
+  // shapes, lengths and statistics come from the file): an error, not N identical points.
+  const bool any_synthetic =
+      std::any_of(sw.points.begin(), sw.points.end(), [](const Point& p) { return p.source == "synthetic"; });
+  if (!sw.points.empty() && !any_synthetic) {
+    static const char* const kGeneratorOnly[] = {
+        "workload.tokens",     "workload.dim",          "workload.index_heads",     "workload.attn_dim",
+        "workload.attn_heads", "workload.value_dim",    "workload.steps",           "workload.requests",
+        "workload.length_spread", "workload.topics",    "workload.topic_run",       "workload.topic_weight",
+        "workload.sharpness",  "workload.head_noise",   "workload.query_drift",     "workload.jump_prob",
+        "workload.needles",    "workload.needle_strength", "workload.needle_query_prob", "workload.sinks",
+        "workload.sink_strength", "workload.image_fraction", "workload.image_side", "workload.attn_noise"};
+    for (const auto& s : sw.settings)
+      for (const char* k : kGeneratorOnly)
+        IP_REQUIRE(s.key != k,
+                   "{}: key '{}' only shapes the synthetic generator, and every point imports its workload "
+                   "(workload.source = '{}', set at {}): the file fixes it. Remove the key",
+                   where(s), s.key, sw.points.front().source, setting_at("workload.source"));
+  }
   for (const auto& p : sw.points) {
     if (p.max_context <= 0 || p.source != "synthetic") continue;
     const Index64 total = p.workload.tokens + static_cast<Index64>(p.workload.steps) * p.workload.append_per_step;

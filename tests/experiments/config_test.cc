@@ -167,6 +167,20 @@ TEST_F(ConfigTest, CrossKeyChecksRunBeforeAnyPoint) {
   EXPECT_NE(error_of(p).find("topic_weight"), std::string::npos) << error_of(p);
 }
 
+// A generator-only key with every point importing its workload names the key, its file and line, and
+// the source; with a synthetic point in the sweep, or keys that apply to imports too, the load goes on.
+TEST_F(ConfigTest, GeneratorKeysWithOnlyImportedWorkloadsAreRejected) {
+  auto p = write("[workload]\nsource = /data/dump.h5\nseed = 3\ngate_decay = 0.5\ntokens = 64Ki\n");
+  const std::string e = error_of(p);
+  EXPECT_NE(e.find(p + ":5: key 'workload.tokens' only shapes the synthetic generator"), std::string::npos) << e;
+  EXPECT_NE(e.find("'/data/dump.h5', set at " + p + ":2"), std::string::npos) << e;
+  EXPECT_NE(error_of(p, {"workload.source=synthetic, /data/dump.h5"}).find("(no error)"), std::string::npos);
+  auto q = write("[workload]\nsource = /data/dump.h5\nseed = 3\ngate_decay = 0.5\nappend_per_step = 0\n");
+  EXPECT_NE(error_of(q).find("(no error)"), std::string::npos) << error_of(q);
+  EXPECT_NE(error_of(q, {"workload.steps=4"}).find("command line: key 'workload.steps' only shapes"), std::string::npos)
+      << error_of(q, {"workload.steps=4"});
+}
+
 TEST_F(ConfigTest, ShippedConfigsLoad) {
   const std::string dir = std::string(IP_SOURCE_DIR) + "/configs/";
   EXPECT_EQ(load_sweep(dir + "quickstart.ini").points.size(), 21u);          // 7 weightings x 3 group sizes
