@@ -1,5 +1,6 @@
 // indexpool: the command-line entry point. Subcommands grow here (run today; list, merge, cache-sim,
 // inspect with the runner and the cache simulator).
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,9 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
 
@@ -22,6 +26,30 @@ namespace po = boost::program_options;
 using namespace ip::exp;
 
 namespace {
+
+// SIGINT / SIGTERM during `run`: the first asks the runner to stop after the current point (it then
+// writes every finished point and returns); the handlers are reset, so a second signal stops at once.
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop = sig;
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  static const char msg[] =
+      "\nindexpool: stopping after the current point (finished points are kept; --resume runs the rest); "
+      "a second Ctrl-C or SIGTERM stops at once\n";
+  const ssize_t r = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)r;
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // a write or fsync under way goes on
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 constexpr const char* kUsage =
     "usage: indexpool [--version] [--help] <command> [<args>]\n"
@@ -110,9 +138,11 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
                  "one row per point: index bytes per token, compression ratio, scoring multiply-adds, recall\n"
                  "against the exact indexer, attention fidelity, stage times. With output.path set, finished points\n"
                  "are written to that HDF5 file as they finish (held briefly when rewriting a large file would\n"
-                 "dominate; the end of the run writes all); a killed run continues with --resume. A point\n"
-                 "that cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
-                 "skipped with its reason; the exit status is still 0.\n\n"
+                 "dominate; the end of the run writes all). The first Ctrl-C or SIGTERM stops the sweep after\n"
+                 "the point under way, with every finished point written (exit status 130 or 143), a second one\n"
+                 "at once; --resume continues a stopped or killed run. A point that cannot run (no CUDA build\n"
+                 "or device for backend = cuda, not enough memory) is recorded as skipped with its reason; the\n"
+                 "exit status is still 0.\n\n"
               << opts
               << "\nexamples:\n  indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n"
                  "  indexpool run configs/ablation_weighting.ini --shard 3/8 --set output.path=results/abl_3.h5\n";
@@ -162,9 +192,17 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   if (!ro.quiet)
     std::fprintf(stderr, "%s\n%zu points from %s%s\n", version_string().c_str(), points.size(),
                  sweep.config_path.c_str(), shards > 1 ? fmt::format(" (shard {}/{})", shard, shards).c_str() : "");
+  ro.stop = &g_stop;
+  install_stop_handlers();
   const auto rows = run_points(sweep, points, ro, cache, results.get());
   std::cout << summary_table(sweep.axis_keys, rows);
   if (results) std::cout << "results: " << out_path << " (" << results->size() << " points)\n";
+  if (g_stop) {
+    std::fprintf(stderr, "indexpool: stopped by %s after %zu of %zu points%s\n", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+                 rows.size(), points.size(),
+                 results ? "; the finished points are in the results file, --resume runs the rest" : "");
+    return 128 + g_stop;
+  }
   return 0;
 }
 

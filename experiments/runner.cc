@@ -370,7 +370,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   for (const Point* p : todo) ++uses[source_key(*p)];
   std::optional<ProfileCapture> capture;  // --profile: the measured region for Nsight
   if (opt.profile) capture.emplace(points, opt.quiet);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n && !(opt.stop && *opt.stop); ++i) {
     const Point& p = *todo[i];
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!opt.quiet) {
@@ -406,7 +406,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   }
   if (!opt.quiet) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "%s%zu points in %s\n", tty && n ? "\r\033[K" : "", n, fmt_duration(el).c_str());
+    std::fprintf(stderr, "%s%zu points in %s\n", tty && n ? "\r\033[K" : "", rows.size(), fmt_duration(el).c_str());
   }
   return rows;
 }

@@ -1,6 +1,7 @@
 // Runs the points of a sweep, records each into the results file as it finishes, and summarizes.
 #pragma once
 
+#include <csignal>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ struct RunOptions {
   // --profile (Nsight): every point once with no warm-up or repeat loop, the loop inside
   // cudaProfilerStart/Stop (ProfileCapture), in-process CUPTI off (apply_profile_mode).
   bool profile = false;
+  // Set asynchronously (by a signal handler) to stop the sweep after the current point: run_points then
+  // writes what `out` holds and returns the points run so far. Null: never stops early.
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 // Workloads by source: generated requests keyed by their spec, imported files keyed by path.

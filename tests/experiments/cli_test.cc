@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -240,6 +241,85 @@ TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {
   ip::h5::File f(h5, "r");
   EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{24}));
   for (int i = 0; i < 24; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
+}
+
+// Starts `indexpool ARGS...` with stderr going to `err` and stdout to /dev/null; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& err) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen(err.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout)) _exit(126);
+    std::vector<char*> argv{const_cast<char*>(IP_INDEXPOOL_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(IP_INDEXPOOL_BIN, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls (2 ms) until `done` or about 30 s.
+template <class F>
+bool wait_for(F&& done) {
+  for (int i = 0; i < 15000; ++i) {
+    if (done()) return true;
+    usleep(2 * 1000);
+  }
+  return false;
+}
+
+// Ctrl-C (SIGINT) during a sweep: the point under way finishes, every finished point is written, the
+// exit status is 130 and stderr says how to go on; --resume then runs only the rest.
+TEST_F(CliTest, InterruptedRunKeepsFinishedPointsAndResumes) {
+  const std::string h5 = (dir_ / "int.h5").string(), err = (dir_ / "int.err").string();
+  const auto cfg = file("int.ini", "[workload]\ntokens = 16Ki\nsteps = 8\n[pool]\ngroup_size = range:1..24\n"
+                                   "[select]\ntopk_tokens = 256\n[output]\npath = " + h5 + "\n");
+  const pid_t pid = spawn({"run", cfg, "--quiet"}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return fs::exists(h5); }));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << e;
+  EXPECT_NE(e.find("stopping after the current point"), std::string::npos) << e;
+  EXPECT_NE(e.find("stopped by SIGINT after"), std::string::npos) << e;
+  EXPECT_NE(e.find("--resume runs the rest"), std::string::npos) << e;
+  ip::Index64 held = 0;
+  {
+    ip::h5::File f(h5, "r");
+    held = f.info("points").shape.at(0);
+  }
+  EXPECT_GE(held, 1);
+  EXPECT_LT(held, 24);
+  EXPECT_NE(e.find(fmt::format("after {} of 24 points", held)), std::string::npos) << "every finished point written: " << e;
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+  const auto r = run("run " + cfg + " --resume");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("{} of 24 points already", held)), std::string::npos) << r.out;
+}
+
+// A second signal does not wait for the point under way: the process dies by it.
+TEST_F(CliTest, SecondInterruptStopsAtOnce) {
+  const std::string err = (dir_ / "twice.err").string();
+  const auto cfg = file("twice.ini", "[workload]\ntokens = 256Ki\nsteps = 32\n[select]\ntopk_tokens = 256\n");
+  const pid_t pid = spawn({"run", cfg}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGINT);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("stopping after the current point") != std::string::npos; }));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the point finished before the second signal: " << slurp(err);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
 }
 
 }  // namespace
