@@ -707,7 +707,10 @@ double estimate_point_bytes(const Point& p) {
   const double index = rows * (s.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision));
   // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities.
   const double work = T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads);
-  return workload + index + work;
+  // output.save_tensors keeps every request's index until the point ends, and writes it dequantized
+  // (float32); otherwise the runner frees each request's index when the request is done.
+  const double kept = p.save_tensors ? B * index + B * rows * s.dim * 4.0 : index;
+  return workload + kept + work;
 }
 
 }  // namespace ip::exp

@@ -190,7 +190,16 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   std::vector<RequestResult> results;
   try {
-    for (const auto& w : reqs) results.push_back(run_request(*backend, w, pipeline));
+    for (const auto& w : reqs) {
+      results.push_back(run_request(*backend, w, pipeline));
+      // Only output.save_tensors reads a finished request's index rows: without it they go now, so B
+      // requests hold one index at a time (estimate_point_bytes counts on it).
+      if (!p.save_tensors) {
+        QuantizedMatrix& q = results.back().index.rows;
+        std::vector<std::uint8_t>().swap(q.payload);
+        std::vector<float>().swap(q.scales);
+      }
+    }
   } catch (const Error& e) {
     // A device allocation that fails despite the estimate skips the point; any other error stops the run.
     if (plan.backend != "cuda" || std::string_view(e.what()).find("cudaErrorMemoryAllocation") == std::string_view::npos)

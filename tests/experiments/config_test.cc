@@ -280,6 +280,15 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   // Keys, attention keys and values of 1Mi tokens alone: 1Mi * (128 + 128 + 128) * 4 B = 1.5 GiB.
   EXPECT_GT(ip::exp::estimate_point_bytes(sw.points[0]), 1.5 * 1073741824.0);
   EXPECT_NE(error_of(write("[sweep]\nmemory_limit = lots\n")).find("sweep.memory_limit"), std::string::npos);
+  // B requests hold one index at a time, unless output.save_tensors keeps each (and its float32 copy):
+  // 4 requests of 64Ki tokens at G = 4, fp32, D = 128 -> 3 more indexes of 16Ki x 128 x 4 B = 8 MiB,
+  // plus 4 float32 copies.
+  const std::string b = write("[workload]\ntokens = 64Ki\nrequests = 4\nsteps = 1\n[pool]\nweighting = uniform\n"
+                              "group_size = 4\n");
+  const auto off = load_sweep(b), on = load_sweep(b, {"output.save_tensors=true"});
+  const double index = 16384.0 * 128 * 4;
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(on.points[0]) - ip::exp::estimate_point_bytes(off.points[0]),
+                   3 * index + 4 * index);
 }
 
 TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {
