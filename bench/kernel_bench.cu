@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "indexpool/build_config.h"
+#include "indexpool/git_revision.h"
 #include "kernels/device.h"
 
 namespace ip::kbench {

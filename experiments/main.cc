@@ -21,6 +21,7 @@
 #include "experiments/results.h"
 #include "experiments/runner.h"
 #include "indexpool/build_config.h"
+#include "indexpool/git_revision.h"
 
 namespace po = boost::program_options;
 using namespace ip::exp;

@@ -23,6 +23,7 @@
 #include "experiments/profiling.h"
 #include "core/ranges.h"
 #include "indexpool/build_config.h"
+#include "indexpool/git_revision.h"
 #if IP_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #include "kernels/device.h"
@@ -112,7 +113,8 @@ void write_cache_trace(const Point& p, const cache::Trace& trace) {
   IP_REQUIRE(!ec, "output.cache_trace '{}': cannot rename '{}' over it: {}", path, tmp, ec.message());
 }
 
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache) {
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
+                      const std::function<void(std::size_t, std::size_t)>& on_request) {
   PointRecord rec;
   rec.index = p.index;
   rec.key = p.key;
@@ -199,6 +201,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache)
         std::vector<std::uint8_t>().swap(q.payload);
         std::vector<float>().swap(q.scales);
       }
+      if (on_request) on_request(results.size(), reqs.size());
     }
   } catch (const Error& e) {
     // A device allocation that fails despite the estimate skips the point; any other error stops the run.
@@ -394,7 +397,23 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     }
     {
       IP_RANGE_MESSAGE(fmt::format("point {}: {}", p.index, p.key));  // one NVTX range per point
-      rows.push_back(run_point(p, sweep.memory_limit, cache));
+      // Points of many requests report them: on a terminal in the progress line (at most 5 times a
+      // second), otherwise a line at most every 30 s.
+      auto last = std::chrono::steady_clock::now();
+      const auto on_request = [&](std::size_t done, std::size_t total) {
+        const auto now = std::chrono::steady_clock::now();
+        if (opt.quiet || total < 2 || done == total || now - last < std::chrono::milliseconds(tty ? 200 : 30000)) return;
+        last = now;
+        const double since = std::chrono::duration<double>(now - t0).count();
+        const std::string line = fmt::format("[{}/{}] {} | request {}/{} | elapsed {}", i + 1, n,
+                                             p.key == "-" ? "" : p.key, done, total, fmt_duration(since));
+        if (tty)
+          std::fprintf(stderr, "\r\033[K%s", line.c_str());
+        else
+          std::fprintf(stderr, "%s\n", line.c_str());
+        std::fflush(stderr);
+      };
+      rows.push_back(run_point(p, sweep.memory_limit, cache, on_request));
       if (--uses[source_key(p)] == 0) cache.erase(source_key(p));
       if (out) {
         IP_RANGE(output);

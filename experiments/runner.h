@@ -2,6 +2,7 @@
 #pragma once
 
 #include <csignal>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,7 +40,9 @@ void check_cache_traces(const std::vector<Point>& points, bool replace);
 void write_cache_trace(const Point& p, const cache::Trace& trace);
 
 // Runs one point (or records why it cannot run: k > T, memory estimate over the limit, no backend).
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache);
+// `on_request(done, total)`, when given, is called after each of the point's requests has run.
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
+                      const std::function<void(std::size_t, std::size_t)>& on_request = {});
 
 // Runs `points` in order, skipping those `out` already holds, appending each result to `out` (if
 // any) as soon as it finishes (when it reaches the disk is out's FlushPolicy) and flushing `out` at the
