@@ -54,6 +54,19 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// The revision --version (and every results file) names is the commit the build was made from, even
+// when commits came after the last cmake configure (it is taken at build time).
+TEST_F(CliTest, VersionNamesTheCommitBuilt) {
+  FILE* g = popen("git -C '" IP_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
+  ASSERT_NE(g, nullptr);
+  std::array<char, 64> buf{};
+  const std::string head = std::fgets(buf.data(), buf.size(), g) ? std::string(buf.data(), 12) : "";
+  pclose(g);
+  if (head.size() != 12 || head.find('\n') != std::string::npos) GTEST_SKIP() << "not a git checkout";
+  const auto v = run("--version");
+  EXPECT_NE(v.out.find("(git " + head), std::string::npos) << "HEAD is " << head << "; " << v.out;
+}
+
 TEST_F(CliTest, VersionAndHelp) {
   const auto v = run("--version");
   EXPECT_EQ(v.code, 0);
