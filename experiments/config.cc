@@ -710,7 +710,16 @@ double estimate_point_bytes(const Point& p) {
   // output.save_tensors keeps every request's index until the point ends, and writes it dequantized
   // (float32); otherwise the runner frees each request's index when the request is done.
   const double kept = p.save_tensors ? B * index + B * rows * s.dim * 4.0 : index;
-  return workload + kept + work;
+  // Per request and decode step: the queries and head weights. Per selected group and step: its id and
+  // attention mass (and similarity for cache.relevance = cosine); with the cache model on, one trace
+  // access (sizeof(cache::Access) = 24 B) and, for the OPT bound, its next use (8 B). Measured: 4.19M
+  // selections (16 requests x 512 steps x 512 groups) take 8 + 24 + 8 B each.
+  const double Q = s.steps;
+  const double queries = B * Q * 4.0 * (s.index_heads * (s.dim + 1.0) + s.attn_heads * s.attn_dim);
+  const double k_groups = std::ceil(static_cast<double>(p.pipeline.topk_tokens) / G);
+  double per_selection = 8.0 + (p.cache.enabled && p.cache.relevance == "cosine" ? 4.0 : 0.0);
+  if (p.cache.enabled) per_selection += sizeof(cache::Access) + (p.cache.opt_bound ? 8.0 : 0.0);
+  return workload + kept + work + queries + B * Q * k_groups * per_selection;
 }
 
 }  // namespace ip::exp

@@ -289,6 +289,13 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   const double index = 16384.0 * 128 * 4;
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(on.points[0]) - ip::exp::estimate_point_bytes(off.points[0]),
                    3 * index + 4 * index);
+  // The cache model's trace: one 24-byte access and an 8-byte next use (OPT bound) per selected group,
+  // request and step: 4 requests x 1 step x (2048 / 4) groups by default.
+  const auto cache_off = load_sweep(b, {"cache.enabled=false"}), no_opt = load_sweep(b, {"cache.opt_bound=false"});
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(off.points[0]) - ip::exp::estimate_point_bytes(cache_off.points[0]),
+                   4 * 512 * (24 + 8));
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(off.points[0]) - ip::exp::estimate_point_bytes(no_opt.points[0]),
+                   4 * 512 * 8);
 }
 
 TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {
