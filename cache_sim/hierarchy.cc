@@ -222,7 +222,7 @@ void Hierarchy::run(const PreparedTrace& p, const std::vector<std::int64_t>* giv
                                                  : std::numeric_limits<double>::infinity();
     const bool cheaper = 4.0 * static_cast<double>(p.universe()) <= 12.0 * most_entries;
     const bool array = options_.id_map == IdMap::array || (options_.id_map == IdMap::automatic && cheaper);
-    l->use_dense_ids(p.universe(), array);
+    l->use_dense_ids(p.universe(), array, p.uniform_size());
   }
   // As run(Trace), on the dense ids: each level's map (array or hash map, prepared.h) kAhead
   // accesses early, the entry and policy metadata of the slot found there kAhead / 2 early.

@@ -20,6 +20,7 @@ void grow_exact(std::vector<T>& v, std::size_t n) {
 void Level::grow() {
   std::uint64_t n = std::max<std::uint64_t>(64, std::uint64_t{slots_} * 2);
   if (!cap_.bytes) n = std::min<std::uint64_t>(n, cap_.value);
+  else if (uniform_size_) n = std::min<std::uint64_t>(n, std::max<std::uint64_t>(1, cap_.value / uniform_size_));
   IP_REQUIRE(n < kNoSlot && n > slots_, "level '{}': more than {} resident entries", policy_name_, kNoSlot - 1);
   slots_ = static_cast<Slot>(n);
   grow_exact(words_, std::size_t{slots_} * stride());
@@ -29,10 +30,11 @@ void Level::grow() {
   prefetching_ = metadata_bytes() > kPrefetchAbove;
 }
 
-void Level::use_dense_ids(std::size_t universe, bool array) {
+void Level::use_dense_ids(std::size_t universe, bool array, std::uint32_t uniform_size) {
   IP_REQUIRE(count_ == 0 && used_slots_ == 0 && slots_ == 0, "level '{}': dense ids need an empty level", policy_name_);
   IP_REQUIRE(universe < kNoSlot, "level '{}': {} ids is too many for dense ids", policy_name_, universe);
   narrow_ = true;
+  uniform_size_ = uniform_size;
   if (!array) return;
   dense_ = true;
   slot_of_.assign(universe, kNoSlot);

@@ -48,8 +48,10 @@ class Level {
   // Dense ids (a prepared trace, prepared.h): every id is below `universe` (< 2^32), so entries keep
   // 32-bit ids (8 bytes a slot instead of 12); with `array`, the id -> slot map is a plain array of
   // `universe` slots (4 bytes per distinct id of the trace) instead of the hash map, and find() and
-  // insert() look the id up there and ignore h. Only on an empty level.
-  void use_dense_ids(std::size_t universe, bool array);
+  // insert() look the id up there and ignore h. `uniform_size` > 0: every object of the trace has that
+  // size, so entries keep no size (4 bytes a slot), and a byte-capacity level never has more slots than
+  // the objects it can hold. Only on an empty level.
+  void use_dense_ids(std::size_t universe, bool array, std::uint32_t uniform_size = 0);
   // The id -> slot map is the array.
   bool dense() const { return dense_; }
   // What prefetch() and prefetch_entry() take for `id`: its hash, or the id itself with dense ids.
@@ -136,9 +138,10 @@ class Level {
   virtual std::size_t policy_bytes() const = 0;
 
   // Id and size of each slot, packed in words_: 12 bytes a slot (a 64-bit id in two words, then the
-  // size), or 8 with the 32-bit ids of a prepared trace (narrow_). A free slot keeps the index of the
-  // next free slot in its size word (the free list).
-  std::uint32_t stride() const { return narrow_ ? 2 : 3; }
+  // size), 8 with the 32-bit ids of a prepared trace (narrow_), 4 when all its objects have one size
+  // (uniform_size_: the id alone). A free slot keeps the index of the next free slot in its last word
+  // (the free list).
+  std::uint32_t stride() const { return narrow_ ? (uniform_size_ ? 1 : 2) : 3; }
   const std::uint32_t* entry(Slot s) const { return words_.data() + std::size_t{s} * stride(); }
   std::uint64_t id_of(Slot s) const {
     const std::uint32_t* w = entry(s);
@@ -147,13 +150,13 @@ class Level {
     std::memcpy(&v, w, sizeof v);
     return v;
   }
-  std::uint32_t& size_word(Slot s) { return words_[std::size_t{s} * stride() + stride() - 1]; }
-  std::uint32_t size_word(Slot s) const { return entry(s)[stride() - 1]; }
+  std::uint32_t size_word(Slot s) const { return uniform_size_ ? uniform_size_ : entry(s)[stride() - 1]; }
+  std::uint32_t& link_word(Slot s) { return words_[std::size_t{s} * stride() + stride() - 1]; }
   void set_entry(Slot s, std::uint64_t id, std::uint32_t size) {
     std::uint32_t* w = words_.data() + std::size_t{s} * stride();
     if (narrow_) w[0] = static_cast<std::uint32_t>(id);
     else std::memcpy(w, &id, sizeof id);
-    w[stride() - 1] = size;
+    if (!uniform_size_) w[stride() - 1] = size;
   }
 
   // The id -> slot map, hash map or dense array (h = key(id)).
@@ -171,14 +174,14 @@ class Level {
   Slot allocate() {
     if (free_head_ != kNoSlot) {
       const Slot s = free_head_;
-      free_head_ = size_word(s);
+      free_head_ = link_word(s);
       return s;
     }
     if (used_slots_ == slots_) grow();
     return used_slots_++;
   }
   void release(Slot s) {
-    size_word(s) = free_head_;
+    link_word(s) = free_head_;
     free_head_ = s;
   }
   void grow();
@@ -197,6 +200,7 @@ class Level {
   std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
   bool prefetching_ = false;          // see prefetching()
   bool narrow_ = false;               // 32-bit ids (a prepared trace): 8-byte entries
+  std::uint32_t uniform_size_ = 0;    // > 0: every object has this size (entries keep no size)
   std::vector<std::uint32_t> words_;  // stride() words per slot
   std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
   std::vector<float> score_;

@@ -26,6 +26,7 @@ PreparedTrace prepare(const Trace& trace) {
     }
     p.ids[i] = d;
     p.min_size = i == 0 ? t[i].size : std::min(p.min_size, t[i].size);
+    p.max_size = std::max(p.max_size, t[i].size);
   }
   p.original.shrink_to_fit();
   return p;

@@ -26,7 +26,11 @@ struct PreparedTrace {
   std::vector<std::uint32_t> ids;        // dense id of each access
   std::vector<std::uint64_t> original;   // original id of each dense id
   std::uint32_t min_size = 0;            // smallest object size in the trace (bytes)
+  std::uint32_t max_size = 0;            // largest
   std::size_t universe() const { return original.size(); }
+  // The size of every object when they all have one size (> 0 bytes), else 0: levels replaying the
+  // trace then keep no per-entry size (level.h, use_dense_ids).
+  std::uint32_t uniform_size() const { return min_size == max_size ? min_size : 0; }
   std::size_t size() const { return ids.size(); }
   // Bytes held by the renumbering (ids and the table back to the original ids).
   std::size_t bytes() const { return ids.capacity() * sizeof(std::uint32_t) + original.capacity() * sizeof(std::uint64_t); }

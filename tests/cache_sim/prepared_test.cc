@@ -26,10 +26,13 @@ std::set<std::uint64_t> ids(const Level& l, const std::vector<std::uint64_t>* or
   return s;
 }
 
+// uniform > 0: every access gets that size (the levels then keep no per-entry size).
 void check_same(Mode mode, const std::vector<std::string>& levels, std::size_t n, std::uint64_t universe,
-                std::uint32_t max_size, std::uint64_t seed) {
+                std::uint32_t max_size, std::uint64_t seed, std::uint32_t uniform = 0) {
   Trace trace;
   trace.accesses = test::random_trace(seed, n, universe, max_size);
+  if (uniform)
+    for (auto& a : trace.accesses) a.size = uniform;
   const HierarchyOptions options{mode, true, true};
   Hierarchy ref(specs(levels), options);
   ref.run(trace);
@@ -125,6 +128,41 @@ TEST(Prepared, SameCountsAsTheOriginalIdsBytes) {
       check_same(mode, {n + ":30B"}, 3000, 120, 40, seed++);  // one level, some objects bypass it
       check_same(mode, {n + ":900B"}, 3000, 120, 40, seed++);
     }
+}
+
+// Byte capacities on a trace of one object size: no per-entry sizes, slots capped at what fits.
+TEST(Prepared, SameCountsAsTheOriginalIdsUniformBytes) {
+  std::uint64_t seed = 300;
+  for (Mode mode : {Mode::nine, Mode::inclusive, Mode::exclusive})
+    for (const auto& pol : policy_table()) {
+      const std::string n = pol.name;
+      check_same(mode, {n + ":56B", "sieve:400B", n + ":1000B"}, 3000, 120, 1, seed++, 8);
+      check_same(mode, {"fifo:300B", n + ":36B"}, 3000, 120, 1, seed++, 8);  // 4 entries (36 / 8)
+      check_same(mode, {n + ":4B", n + ":800B"}, 3000, 120, 1, seed++, 8);   // every object bypasses L1
+    }
+}
+
+// A trace of one object size: entries keep their 32-bit id only (4 bytes instead of 8), and a byte
+// capacity gets exactly the slots its objects can fill.
+TEST(Prepared, UniformSizesKeepNoSizePerEntry) {
+  Trace uniform, mixed;
+  for (std::uint64_t i = 0; i < 5000; ++i) uniform.accesses.push_back(Access{(i * 7919) % 3001, 8u});
+  mixed = uniform;
+  mixed.accesses[17].size = 9;
+  const PreparedTrace pu = prepare(uniform), pm = prepare(mixed);
+  EXPECT_EQ(pu.uniform_size(), 8u);
+  EXPECT_EQ(pm.uniform_size(), 0u);
+  HierarchyOptions o;
+  o.id_map = IdMap::hash;
+  Hierarchy hu(specs({"lru:1000"}), o), hm(specs({"lru:1000"}), o), hb(specs({"lru:8000B"}), o);
+  hu.run(pu);
+  hm.run(pm);
+  hb.run(pu);
+  ASSERT_EQ(hu.level(0).entries(), 1000u);
+  ASSERT_EQ(hm.level(0).entries(), 1000u);
+  EXPECT_EQ(hm.level(0).resident_bytes() - hu.level(0).resident_bytes(), 1000u * 4);
+  EXPECT_EQ(hb.level(0).resident_bytes(), hu.level(0).resident_bytes());  // 8000 B / 8 B: 1000 slots
+  EXPECT_EQ(hb.stats(0), hu.stats(0));
 }
 
 // Long enough for single levels of 1000 to 5000 entries to fill, grow and churn.
