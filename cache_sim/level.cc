@@ -35,11 +35,32 @@ void Level::use_dense_ids(std::size_t universe, bool array, std::uint32_t unifor
   IP_REQUIRE(universe < kNoSlot, "level '{}': {} ids is too many for dense ids", policy_name_, universe);
   narrow_ = true;
   uniform_size_ = uniform_size;
+  sizes_settled_ = true;
   if (!array) return;
   dense_ = true;
   slot_of_.assign(universe, kNoSlot);
   slot_of_.shrink_to_fit();
   prefetching_ = metadata_bytes() > kPrefetchAbove;
+}
+
+// Every slot gets its size word (uniform_size_ for the stored entries; a free slot's link moves there).
+void Level::widen() {
+  const std::uint32_t old_stride = stride(), id_words = narrow_ ? 1 : 2;
+  const std::uint32_t size = uniform_size_;
+  std::vector<std::uint32_t> wide;
+  wide.reserve(std::size_t{slots_} * (old_stride + 1));
+  wide.resize(std::size_t{slots_} * (old_stride + 1));
+  for (std::size_t s = 0; s < slots_; ++s) {
+    for (std::uint32_t w = 0; w < id_words; ++w) wide[s * (old_stride + 1) + w] = words_[s * old_stride + w];
+    wide[s * (old_stride + 1) + old_stride] = size;
+  }
+  for (Slot s = free_head_; s != kNoSlot;) {
+    const Slot next = link_word(s);  // the old layout's link
+    wide[std::size_t{s} * (old_stride + 1) + old_stride] = next;
+    s = next;
+  }
+  words_ = std::move(wide);
+  uniform_size_ = 0;
 }
 
 void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {

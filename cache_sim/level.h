@@ -49,8 +49,9 @@ class Level {
   // 32-bit ids (8 bytes a slot instead of 12); with `array`, the id -> slot map is a plain array of
   // `universe` slots (4 bytes per distinct id of the trace) instead of the hash map, and find() and
   // insert() look the id up there and ignore h. `uniform_size` > 0: every object of the trace has that
-  // size, so entries keep no size (4 bytes a slot), and a byte-capacity level never has more slots than
-  // the objects it can hold. Only on an empty level.
+  // size, so entries keep no size (4 bytes a slot). Only on an empty level. (Without it, a level keeps
+  // no sizes for as long as every object it stores has the size of the first: stride().) While sizes
+  // are uniform, a byte-capacity level never has more slots than the objects it can hold.
   void use_dense_ids(std::size_t universe, bool array, std::uint32_t uniform_size = 0);
   // The id -> slot map is the array.
   bool dense() const { return dense_; }
@@ -137,11 +138,25 @@ class Level {
   virtual void resize_policy(Slot slots) = 0;
   virtual std::size_t policy_bytes() const = 0;
 
-  // Id and size of each slot, packed in words_: 12 bytes a slot (a 64-bit id in two words, then the
-  // size), 8 with the 32-bit ids of a prepared trace (narrow_), 4 when all its objects have one size
-  // (uniform_size_: the id alone). A free slot keeps the index of the next free slot in its last word
-  // (the free list).
-  std::uint32_t stride() const { return narrow_ ? (uniform_size_ ? 1 : 2) : 3; }
+  // Id and size of each slot, packed in words_: a 64-bit id in two words (one with the 32-bit ids of
+  // a prepared trace, narrow_), then the size, except while every object stored so far has had one
+  // size (uniform_size_: the id alone). So 12 bytes a slot, 8 with one size or narrow ids, 4 with both.
+  // A free slot keeps the index of the next free slot in its last word (the free list).
+  std::uint32_t stride() const { return (narrow_ ? 1 : 2) + (uniform_size_ ? 0 : 1); }
+  // Before storing an object of `size`: the first object of a new level sets the one size; an
+  // object of another size gives every slot its size word (widen(), once per level).
+  void settle_size(std::uint32_t size) {
+    if (size == uniform_size_) return;
+    if (!sizes_settled_) {
+      sizes_settled_ = true;
+      if (slots_ == 0) {
+        uniform_size_ = size;  // 0: sizes kept from the start
+        return;
+      }
+    }
+    if (uniform_size_) widen();
+  }
+  void widen();
   const std::uint32_t* entry(Slot s) const { return words_.data() + std::size_t{s} * stride(); }
   std::uint64_t id_of(Slot s) const {
     const std::uint32_t* w = entry(s);
@@ -200,7 +215,8 @@ class Level {
   std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
   bool prefetching_ = false;          // see prefetching()
   bool narrow_ = false;               // 32-bit ids (a prepared trace): 8-byte entries
-  std::uint32_t uniform_size_ = 0;    // > 0: every object has this size (entries keep no size)
+  std::uint32_t uniform_size_ = 0;    // > 0: every object so far has had this size (entries keep no size)
+  bool sizes_settled_ = false;        // the first object (or the prepared trace) has decided uniform_size_
   std::vector<std::uint32_t> words_;  // stride() words per slot
   std::vector<std::int64_t> next_;  // kept touches (keep_touches_ only)
   std::vector<float> score_;

@@ -26,8 +26,7 @@ class LevelImpl final : public Level {
   std::size_t insert(std::uint64_t id, std::uint64_t h, std::uint32_t size, std::int64_t next, float score,
                      std::vector<Victim>* out) override {
     IP_REQUIRE(fits(size), "level '{}': object {} of {} bytes is larger than the level", policy_name_, id, size);
-    IP_REQUIRE(!uniform_size_ || size == uniform_size_, "level '{}': object {} of {} bytes in a trace of {}-byte objects",
-               policy_name_, id, size, uniform_size_);
+    settle_size(size);
     std::size_t evicted = 0;
     Slot s = kNoSlot;  // the last victim's slot is reused for the new entry
     while (full_for(size)) {

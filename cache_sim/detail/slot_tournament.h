@@ -1,13 +1,19 @@
 // The slot of smallest key among the present slots, with O(log n) insertion, key change and removal
-// of any slot (for the policies that rank entries: lfu, semantic, opt).
+// of any slot (for the policies that rank entries: lfu, semantic, semantic-cos, opt).
 //
-// A winner tree: leaves are the slots (padded to a power of two), each internal node holds the slot
-// with the smaller key of its two children, the root the overall minimum. Only the internal nodes are
-// stored (leaf `leaves + s` is slot s itself): 4 to 8 bytes per slot (padding), plus the 16-byte key.
-// Changing a slot's key recomputes its leaf-to-root path. The path is fixed by the slot's index, so
-// the sibling loads along it do not wait on comparisons (a binary heap's sift chases them one level at
-// a time), and the walk stops early once a node's winner is unchanged and is not the slot itself. A key is a pair of u64
-// compared as one 128-bit number: no branches to mispredict. Absent slots carry the largest key.
+// A winner tree over exactly as many leaves as slots: node i (1 <= i < leaves) holds the slot with
+// the smaller key of its children 2i and 2i + 1, and leaf `leaves + s` is slot s itself, so only the
+// internal nodes are stored (4 bytes a slot). Every leaf descends from node 1, which therefore holds
+// the overall minimum, whatever the number of leaves (not only powers of two). Changing a slot's key
+// recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
+// it do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
+// stops early once a node's winner is unchanged and is not the slot itself.
+//
+// A key is (u64 major, u32 minor), 12 bytes packed, compared as one 128-bit number (no branches to
+// mispredict): 16 bytes a slot in all. The minor is the policies' recency (a sequence number from
+// next_minor()); when it would run out, the present keys' minors are renumbered densely in their
+// order (O(n log n) once every ~4 billion operations), which changes no comparison, so the tree and
+// every eviction stay exactly as with unbounded sequence numbers.
 #pragma once
 
 #include <algorithm>
@@ -16,17 +22,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
+
 namespace ip::cache::detail {
 
 // Ranking key: `major` first, then `minor` (both unsigned); smaller is evicted first.
-struct RankKey {
+struct __attribute__((packed)) RankKey {
   std::uint64_t major;
-  std::uint64_t minor;
+  std::uint32_t minor;
   friend bool operator<(const RankKey& a, const RankKey& b) {
     using u128 = unsigned __int128;
     return ((u128{a.major} << 64) | a.minor) < ((u128{b.major} << 64) | b.minor);
   }
 };
+static_assert(sizeof(RankKey) == 12);
 
 // An order-preserving map from doubles (not NaN) to u64: a < b iff ordered(a) < ordered(b).
 inline std::uint64_t ordered(double d) {
@@ -42,8 +51,7 @@ class SlotTournament {
   void resize(Slot slots) {
     key_.reserve(slots);
     key_.resize(slots, kAbsent);
-    std::size_t leaves = 1;
-    while (leaves < slots) leaves *= 2;
+    const std::size_t leaves = std::max<std::size_t>(slots, 1);
     if (leaves == leaves_) return;
     leaves_ = leaves;
     win_.clear();
@@ -74,6 +82,15 @@ class SlotTournament {
     set(s, kAbsent);
   }
 
+  // A minor larger than every present key's (the next sequence number). When none is left below the
+  // limit, the present minors are first renumbered 1, 2, ... in their order (equal ones stay equal).
+  std::uint32_t next_minor() {
+    if (minor_ >= minor_limit_) renumber_minors();
+    return ++minor_;
+  }
+  // For tests: renumber once the minors reach `limit` (default: the largest a present key can take).
+  void set_minor_limit(std::uint32_t limit) { minor_limit_ = std::min(limit, kMinorLimit); }
+
   void prefetch(Slot s) const {
     __builtin_prefetch(key_.data() + s);
     __builtin_prefetch(win_.data() + (leaves_ + s) / 2);
@@ -82,7 +99,8 @@ class SlotTournament {
   std::size_t bytes() const { return key_.capacity() * sizeof(RankKey) + win_.capacity() * sizeof(Slot); }
 
  private:
-  static constexpr RankKey kAbsent{UINT64_MAX, UINT64_MAX};
+  static constexpr RankKey kAbsent{UINT64_MAX, UINT32_MAX};
+  static constexpr std::uint32_t kMinorLimit = UINT32_MAX - 1;  // present minors stay below kAbsent's
 
   // The slot at node i: an internal node's winner, or the leaf's own slot.
   Slot child(std::size_t i) const { return i < leaves_ ? win_[i] : static_cast<Slot>(i - leaves_); }
@@ -104,10 +122,30 @@ class SlotTournament {
     }
   }
 
+  // Dense ranks of the present minors: every comparison between present keys keeps its result, so
+  // the winners stand as they are.
+  void renumber_minors() {
+    std::vector<Slot> present;
+    for (Slot s = 0; s < key_.size(); ++s)
+      if (key_[s].major != kAbsent.major || key_[s].minor != kAbsent.minor) present.push_back(s);
+    std::sort(present.begin(), present.end(), [this](Slot a, Slot b) { return key_[a].minor < key_[b].minor; });
+    std::uint32_t rank = 0, last = 0;
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      RankKey& k = key_[present[i]];
+      if (i == 0 || k.minor != last) ++rank;
+      last = k.minor;
+      k.minor = rank;
+    }
+    minor_ = rank;
+    IP_REQUIRE(minor_ < minor_limit_, "winner tree: {} present keys leave no sequence numbers", present.size());
+  }
+
   std::vector<RankKey> key_;
   std::vector<Slot> win_;  // [1, leaves): the internal nodes (win_[0] unused)
   std::size_t leaves_ = 0;
   std::size_t count_ = 0;
+  std::uint32_t minor_ = 0;  // the last minor handed out
+  std::uint32_t minor_limit_ = kMinorLimit;
 };
 
 }  // namespace ip::cache::detail

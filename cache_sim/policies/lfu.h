@@ -1,6 +1,6 @@
 // lfu: evict the entry with the fewest hits since it was stored; ties evict the least recently used.
 // Counts are forgotten when an entry leaves (in-cache LFU). A winner tree on
-// (count, last-use sequence number). 20 to 24 bytes per slot.
+// (count, last-use sequence number). 16 bytes per slot.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,10 @@ class Lfu {
     return Lfu();
   }
   void resize(Slot slots) { rank_.resize(slots); }
-  void on_fill(Slot s, const Touch&) { rank_.push(s, detail::RankKey{1, ++seq_}); }
-  void on_hit(Slot s, const Touch&) { rank_.update(s, detail::RankKey{rank_.key(s).major + 1, ++seq_}); }
+  void on_fill(Slot s, const Touch&) { rank_.push(s, detail::RankKey{1, rank_.next_minor()}); }
+  void on_hit(Slot s, const Touch&) {
+    rank_.update(s, detail::RankKey{rank_.key(s).major + 1, rank_.next_minor()});
+  }
   void on_remove(Slot s) { rank_.erase(s); }
   Slot victim() { return rank_.top(); }
   std::size_t bytes() const { return rank_.bytes(); }
@@ -27,7 +29,6 @@ class Lfu {
 
  private:
   detail::SlotTournament rank_;  // key: (hits + 1, last-use sequence number; larger: more recent)
-  std::uint64_t seq_ = 0;
 };
 
 }  // namespace ip::cache

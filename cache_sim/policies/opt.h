@@ -2,7 +2,7 @@
 // farthest of all). The bound: with one level, unit sizes and forced fills no policy misses less.
 // It reads Touch::next, the trace index of the object's next access, which the simulator precomputes
 // from the whole trace. In a hierarchy each level uses the global next use (the usual approximation).
-// Ties (e.g. several entries never used again) evict the least recently used. 20 to 24 bytes per slot.
+// Ties (e.g. several entries never used again) evict the least recently used. 16 bytes per slot.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +34,9 @@ class Opt {
   // used farthest in the future, then the least recently used.
   detail::RankKey key(const Touch& t) {
     const std::uint64_t next = t.next < 0 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(t.next);
-    return detail::RankKey{std::numeric_limits<std::uint64_t>::max() - next, ++seq_};
+    return detail::RankKey{std::numeric_limits<std::uint64_t>::max() - next, rank_.next_minor()};
   }
   detail::SlotTournament rank_;
-  std::uint64_t seq_ = 0;
 };
 
 }  // namespace ip::cache

@@ -6,7 +6,7 @@
 //
 // All entries share the factor decay^t, so the ranking uses L = log(sum_i score_i * decay^(-t_i)),
 // kept in log space so that it never overflows; a new access adds log(score) - t*log(decay) by
-// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used. 20 to 24 bytes per slot.
+// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used. 16 bytes per slot.
 #pragma once
 
 #include <cmath>
@@ -53,12 +53,11 @@ class Semantic {
     return a + std::log1p(std::exp(b - a));
   }
   // Ranking key: (L as an order-preserving u64, sequence number of the last access).
-  detail::RankKey key(double log_rel) { return detail::RankKey{detail::ordered(log_rel), ++seq_}; }
+  detail::RankKey key(double log_rel) { return detail::RankKey{detail::ordered(log_rel), rank_.next_minor()}; }
   double log_rel(Slot s) const { return detail::unordered(rank_.key(s).major); }
 
   double log_decay_;
   detail::SlotTournament rank_;
-  std::uint64_t seq_ = 0;
 };
 
 }  // namespace ip::cache

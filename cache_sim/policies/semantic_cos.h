@@ -5,8 +5,8 @@
 // with `cache.relevance = cosine`, where each access's score is (1 + cos(k_g, m)) / 2: k_g the
 // accessed group's composite key, m the running mean (EMA) of the decode queries up to that step.
 // The rank is therefore the similarity at the entry's last access: an entry not accessed since keeps
-// the similarity it had then (the simulator cannot recompute it as the query mean moves). 20 to 24
-// bytes per slot.
+// the similarity it had then (the simulator cannot recompute it as the query mean moves). 16 bytes
+// per slot.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +36,10 @@ class SemanticCos {
 
  private:
   // (score as an order-preserving u64, sequence number of the access): lowest score first, then oldest.
-  detail::RankKey key(const Touch& t) { return detail::RankKey{detail::ordered(static_cast<double>(t.score)), ++seq_}; }
+  detail::RankKey key(const Touch& t) {
+    return detail::RankKey{detail::ordered(static_cast<double>(t.score)), rank_.next_minor()};
+  }
   detail::SlotTournament rank_;
-  std::uint64_t seq_ = 0;
 };
 
 }  // namespace ip::cache

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <random>
 #include <unordered_map>
 
@@ -86,7 +87,7 @@ TEST(SlotTournament, TopIsTheSmallestPresentKey) {
   for (int step = 0; step < 20000; ++step) {
     if (step % 3000 == 2999) t.resize(slots += 7);  // growing keeps every key
     const auto s = static_cast<std::uint32_t>(rng() % slots);
-    const RankKey k{rng() % 4, rng() % 1000};  // many ties in major
+    const RankKey k{rng() % 4, static_cast<std::uint32_t>(rng() % 1000)};  // many ties in major
     if (!ref.count(s)) {
       t.push(s, k);
       ref[s] = k;
@@ -111,7 +112,55 @@ TEST(SlotTournament, KeysCompareAsPairs) {
   EXPECT_TRUE((RankKey{1, 9} < RankKey{2, 0}));
   EXPECT_TRUE((RankKey{2, 0} < RankKey{2, 1}));
   EXPECT_FALSE((RankKey{2, 1} < RankKey{2, 1}));
-  EXPECT_TRUE((RankKey{0, UINT64_MAX} < RankKey{1, 0}));
+  EXPECT_TRUE((RankKey{0, UINT32_MAX} < RankKey{1, 0}));
+  EXPECT_EQ(sizeof(RankKey), 12u);
+}
+
+// Minors from next_minor() renumbered every few operations (limits 12 and 40, up to 11 slots) rank the slots exactly as
+// unbounded sequence numbers do: the same top after every operation, on keys with many equal majors.
+TEST(SlotTournament, RenumberedMinorsKeepEveryComparison) {
+  for (const std::uint32_t limit : {12u, 40u}) {
+    std::mt19937_64 rng(limit);
+    SlotTournament small, big;
+    small.set_minor_limit(limit);
+    std::uint32_t slots = 5;
+    small.resize(slots), big.resize(slots);
+    std::set<std::uint32_t> present;
+    for (int step = 0; step < 20000; ++step) {
+      if (step % 3000 == 2999) small.resize(++slots), big.resize(slots);
+      const auto s = static_cast<std::uint32_t>(rng() % slots);
+      const std::uint64_t major = rng() % 3;
+      if (!present.count(s)) {
+        small.push(s, RankKey{major, small.next_minor()});
+        big.push(s, RankKey{major, big.next_minor()});
+        present.insert(s);
+      } else if (rng() % 3 == 0) {
+        small.erase(s), big.erase(s);
+        present.erase(s);
+      } else {
+        small.update(s, RankKey{major, small.next_minor()});
+        big.update(s, RankKey{major, big.next_minor()});
+      }
+      ASSERT_EQ(small.empty(), big.empty());
+      if (present.empty()) continue;
+      ASSERT_EQ(small.top(), big.top()) << "limit " << limit << " step " << step;
+      ASSERT_LE(small.key(small.top()).minor, limit) << "step " << step;
+    }
+  }
+}
+
+TEST(SlotTournament, AnyNumberOfLeavesHoldsFourBytesASlot) {
+  for (const std::uint32_t n : {1u, 2u, 3u, 5u, 1000u, 1025u}) {
+    SlotTournament t;
+    t.resize(n);
+    EXPECT_EQ(t.bytes(), std::size_t{n} * 12 + std::max<std::size_t>(n, 2) * 4) << n;
+    for (std::uint32_t s = 0; s < n; ++s) t.push(s, RankKey{(s * 7919u) % n, s});
+    for (std::uint32_t want = 0; want < n; ++want) {  // majors are a permutation of 0..n-1
+      ASSERT_EQ(t.key(t.top()).major, want) << n;
+      t.erase(t.top());
+    }
+    EXPECT_TRUE(t.empty());
+  }
 }
 
 TEST(SlotTournament, OrderedDoublesKeepTheirOrder) {

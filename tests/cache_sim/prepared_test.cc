@@ -26,13 +26,15 @@ std::set<std::uint64_t> ids(const Level& l, const std::vector<std::uint64_t>* or
   return s;
 }
 
-// uniform > 0: every access gets that size (the levels then keep no per-entry size).
+// uniform > 0: the first uniform_until accesses (all by default) get that size (the levels then keep no
+// per-entry size while it lasts).
 void check_same(Mode mode, const std::vector<std::string>& levels, std::size_t n, std::uint64_t universe,
-                std::uint32_t max_size, std::uint64_t seed, std::uint32_t uniform = 0) {
+                std::uint32_t max_size, std::uint64_t seed, std::uint32_t uniform = 0,
+                std::size_t uniform_until = SIZE_MAX) {
   Trace trace;
   trace.accesses = test::random_trace(seed, n, universe, max_size);
   if (uniform)
-    for (auto& a : trace.accesses) a.size = uniform;
+    for (std::size_t i = 0; i < std::min(n, uniform_until); ++i) trace.accesses[i].size = uniform;
   const HierarchyOptions options{mode, true, true};
   Hierarchy ref(specs(levels), options);
   ref.run(trace);
@@ -140,6 +142,35 @@ TEST(Prepared, SameCountsAsTheOriginalIdsUniformBytes) {
       check_same(mode, {"fifo:300B", n + ":36B"}, 3000, 120, 1, seed++, 8);  // 4 entries (36 / 8)
       check_same(mode, {n + ":4B", n + ":800B"}, 3000, 120, 1, seed++, 8);   // every object bypasses L1
     }
+}
+
+// Levels on the trace's own ids keep no sizes while every object has the first one's size; the first
+// object of another size gives every slot its size (free slots keep their place in the free list).
+// The prepared trace, whose sizes differ, keeps sizes from the start: the same counts and contents.
+TEST(Prepared, LevelsWidenWhenASecondSizeComes) {
+  std::uint64_t seed = 700;
+  for (Mode mode : {Mode::nine, Mode::inclusive, Mode::exclusive})
+    for (const auto& pol : policy_table()) {
+      const std::string n = pol.name;
+      check_same(mode, {n + ":4", "lru:9", n + ":20"}, 3000, 120, 40, seed++, 8, 1500);
+      check_same(mode, {n + ":56B", "sieve:400B", n + ":1000B"}, 3000, 120, 40, seed++, 8, 1500);
+      check_same(mode, {n + ":20"}, 3000, 120, 40, seed++, 8, 1500);
+      check_same(mode, {n + ":400B"}, 3000, 120, 40, seed++, 8, 1500);
+    }
+}
+
+TEST(Prepared, PlainLevelsKeepNoSizeUntilASecondSize) {
+  Trace uniform;
+  for (std::uint64_t i = 0; i < 5000; ++i) uniform.accesses.push_back(Access{(i * 7919) % 3001, 8u});
+  Trace mixed = uniform;
+  mixed.accesses[4000].size = 9;
+  Hierarchy hu(specs({"lru:1000"})), hm(specs({"lru:1000"}));
+  hu.run(uniform);
+  hm.run(mixed);
+  ASSERT_EQ(hu.level(0).entries(), 1000u);
+  ASSERT_EQ(hm.level(0).entries(), 1000u);
+  EXPECT_EQ(hm.level(0).resident_bytes() - hu.level(0).resident_bytes(), 1000u * 4);  // 8 B a slot, then 12
+  EXPECT_EQ(hm.level(0).used_bytes(), hu.level(0).used_bytes() + 1);
 }
 
 // A trace of one object size: entries keep their 32-bit id only (4 bytes instead of 8), and a byte
