@@ -53,29 +53,45 @@ std::vector<std::uint64_t> LruCurve::misses_by_capacity() const {
   return m;
 }
 
-LruCurve exact_lru_curve(const std::vector<Access>& accesses) {
+struct LruCurveBuilder::State {
   LruCurve curve;
-  curve.accesses = accesses.size();
-  curve.hist.assign(1024, 0);
   detail::StackDistance sd;
+  Histogram hist{curve.hist};
+  State() { curve.hist.assign(1024, 0); }
+};
+
+LruCurveBuilder::LruCurveBuilder() : s_(std::make_unique<State>()) {}
+LruCurveBuilder::~LruCurveBuilder() = default;
+
+void LruCurveBuilder::add(const Access* accesses, std::size_t n) {
   constexpr std::size_t kAhead = 16;  // prefetch distance (accesses), see StackDistance::prefetch
-  const std::size_t n = accesses.size();
-  {
-    Histogram hist(curve.hist);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) sd.prefetch(accesses[i + kAhead].id);
-      if (i + kAhead / 2 < n) sd.prefetch_paths(accesses[i + kAhead / 2].id);
-      const std::uint64_t d = sd.access(accesses[i].id);
-      if (d == 0) ++curve.cold;
-      else hist.add(d);
-    }
+  detail::StackDistance& sd = s_->sd;
+  s_->curve.accesses += n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) sd.prefetch(accesses[i + kAhead].id);
+    if (i + kAhead / 2 < n) sd.prefetch_paths(accesses[i + kAhead / 2].id);
+    const std::uint64_t d = sd.access(accesses[i].id);
+    if (d == 0) ++s_->curve.cold;
+    else s_->hist.add(d);
   }
+}
+
+LruCurve LruCurveBuilder::finish() {
+  s_->hist.flush();
+  LruCurve curve = std::move(s_->curve);
   std::size_t last = curve.hist.size();
   while (last > 1 && curve.hist[last - 1] == 0) --last;
   curve.hist.resize(std::max<std::size_t>(last, 1));
   curve.above.assign(curve.hist.size(), 0);
   for (std::size_t c = curve.hist.size() - 1; c-- > 0;) curve.above[c] = curve.above[c + 1] + curve.hist[c + 1];
+  s_ = std::make_unique<State>();
   return curve;
+}
+
+LruCurve exact_lru_curve(const std::vector<Access>& accesses) {
+  LruCurveBuilder b;
+  b.add(accesses.data(), accesses.size());
+  return b.finish();
 }
 
 double ShardsCurve::miss_ratio(std::uint64_t capacity) const {
@@ -88,33 +104,96 @@ double ShardsCurve::miss_ratio(std::uint64_t capacity) const {
   return std::clamp(m / expected, 0.0, 1.0);
 }
 
-ShardsCurve shards_lru_curve(const std::vector<Access>& accesses, double rate) {
-  IP_REQUIRE(rate > 0 && rate <= 1, "SHARDS rate {} is not in (0, 1]", rate);
-  const auto threshold = static_cast<std::uint64_t>(std::llround(rate * static_cast<double>(kShardsModulus)));
-  IP_REQUIRE(threshold >= 1, "SHARDS rate {} is below 2^-24", rate);
+struct ShardsBuilder::State {
   ShardsCurve curve;
-  curve.rate = static_cast<double>(threshold) / static_cast<double>(kShardsModulus);
-  curve.accesses = accesses.size();
-  std::vector<std::uint64_t> hist(1024, 0);
+  std::uint64_t threshold = 0, salt = 0;
+  std::vector<std::uint64_t> hist = std::vector<std::uint64_t>(1024, 0);
   detail::StackDistance sd;
-  {
-    Histogram h(hist);
-    for (const Access& a : accesses) {
-      if ((detail::mix64(a.id ^ 0x5ca1ab1e5eedULL) & (kShardsModulus - 1)) >= threshold) continue;
-      ++curve.sampled;
-      const std::uint64_t d = sd.access(a.id);
-      if (d == 0) ++curve.cold;
-      else h.add(d);
-    }
+  Histogram h{hist};
+};
+
+ShardsBuilder::ShardsBuilder(double rate, std::uint64_t salt) : s_(std::make_unique<State>()) {
+  IP_REQUIRE(rate > 0 && rate <= 1, "SHARDS rate {} is not in (0, 1]", rate);
+  s_->threshold = static_cast<std::uint64_t>(std::llround(rate * static_cast<double>(kShardsModulus)));
+  IP_REQUIRE(s_->threshold >= 1, "SHARDS rate {} is below 2^-24", rate);
+  s_->curve.rate = static_cast<double>(s_->threshold) / static_cast<double>(kShardsModulus);
+  // Salt 0 keeps the historical sample; others mix the salt in before hashing.
+  s_->salt = salt ? detail::mix64(salt * 0x9e3779b97f4a7c15ULL) : 0;
+}
+ShardsBuilder::~ShardsBuilder() = default;
+ShardsBuilder::ShardsBuilder(ShardsBuilder&&) noexcept = default;
+
+void ShardsBuilder::add(const Access* accesses, std::size_t n) {
+  State& s = *s_;
+  s.curve.accesses += n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t id = accesses[i].id;
+    if ((detail::mix64((id ^ s.salt) ^ 0x5ca1ab1e5eedULL) & (kShardsModulus - 1)) >= s.threshold) continue;
+    ++s.curve.sampled;
+    const std::uint64_t d = s.sd.access(id);
+    if (d == 0) ++s.curve.cold;
+    else s.h.add(d);
   }
-  std::size_t last = hist.size();
-  while (last > 2 && hist[last - 1] == 0) --last;
-  curve.hist.assign(hist.begin(), hist.begin() + static_cast<std::ptrdiff_t>(last));
+}
+
+ShardsCurve ShardsBuilder::finish() {
+  State& s = *s_;
+  s.h.flush();
+  ShardsCurve curve = std::move(s.curve);
+  std::size_t last = s.hist.size();
+  while (last > 2 && s.hist[last - 1] == 0) --last;
+  curve.hist.assign(s.hist.begin(), s.hist.begin() + static_cast<std::ptrdiff_t>(last));
   // SHARDS-adj: the expected number of samples minus the actual goes to the smallest distance.
-  curve.hist[1] += static_cast<double>(accesses.size()) * curve.rate - static_cast<double>(curve.sampled);
+  curve.hist[1] += static_cast<double>(curve.accesses) * curve.rate - static_cast<double>(curve.sampled);
   curve.above.assign(curve.hist.size(), 0.0);
   for (std::size_t k = curve.hist.size() - 1; k-- > 0;) curve.above[k] = curve.above[k + 1] + curve.hist[k + 1];
   return curve;
+}
+
+ShardsCurve shards_lru_curve(const std::vector<Access>& accesses, double rate) {
+  ShardsBuilder b(rate);
+  b.add(accesses.data(), accesses.size());
+  return b.finish();
+}
+
+SpreadEstimate spread(const std::vector<ShardsCurve>& replicas) {
+  SpreadEstimate e;
+  if (replicas.size() < 2) return e;
+  const double rate = replicas[0].rate;
+  double cold = 0;
+  std::size_t ks = 0;
+  for (const auto& r : replicas) {
+    IP_REQUIRE(r.rate == rate, "spread: replicas at different rates ({} and {})", rate, r.rate);
+    cold += static_cast<double>(r.cold) / static_cast<double>(replicas.size());
+    ks = std::max(ks, r.hist.size());
+  }
+  const auto distinct = static_cast<std::uint64_t>(std::llround(cold / rate));
+  if (distinct == 0) return e;
+  // Every replica's miss ratio is constant while floor(capacity * rate) is: on [ceil(k / rate),
+  // ceil((k + 1) / rate)) for k >= 1, and on [1, ceil(1 / rate)) for k = 0. Weight by those lengths.
+  const auto start = [&](std::uint64_t k) {
+    return k == 0 ? std::uint64_t{1} : static_cast<std::uint64_t>(std::ceil(static_cast<double>(k) / rate));
+  };
+  double sum = 0;
+  for (std::uint64_t k = 0;; ++k) {
+    const std::uint64_t lo = std::max<std::uint64_t>(start(k), 1);
+    if (lo > distinct) break;
+    // Past the longest histogram every replica is flat: the rest is one segment.
+    const std::uint64_t hi = k + 1 >= ks ? distinct + 1 : std::min(start(k + 1), distinct + 1);
+    if (hi <= lo) continue;
+    double m = 0, m2 = 0;
+    for (const auto& r : replicas) {
+      const double x = r.miss_ratio(lo);
+      m += x, m2 += x * x;
+    }
+    const double n = static_cast<double>(replicas.size());
+    const double sd = std::sqrt(std::max(0.0, (m2 - m * m / n) / (n - 1)));
+    sum += sd * static_cast<double>(hi - lo);
+    if (sd > e.max_sd) e.max_sd = sd, e.max_at = lo;
+    if (hi == distinct + 1) break;
+  }
+  e.mean_sd = sum / static_cast<double>(distinct);
+  return e;
 }
 
 CurveError compare(const LruCurve& exact, const ShardsCurve& estimate) {

@@ -9,7 +9,9 @@
 // against the exact curve.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cache_sim/trace.h"
@@ -31,6 +33,20 @@ struct LruCurve {
 
 LruCurve exact_lru_curve(const std::vector<Access>& accesses);
 
+// The same curve from a trace fed in pieces (add() in order, then finish()): O(distinct ids) memory,
+// never the trace. exact_lru_curve(t) is one add() of the whole trace.
+class LruCurveBuilder {
+ public:
+  LruCurveBuilder();
+  ~LruCurveBuilder();
+  void add(const Access* accesses, std::size_t n);
+  LruCurve finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 struct ShardsCurve {
   double rate = 1;                 // effective rate (threshold / 2^24)
   std::uint64_t accesses = 0;      // every access seen
@@ -44,6 +60,32 @@ struct ShardsCurve {
 };
 
 ShardsCurve shards_lru_curve(const std::vector<Access>& accesses, double rate);
+
+// SHARDS on a trace fed in pieces; `salt` selects which ids are sampled (0: the sample of
+// shards_lru_curve). Memory O(sampled distinct ids).
+class ShardsBuilder {
+ public:
+  explicit ShardsBuilder(double rate, std::uint64_t salt = 0);
+  ~ShardsBuilder();
+  ShardsBuilder(ShardsBuilder&&) noexcept;
+  void add(const Access* accesses, std::size_t n);
+  ShardsCurve finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// When the exact curve is out of reach (a trace read as a stream), the sampling error of a SHARDS
+// estimate is estimated from independent samples: `replicas` builders with different salts at the
+// same rate. spread: at each capacity the standard deviation of their miss ratios; its mean over the
+// capacities 1 .. the estimated distinct ids (cold / rate) and its maximum.
+struct SpreadEstimate {
+  double mean_sd = 0;
+  double max_sd = 0;
+  std::uint64_t max_at = 0;
+};
+SpreadEstimate spread(const std::vector<ShardsCurve>& replicas);
 
 struct CurveError {
   double mean_abs = 0;   // mean |estimated - exact| miss ratio over capacities 1 .. distinct ids

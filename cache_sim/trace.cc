@@ -1,5 +1,7 @@
 #include "cache_sim/trace.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "cache_sim/detail/flat_map.h"
 
@@ -30,10 +32,23 @@ const char* trace_format_name(TraceFormat f) {
   return "?";
 }
 
-Trace read_trace(const std::string& path, TraceFormat format) {
-  Trace t = format == TraceFormat::oracle ? detail::read_oracle_trace(path)
-                                          : detail::read_text_trace(path, format == TraceFormat::csv);
+Trace stream_trace(const std::string& path, TraceFormat format, const AccessSink& sink, std::size_t chunk) {
+  IP_REQUIRE(chunk > 0, "stream_trace: chunks of 0 accesses");
+  Trace t = format == TraceFormat::oracle ? detail::stream_oracle_trace(path, sink, chunk)
+                                          : detail::stream_text_trace(path, format == TraceFormat::csv, sink, chunk);
   t.source = path;
+  return t;
+}
+
+Trace read_trace(const std::string& path, TraceFormat format) {
+  std::vector<Access> all;
+  if (format == TraceFormat::oracle) {  // 24-byte records: reserve once instead of doubling
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (!ec) all.reserve(static_cast<std::size_t>(bytes / 24));
+  }
+  Trace t = stream_trace(path, format, [&](const Access* a, std::size_t n) { all.insert(all.end(), a, a + n); });
+  t.accesses = std::move(all);
   return t;
 }
 

@@ -9,7 +9,9 @@
 // A bad line or record is an error naming the file and the line (or the record index).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,15 +42,25 @@ struct Trace {
 };
 
 Trace read_trace(const std::string& path, TraceFormat format);
+
+// Reads a trace without keeping it whole: `sink(accesses, n)` receives it in order, in chunks of at
+// most `chunk` accesses (the last may be shorter), with the checks and messages of read_trace. For
+// traces too long for memory (`indexpool cache-sim --stream`). The returned Trace holds no accesses,
+// only the header facts (has_request, has_step) and the source.
+using AccessSink = std::function<void(const Access* accesses, std::size_t n)>;
+Trace stream_trace(const std::string& path, TraceFormat format, const AccessSink& sink,
+                   std::size_t chunk = std::size_t{1} << 20);
 void write_trace(const std::string& path, TraceFormat format, const Trace& trace);
 
 // For each access, the index of the next access to the same id (-1: none). O(n).
 std::vector<std::int64_t> next_uses(const std::vector<Access>& accesses);
 
 namespace detail {
-Trace read_text_trace(const std::string& path, bool csv);
+// `block`: bytes read at a time (tests use tiny blocks to cut lines at every place).
+Trace stream_text_trace(const std::string& path, bool csv, const AccessSink& sink, std::size_t chunk,
+                        std::size_t block = std::size_t{8} << 20);
 void write_text_trace(const std::string& path, bool csv, const Trace& trace);
-Trace read_oracle_trace(const std::string& path);
+Trace stream_oracle_trace(const std::string& path, const AccessSink& sink, std::size_t chunk);
 void write_oracle_trace(const std::string& path, const Trace& trace);
 }  // namespace detail
 

@@ -3,7 +3,6 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "core/error.h"
@@ -18,31 +17,37 @@ constexpr std::size_t kRecord = 24;
 
 }  // namespace
 
-Trace read_oracle_trace(const std::string& path) {
+Trace stream_oracle_trace(const std::string& path, const AccessSink& sink, std::size_t chunk) {
   std::ifstream in(path, std::ios::binary);
   IP_REQUIRE(in.good(), "trace '{}': cannot open", path);
-  const std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  IP_REQUIRE(!in.bad(), "trace '{}': read error", path);
-  const std::size_t n = data.size() / kRecord;
-  IP_REQUIRE(data.size() % kRecord == 0,
-             "trace '{}': record {} is truncated ({} bytes; oracleGeneral records are 24 bytes)", path, n,
-             data.size() % kRecord);
-  Trace t;
-  t.accesses.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const char* r = data.data() + i * kRecord;
-    std::uint64_t id;
-    std::uint32_t size;
-    std::int64_t next;
-    std::memcpy(&id, r + 4, 8);
-    std::memcpy(&size, r + 12, 4);
-    std::memcpy(&next, r + 16, 8);
-    IP_REQUIRE(next == -1 || next > static_cast<std::int64_t>(i),
-               "trace '{}': record {}: next access index {} is neither -1 nor later than the record", path, i, next);
-    t.accesses[i].id = id;
-    t.accesses[i].size = size;
+  std::vector<char> data(chunk * kRecord);
+  std::vector<Access> out(chunk);
+  std::size_t i = 0;  // index of the next record
+  for (;;) {
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
+    IP_REQUIRE(!in.bad(), "trace '{}': read error", path);
+    const auto got = static_cast<std::size_t>(in.gcount());
+    const std::size_t n = got / kRecord;
+    IP_REQUIRE(got % kRecord == 0, "trace '{}': record {} is truncated ({} bytes; oracleGeneral records are 24 bytes)",
+               path, i + n, got % kRecord);
+    for (std::size_t k = 0; k < n; ++k, ++i) {
+      const char* r = data.data() + k * kRecord;
+      std::uint64_t id;
+      std::uint32_t size;
+      std::int64_t next;
+      std::memcpy(&id, r + 4, 8);
+      std::memcpy(&size, r + 12, 4);
+      std::memcpy(&next, r + 16, 8);
+      IP_REQUIRE(next == -1 || next > static_cast<std::int64_t>(i),
+                 "trace '{}': record {}: next access index {} is neither -1 nor later than the record", path, i, next);
+      out[k] = Access{};
+      out[k].id = id;
+      out[k].size = size;
+    }
+    if (n) sink(out.data(), n);
+    if (got < data.size()) break;  // end of file
   }
-  return t;
+  return Trace{};
 }
 
 void write_oracle_trace(const std::string& path, const Trace& trace) {

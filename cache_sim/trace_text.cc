@@ -1,6 +1,7 @@
 // Text traces: txt ("id [size [score]]") and csv (named columns).
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -83,26 +84,23 @@ std::vector<std::string_view> split(std::string_view line, bool csv) {
 
 }  // namespace
 
-Trace read_text_trace(const std::string& path, bool csv) {
+Trace stream_text_trace(const std::string& path, bool csv, const AccessSink& sink, std::size_t chunk,
+                        std::size_t block) {
   std::ifstream in(path, std::ios::binary);
   IP_REQUIRE(in.good(), "trace '{}': cannot open", path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  IP_REQUIRE(!in.bad(), "trace '{}': read error", path);
 
   Trace t;
+  std::vector<Access> out;
+  out.reserve(chunk);
   std::vector<int> columns = {kId, kSize, kScore};  // txt: positional
   bool header_seen = !csv;
   std::size_t line_no = 0;
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line(text.data() + pos, eol - pos);
-    pos = eol + 1;
+  const auto take_line = [&](std::string_view line) {
     ++line_no;
     const LineError where{path, line_no};
     if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
-    if (line.empty()) continue;
+    if (line.empty()) return;
     const auto fields = split(line, csv);
     if (!header_seen) {
       header_seen = true;
@@ -119,15 +117,42 @@ Trace read_text_trace(const std::string& path, bool csv) {
       if (!seen[kId]) where.fail("the header names no 'id' column");
       t.has_request = seen[kRequest];
       t.has_step = seen[kStep];
-      continue;
+      return;
     }
     if (csv ? fields.size() != columns.size() : fields.size() > columns.size())
       where.fail(fmt::format("{} fields, expected {}", fields.size(),
                              csv ? fmt::format("{}", columns.size()) : std::string("1 to 3 (id [size [score]])")));
     Access a;
     for (std::size_t i = 0; i < fields.size(); ++i) set_field(a, columns[i], fields[i], where);
-    t.accesses.push_back(a);
+    out.push_back(a);
+    if (out.size() == chunk) {
+      sink(out.data(), out.size());
+      out.clear();
+    }
+  };
+  // Blocks of the file; a line cut at a block's end is carried over to the next.
+  IP_REQUIRE(block > 0, "stream_text_trace: blocks of 0 bytes");
+  const std::size_t kBlock = block;
+  std::string text;
+  std::size_t carried = 0;
+  for (bool end = false; !end;) {
+    text.resize(carried + kBlock);
+    in.read(text.data() + carried, static_cast<std::streamsize>(kBlock));
+    IP_REQUIRE(!in.bad(), "trace '{}': read error", path);
+    const std::size_t size = carried + static_cast<std::size_t>(in.gcount());
+    end = size < carried + kBlock;
+    std::size_t pos = 0;
+    for (;;) {
+      const std::size_t eol = text.find('\n', pos);
+      if (eol == std::string::npos || eol >= size) break;
+      take_line(std::string_view(text.data() + pos, eol - pos));
+      pos = eol + 1;
+    }
+    if (end && pos < size) take_line(std::string_view(text.data() + pos, size - pos));  // no final newline
+    carried = end ? 0 : size - pos;
+    if (carried) std::memmove(text.data(), text.data() + pos, carried);
   }
+  if (!out.empty()) sink(out.data(), out.size());
   IP_REQUIRE(header_seen, "trace '{}': empty csv file (no header line)", path);
   return t;
 }

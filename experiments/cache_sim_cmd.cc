@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,7 @@ struct Options {
   bool json = false, mrc = false;
   double shards = 0;
   bool quiet = false, progress = false;  // --quiet, --progress
+  bool stream = false;                   // --stream
 };
 
 // Progress lines on stderr: on a terminal, or for traces of at least kTalkAbove accesses (batch jobs'
@@ -113,6 +116,108 @@ class Talk {
   bool on_, tty_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+// What a replay produced, whichever way the trace was read.
+struct Outcome {
+  bool has_request = false, has_step = false;
+  LruCurve curve;              // with --mrc
+  ShardsCurve shards;          // with --shards
+  CurveError err;              // SHARDS against the exact curve (--shards with --mrc)
+  std::size_t replicas = 0;    // --stream --shards without --mrc: independent samples behind `spread`
+  SpreadEstimate spread_est;
+};
+
+std::string shards_points_json(const ShardsCurve& s, std::uint64_t distinct) {
+  std::string sp;
+  for (const auto c : shards_capacities(s, distinct))
+    sp += fmt::format("{}[{}, {}]", sp.empty() ? "" : ", ", c, s.miss_ratio(c));
+  return sp;
+}
+
+int report(const Options& o, const Hierarchy& h, const Outcome& r) {
+  const double overall = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
+  const auto estimated_distinct = [&] {
+    return static_cast<std::uint64_t>(std::llround(static_cast<double>(r.shards.cold) / r.shards.rate));
+  };
+  if (o.json) {
+    std::string levels;
+    for (std::size_t i = 0; i < h.levels(); ++i) {
+      const Capacity& cap = h.level(i).capacity();
+      levels += fmt::format("{}    {{\"policy\": {}, \"capacity\": {}, \"capacity_unit\": \"{}\", {}}}",
+                            i ? ",\n" : "", json_string(h.level(i).policy_name()), cap.value,
+                            cap.bytes ? "bytes" : "entries", json_stats(h.stats(i)));
+    }
+    std::string out = fmt::format(
+        "{{\n  \"schema_version\": {},\n  \"trace\": {},\n  \"format\": \"{}\",\n  \"mode\": \"{}\",\n"
+        "  \"streamed\": {},\n  \"accesses\": {},\n  \"hits\": {},\n  \"hit_rate\": {},\n  \"levels\": [\n{}\n  ]",
+        kSchemaVersion, json_string(o.trace), trace_format_name(o.format), mode_name(o.mode), o.stream ? "true" : "false",
+        h.accesses(), h.hits(), overall, levels);
+    if (r.has_request) out += fmt::format(",\n  \"requests\": [\n    {}\n  ]", json_groups("request", h.per_request()));
+    if (r.has_step) out += fmt::format(",\n  \"steps\": [\n    {}\n  ]", json_groups("step", h.per_step()));
+    if (o.mrc) {
+      std::string pts;
+      for (const auto& [c, m] : curve_points(r.curve)) pts += fmt::format("{}[{}, {}]", pts.empty() ? "" : ", ", c, m);
+      out += fmt::format(",\n  \"mrc\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"accesses\": {}, \"distinct\": {}, "
+                         "\"points\": [{}]",
+                         r.curve.accesses, r.curve.cold, pts);
+      if (o.shards > 0)
+        out += fmt::format(",\n    \"shards\": {{\"rate\": {}, \"sampled\": {}, \"mean_abs_error\": {}, "
+                           "\"max_abs_error\": {}, \"max_error_at\": {}, \"points\": [{}]}}",
+                           r.shards.rate, r.shards.sampled, r.err.mean_abs, r.err.max_abs, r.err.max_at,
+                           shards_points_json(r.shards, r.curve.cold));
+      out += "}";
+    } else if (o.shards > 0) {
+      // SHARDS alone (streamed trace): its error estimated from independent samples.
+      out += fmt::format(",\n  \"shards\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"rate\": {}, \"accesses\": {}, "
+                         "\"sampled\": {}, \"estimated_distinct\": {}, \"estimated_error\": {{\"replicas\": {}, "
+                         "\"mean_sd\": {}, \"max_sd\": {}, \"max_sd_at\": {}}}, \"points\": [{}]}}",
+                         r.shards.rate, r.shards.accesses, r.shards.sampled, estimated_distinct(), r.replicas,
+                         r.spread_est.mean_sd, r.spread_est.max_sd, r.spread_est.max_at,
+                         shards_points_json(r.shards, estimated_distinct()));
+    }
+    std::cout << out << "\n}\n";
+    std::cout.flush();
+    return 0;
+  }
+
+  std::cout << fmt::format("trace {} ({}{}): {} accesses; mode {}\n", o.trace, trace_format_name(o.format),
+                           o.stream ? ", streamed" : "", h.accesses(), mode_name(o.mode));
+  std::cout << fmt::format("{:<5} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9} {:>16}\n", "level",
+                           "policy", "capacity", "accesses", "hits", "misses", "hit_rate", "evictions",
+                           "invalidated", "bypasses", "bytes_from_below");
+  for (std::size_t i = 0; i < h.levels(); ++i) {
+    const auto& s = h.stats(i);
+    std::cout << fmt::format("L{:<4} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8.4f} {:>12} {:>12} {:>9} {:>16}\n", i + 1,
+                             h.level(i).policy_name(), h.level(i).capacity().text(), s.accesses, s.hits, s.misses,
+                             s.hit_rate(), s.evictions, s.invalidations, s.bypasses, s.bytes_from_below);
+  }
+  std::cout << fmt::format("overall: {} hits of {} accesses ({:.4f})\n", h.hits(), h.accesses(), overall);
+  if (r.has_request || r.has_step)
+    std::cout << "per-request and per-step statistics: see --json\n";
+  if (o.mrc) {
+    std::cout << fmt::format("# exact LRU miss-ratio curve: {} accesses, {} distinct ids; misses at capacity C "
+                             "(entries), unchanged until the next C\n# capacity misses miss_ratio\n",
+                             r.curve.accesses, r.curve.cold);
+    for (const auto& [c, m] : curve_points(r.curve))
+      std::cout << fmt::format("{} {} {:.6f}\n", c, m, static_cast<double>(m) / static_cast<double>(r.curve.accesses));
+    if (o.shards > 0)
+      std::cout << fmt::format("# SHARDS rate {:.6g} ({} of {} accesses sampled): mean |error| {:.6f}, max |error| {:.6f} "
+                               "at capacity {}\n",
+                               r.shards.rate, r.shards.sampled, r.shards.accesses, r.err.mean_abs, r.err.max_abs,
+                               r.err.max_at);
+  } else if (o.shards > 0) {
+    std::cout << fmt::format("# SHARDS LRU miss-ratio curve, rate {:.6g}: {} of {} accesses sampled, about {} distinct "
+                             "ids; miss ratio from capacity C (entries) until the next C\n# capacity miss_ratio\n",
+                             r.shards.rate, r.shards.sampled, r.shards.accesses, estimated_distinct());
+    for (const auto c : shards_capacities(r.shards, estimated_distinct()))
+      std::cout << fmt::format("{} {:.6f}\n", c, r.shards.miss_ratio(c));
+    std::cout << fmt::format("# estimated sampling error (standard deviation of the miss ratio over {} independent "
+                             "samples at this rate): mean {:.6f}, max {:.6f} at capacity {}\n",
+                             r.replicas, r.spread_est.mean_sd, r.spread_est.max_sd, r.spread_est.max_at);
+  }
+  std::cout.flush();
+  return 0;
+}
 
 int run(const Options& o) {
   // Everything that can fail on bad input has happened before this point.
@@ -141,85 +246,67 @@ int run(const Options& o) {
   talk.line(fmt::format("simulated {} accesses through {} level{} in {:.1f} s ({:.1f} M accesses/s)", n, h.levels(),
                         h.levels() == 1 ? "" : "s", sim_s, static_cast<double>(n) / std::max(sim_s, 1e-9) / 1e6));
 
-  LruCurve curve;
-  ShardsCurve shards;
-  CurveError err;
+  Outcome r;
+  r.has_request = trace.has_request;
+  r.has_step = trace.has_step;
   if (o.mrc) {
     talk.restart();
-    curve = exact_lru_curve(trace.accesses);
+    r.curve = exact_lru_curve(trace.accesses);
     talk.line(fmt::format("exact LRU curve in {:.1f} s", talk.seconds()));
   }
   if (o.shards > 0) {
     talk.restart();
-    shards = shards_lru_curve(trace.accesses, o.shards);
-    err = compare(curve, shards);
+    r.shards = shards_lru_curve(trace.accesses, o.shards);
+    r.err = compare(r.curve, r.shards);
     talk.line(fmt::format("SHARDS curve (rate {}) in {:.1f} s", o.shards, talk.seconds()));
   }
-  const double overall = static_cast<double>(h.hits()) / static_cast<double>(h.accesses());
+  return report(o, h, r);
+}
 
-  if (o.json) {
-    std::string levels;
-    for (std::size_t i = 0; i < h.levels(); ++i) {
-      const Capacity& cap = h.level(i).capacity();
-      levels += fmt::format("{}    {{\"policy\": {}, \"capacity\": {}, \"capacity_unit\": \"{}\", {}}}",
-                            i ? ",\n" : "", json_string(h.level(i).policy_name()), cap.value,
-                            cap.bytes ? "bytes" : "entries", json_stats(h.stats(i)));
-    }
-    std::string out = fmt::format(
-        "{{\n  \"schema_version\": {},\n  \"trace\": {},\n  \"format\": \"{}\",\n  \"mode\": \"{}\",\n"
-        "  \"accesses\": {},\n  \"hits\": {},\n  \"hit_rate\": {},\n  \"levels\": [\n{}\n  ]",
-        kSchemaVersion, json_string(o.trace), trace_format_name(o.format), mode_name(o.mode), h.accesses(), h.hits(),
-        overall, levels);
-    if (trace.has_request) out += fmt::format(",\n  \"requests\": [\n    {}\n  ]", json_groups("request", h.per_request()));
-    if (trace.has_step) out += fmt::format(",\n  \"steps\": [\n    {}\n  ]", json_groups("step", h.per_step()));
-    if (o.mrc) {
-      std::string pts;
-      for (const auto& [c, m] : curve_points(curve)) pts += fmt::format("{}[{}, {}]", pts.empty() ? "" : ", ", c, m);
-      out += fmt::format(",\n  \"mrc\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"accesses\": {}, \"distinct\": {}, "
-                         "\"points\": [{}]",
-                         curve.accesses, curve.cold, pts);
-      if (o.shards > 0) {
-        std::string sp;
-        for (const auto c : shards_capacities(shards, curve.cold))
-          sp += fmt::format("{}[{}, {}]", sp.empty() ? "" : ", ", c, shards.miss_ratio(c));
-        out += fmt::format(",\n    \"shards\": {{\"rate\": {}, \"sampled\": {}, \"mean_abs_error\": {}, "
-                           "\"max_abs_error\": {}, \"max_error_at\": {}, \"points\": [{}]}}",
-                           shards.rate, shards.sampled, err.mean_abs, err.max_abs, err.max_at, sp);
-      }
-      out += "}";
-    }
-    std::cout << out << "\n}\n";
-    std::cout.flush();
-    return 0;
-  }
+// --stream: the trace is read in chunks and never kept: the levels see it access by access (totals
+// only), the curves are built as it passes. Without --mrc, SHARDS runs kStreamReplicas independent
+// samples (salts 0 .. kStreamReplicas - 1; salt 0 is the curve reported, the sample the in-memory
+// mode takes) and reports their spread as its estimated error.
+constexpr std::size_t kStreamReplicas = 4;
 
-  std::cout << fmt::format("trace {} ({}): {} accesses; mode {}\n", o.trace, trace_format_name(o.format), h.accesses(),
-                           mode_name(o.mode));
-  std::cout << fmt::format("{:<5} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9} {:>16}\n", "level",
-                           "policy", "capacity", "accesses", "hits", "misses", "hit_rate", "evictions",
-                           "invalidated", "bypasses", "bytes_from_below");
-  for (std::size_t i = 0; i < h.levels(); ++i) {
-    const auto& s = h.stats(i);
-    std::cout << fmt::format("L{:<4} {:<22} {:>14} {:>12} {:>12} {:>12} {:>8.4f} {:>12} {:>12} {:>9} {:>16}\n", i + 1,
-                             h.level(i).policy_name(), h.level(i).capacity().text(), s.accesses, s.hits, s.misses,
-                             s.hit_rate(), s.evictions, s.invalidations, s.bypasses, s.bytes_from_below);
+int run_stream(const Options& o) {
+  const bool tty = isatty(fileno(stderr)) != 0;
+  Talk talk(!o.quiet, tty);
+  HierarchyOptions ho;
+  ho.mode = o.mode;
+  Hierarchy h(o.levels, ho);
+  std::optional<LruCurveBuilder> exact;
+  if (o.mrc) exact.emplace();
+  std::vector<ShardsBuilder> samples;
+  if (o.shards > 0)
+    for (std::size_t k = 0; k < (o.mrc ? 1 : kStreamReplicas); ++k) samples.emplace_back(o.shards, k);
+  std::uint64_t n = 0, next_talk = std::uint64_t{1} << 24;
+  const Trace header = stream_trace(o.trace, o.format, [&](const Access* a, std::size_t m) {
+    for (std::size_t i = 0; i < m; ++i) h.access(a[i]);
+    if (exact) exact->add(a, m);
+    for (auto& s : samples) s.add(a, m);
+    n += m;
+    if (n >= next_talk || tty) {
+      talk.running(fmt::format("streamed {} accesses, {:.1f} s ({:.1f} M accesses/s)", n, talk.seconds(),
+                               static_cast<double>(n) / std::max(talk.seconds(), 1e-9) / 1e6));
+      while (next_talk <= n) next_talk *= 2;
+    }
+  });
+  IP_REQUIRE(n > 0, "trace '{}' holds no accesses", o.trace);
+  talk.line(fmt::format("streamed {} accesses from {} through {} level{} in {:.1f} s", n, o.trace, h.levels(),
+                        h.levels() == 1 ? "" : "s", talk.seconds()));
+  if (header.has_request || header.has_step)
+    talk.line("the trace names requests or steps; a streamed replay keeps totals only (drop --stream for them)");
+  Outcome r;
+  if (exact) r.curve = exact->finish();
+  if (!samples.empty()) {
+    std::vector<ShardsCurve> curves;
+    for (auto& s : samples) curves.push_back(s.finish());
+    r.shards = curves[0];
+    if (o.mrc) r.err = compare(r.curve, r.shards);
+    else r.replicas = curves.size(), r.spread_est = spread(curves);
   }
-  std::cout << fmt::format("overall: {} hits of {} accesses ({:.4f})\n", h.hits(), h.accesses(), overall);
-  if (trace.has_request || trace.has_step)
-    std::cout << "per-request and per-step statistics: see --json\n";
-  if (o.mrc) {
-    std::cout << fmt::format("# exact LRU miss-ratio curve: {} accesses, {} distinct ids; misses at capacity C "
-                             "(entries), unchanged until the next C\n# capacity misses miss_ratio\n",
-                             curve.accesses, curve.cold);
-    for (const auto& [c, m] : curve_points(curve))
-      std::cout << fmt::format("{} {} {:.6f}\n", c, m, static_cast<double>(m) / static_cast<double>(curve.accesses));
-    if (o.shards > 0)
-      std::cout << fmt::format("# SHARDS rate {:.6g} ({} of {} accesses sampled): mean |error| {:.6f}, max |error| {:.6f} "
-                               "at capacity {}\n",
-                               shards.rate, shards.sampled, shards.accesses, err.mean_abs, err.max_abs, err.max_at);
-  }
-  std::cout.flush();
-  return 0;
+  return report(o, h, r);
 }
 
 }  // namespace
@@ -238,7 +325,10 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
     ("json", "print one JSON object on stdout")
     ("mrc", "also compute the exact LRU miss-ratio curve (entries)")
     ("shards", po::value<double>(), "also estimate the curve by SHARDS at this sampling rate (0, 1] and report "
-                                    "its error against the exact curve (implies --mrc)")
+                                    "its error against the exact curve (implies --mrc, except with --stream)")
+    ("stream", "read the trace in chunks and never keep it whole (traces larger than memory): levels report "
+               "totals only (no policy that needs the future: opt); --shards alone then estimates its error "
+               "from 4 independent samples, --mrc streams the exact curve (memory grows with distinct ids)")
     ("progress", "progress lines on stderr even for a short trace and off a terminal (default: on a terminal, "
                  "or for traces of 2^24 accesses or more)")
     ("quiet,q", "no progress lines");
@@ -269,7 +359,8 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
     }
     o.mode = parse_mode(vm["mode"].as<std::string>());
     o.json = vm.count("json") > 0;
-    o.mrc = vm.count("mrc") > 0 || vm.count("shards") > 0;
+    o.stream = vm.count("stream") > 0;
+    o.mrc = vm.count("mrc") > 0 || (vm.count("shards") > 0 && !o.stream);
     o.quiet = vm.count("quiet") > 0;
     o.progress = vm.count("progress") > 0;
     IP_REQUIRE(!(o.quiet && o.progress), "--quiet and --progress exclude each other");
@@ -277,6 +368,15 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
       o.shards = vm["shards"].as<double>();
       IP_REQUIRE(o.shards > 0 && o.shards <= 1 && o.shards * (1 << 24) >= 0.5, "--shards {}: the rate must be in (0, 1]",
                  o.shards);
+    }
+    if (o.stream) {
+      IP_REQUIRE(std::filesystem::is_regular_file(o.trace) || std::filesystem::is_fifo(o.trace),
+                 "trace '{}': cannot open", o.trace);
+      for (std::size_t i = 0; i < o.levels.size(); ++i)
+        IP_REQUIRE(!make_level(o.levels[i])->needs_future(),
+                   "--level '{}': {} needs the whole trace (next uses) and cannot run with --stream", o.level_texts[i],
+                   o.levels[i].policy);
+      return run_stream(o);
     }
     return run(o);
   } catch (const po::error& e) {

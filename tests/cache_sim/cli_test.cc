@@ -114,6 +114,42 @@ TEST(CacheSimCli, MrcAndShards) {
   std::filesystem::remove(t);
 }
 
+// --stream: the same level counts as reading the trace whole; SHARDS alone reports an estimated error;
+// a policy that needs the future is refused before reading.
+TEST(CacheSimCli, StreamedTraceGivesTheSameCounts) {
+  const std::string trace = std::string(IP_SHARED_DATA_DIR) + "/cloudPhysicsIO.oracleGeneral.bin";
+  const std::vector<std::string> levels = {"--level", "lru:16KiB", "--level", "clock:1MiB", "--level", "sieve:100"};
+  for (const char* mode : {"nine", "inclusive", "exclusive"}) {
+    std::vector<std::string> args = {"--trace", trace, "--json", "--mode", mode, "-q"};
+    args.insert(args.end(), levels.begin(), levels.end());
+    const CmdResult whole = run(args);
+    args.push_back("--stream");
+    const CmdResult streamed = run(args);
+    ASSERT_EQ(whole.rc, 0) << whole.err;
+    ASSERT_EQ(streamed.rc, 0) << streamed.err;
+    EXPECT_TRUE(one_json_object(streamed.out)) << streamed.out;
+    EXPECT_EQ(levels_of(streamed.out), levels_of(whole.out)) << mode;
+    EXPECT_EQ(levels_of(streamed.out).size(), 3u);
+    EXPECT_NE(streamed.out.find("\"streamed\": true"), std::string::npos);
+  }
+  const CmdResult s = run({"--trace", trace, "--level", "lru:100", "--stream", "--shards", "0.1", "--json", "-q"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_TRUE(one_json_object(s.out)) << s.out;
+  EXPECT_NE(s.out.find("\"estimated_error\": {\"replicas\": 4, \"mean_sd\": 0."), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("\"mrc\""), std::string::npos) << s.out;  // no exact curve was asked for
+  const CmdResult both = run({"--trace", trace, "--level", "lru:100", "--stream", "--shards", "0.1", "--mrc", "-q"});
+  const CmdResult mem = run({"--trace", trace, "--level", "lru:100", "--shards", "0.1", "-q"});
+  ASSERT_EQ(both.rc, 0) << both.err;
+  EXPECT_EQ(both.out.substr(both.out.find("# exact")), mem.out.substr(mem.out.find("# exact")));
+  const CmdResult opt = run({"--trace", trace, "--level", "lru:10", "--level", "opt:100", "--stream"});
+  EXPECT_EQ(opt.rc, 1);
+  EXPECT_NE(opt.err.find("--level 'opt:100': opt needs the whole trace"), std::string::npos) << opt.err;
+  EXPECT_TRUE(opt.out.empty());
+  const CmdResult missing = run({"--trace", "/nonexistent/t.bin", "--stream"});
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
+}
+
 TEST(CacheSimCli, CsvGivesPerRequestAndPerStep) {
   // Request 0: 5, 5 (miss, hit); request 1: 6 (miss, evicts 5 from the 1-entry level).
   const std::string t = temp_file("g.csv", "id,request,step\n5,0,0\n5,0,1\n6,1,1\n");

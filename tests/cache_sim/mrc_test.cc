@@ -90,6 +90,53 @@ TEST(Mrc, ShardsSamplesByIdAndStaysClose) {
   EXPECT_GT(coarse.mean_abs, e.mean_abs);
 }
 
+// The builders fed in pieces give the curves of the whole-trace functions, bit for bit.
+TEST(Mrc, BuildersFedInPiecesGiveTheSameCurves) {
+  const auto trace = test::random_trace(11, 20000, 3000);
+  const LruCurve whole = exact_lru_curve(trace);
+  const ShardsCurve whole_s = shards_lru_curve(trace, 0.25);
+  for (const std::size_t piece : {std::size_t{1}, std::size_t{13}, std::size_t{4096}}) {
+    LruCurveBuilder b;
+    ShardsBuilder sb(0.25);
+    for (std::size_t i = 0; i < trace.size(); i += piece) {
+      b.add(trace.data() + i, std::min(piece, trace.size() - i));
+      sb.add(trace.data() + i, std::min(piece, trace.size() - i));
+    }
+    const LruCurve c = b.finish();
+    EXPECT_EQ(c.accesses, whole.accesses);
+    EXPECT_EQ(c.cold, whole.cold);
+    EXPECT_EQ(c.hist, whole.hist) << piece;
+    EXPECT_EQ(c.above, whole.above) << piece;
+    const ShardsCurve s = sb.finish();
+    EXPECT_EQ(s.sampled, whole_s.sampled);
+    EXPECT_EQ(s.hist, whole_s.hist) << piece;
+  }
+}
+
+// Independent samples (salts): all identical at rate 1 (spread 0); at rate 0.1 they sample different
+// ids, and their spread is of the order of the error against the exact curve.
+TEST(Mrc, SpreadOfIndependentSamples) {
+  const auto trace = test::random_trace(12, 200000, 20000);
+  std::vector<ShardsCurve> all, tenth;
+  for (std::uint64_t salt = 0; salt < 4; ++salt) {
+    ShardsBuilder one(1.0, salt), part(0.1, salt);
+    one.add(trace.data(), trace.size());
+    part.add(trace.data(), trace.size());
+    all.push_back(one.finish());
+    tenth.push_back(part.finish());
+  }
+  const SpreadEstimate zero = spread(all);
+  EXPECT_EQ(zero.mean_sd, 0.0);
+  EXPECT_EQ(zero.max_sd, 0.0);
+  EXPECT_NE(tenth[0].sampled, tenth[1].sampled);
+  const SpreadEstimate e = spread(tenth);
+  const CurveError truth = compare(exact_lru_curve(trace), tenth[0]);
+  EXPECT_GT(e.mean_sd, 0.0);
+  EXPECT_GT(e.mean_sd, truth.mean_abs / 10) << truth.mean_abs;
+  EXPECT_LT(e.mean_sd, truth.mean_abs * 10) << truth.mean_abs;
+  EXPECT_EQ(spread({tenth[0]}).mean_sd, 0.0);  // one sample: no spread to measure
+}
+
 TEST(Mrc, ShardsRejectsBadRates) {
   const auto t = test::letters("abc");
   EXPECT_THROW(shards_lru_curve(t, 0.0), std::exception);

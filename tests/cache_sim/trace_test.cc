@@ -189,6 +189,68 @@ TEST(Trace, BadOracleFilesNameTheRecord) {
   std::filesystem::remove(p);
 }
 
+// Streaming in chunks of any size (and text read a few bytes at a time, so that lines are cut at every
+// place) gives the accesses of read_trace, in order; a bad line deep in the file is named as before.
+TEST(Trace, StreamedInChunksGivesTheSameAccesses) {
+  const Trace t = sample_trace();
+  for (const TraceFormat f : {TraceFormat::txt, TraceFormat::csv, TraceFormat::oracle}) {
+    const std::string p = temp_path(std::string("s.") + trace_format_name(f));
+    write_trace(p, f, t);
+    const Trace whole = read_trace(p, f);
+    ASSERT_EQ(whole.accesses.size(), t.accesses.size());
+    for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{1} << 20}) {
+      std::vector<Access> got;
+      std::size_t calls = 0;
+      const Trace header = stream_trace(p, f, [&](const Access* a, std::size_t n) {
+        ASSERT_GE(n, 1u);
+        ASSERT_LE(n, chunk);
+        got.insert(got.end(), a, a + n);
+        ++calls;
+      }, chunk);
+      EXPECT_TRUE(header.accesses.empty());
+      EXPECT_EQ(header.has_request, whole.has_request);
+      EXPECT_EQ(calls, (whole.accesses.size() + chunk - 1) / chunk) << trace_format_name(f) << " chunk " << chunk;
+      ASSERT_EQ(got.size(), whole.accesses.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].id, whole.accesses[i].id) << trace_format_name(f) << " " << i;
+        ASSERT_EQ(got[i].size, whole.accesses[i].size);
+        ASSERT_EQ(got[i].score, whole.accesses[i].score);
+        ASSERT_EQ(got[i].request, whole.accesses[i].request);
+        ASSERT_EQ(got[i].step, whole.accesses[i].step);
+      }
+    }
+    if (f != TraceFormat::oracle)
+      for (const std::size_t block : {1, 2, 5, 64}) {
+        std::vector<Access> got;
+        detail::stream_text_trace(p, f == TraceFormat::csv, [&](const Access* a, std::size_t n) {
+          got.insert(got.end(), a, a + n);
+        }, 3, block);
+        ASSERT_EQ(got.size(), whole.accesses.size()) << "block " << block;
+        for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].id, whole.accesses[i].id) << "block " << block;
+      }
+    std::filesystem::remove(p);
+  }
+  // No final newline, CRLF, comments; a bad line found after several blocks and chunks.
+  const std::string p = temp_path("cut.txt");
+  write_file(p, "# c\r\n1 2\r\n\n3 4 0.5  # x\n5\n6 7\n8 x\n9");
+  std::vector<std::uint64_t> ids;
+  EXPECT_EQ(error_of([&] {
+              detail::stream_text_trace(p, false, [&](const Access* a, std::size_t n) {
+                for (std::size_t i = 0; i < n; ++i) ids.push_back(a[i].id);
+              }, 2, 3);
+            }),
+            p + ":7: size 'x' is not an unsigned integer");
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 3, 5, 6}));  // whole chunks before the bad line
+  write_file(p, "1 2\r\n\n3 4 0.5  # x\n5\n6 7\n9");
+  ids.clear();
+  for (const std::size_t block : {1, 4, 100})
+    detail::stream_text_trace(p, false, [&](const Access* a, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) ids.push_back(a[i].id);
+    }, 2, block);
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 3, 5, 6, 9, 1, 3, 5, 6, 9, 1, 3, 5, 6, 9}));
+  std::filesystem::remove(p);
+}
+
 TEST(Trace, FormatNames) {
   EXPECT_EQ(parse_trace_format("oracle"), TraceFormat::oracle);
   EXPECT_THROW(parse_trace_format("bin"), Error);
