@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cache_sim/detail/prefetch.h"
 #include "cache_sim/level.h"
 
 namespace ip::cache::detail {
@@ -49,12 +50,23 @@ class LevelImpl final : public Level {
     policy_.on_fill(s, Touch{tick_, next, score});
     if (evicted) {
       // The level is full: later misses evict again. A pipeline of loads so that eviction does not
-      // wait on memory: the next victim's entry and metadata were requested at the previous eviction,
-      // so its map bucket can be requested now; the one after it gets its entry and metadata requested.
-      if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_prefetch(key(id_of(v1)));
-      if (const Slot v2 = policy_.peek_victim(1); v2 != kNoSlot) {
-        __builtin_prefetch(entry(v2));
-        policy_.prefetch(v2);
+      // wait on memory. A policy that knows its victims ahead (lru's log) says which; otherwise the
+      // next victim's entry and metadata were requested at the previous eviction, so its map bucket
+      // can be requested now, and the one after it gets its entry and metadata requested.
+      bool ahead = false;
+      if constexpr (requires { policy_.upcoming([](Slot) {}, [](Slot) {}); })
+        ahead = policy_.upcoming([this](Slot v) { prefetch_kept(entry(v)); },
+                                 [this](Slot v) {
+                                   const std::uint64_t gone = id_of(v);
+                                   if (!dense_) map_.prefetch_kept(hash(gone));
+                                   else if (gone < slot_of_.size()) prefetch_kept(slot_of_.data() + gone);
+                                 });
+      if (!ahead) {
+        if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_prefetch(key(id_of(v1)));
+        if (const Slot v2 = policy_.peek_victim(1); v2 != kNoSlot) {
+          __builtin_prefetch(entry(v2));
+          policy_.prefetch(v2);
+        }
       }
     }
     return evicted;

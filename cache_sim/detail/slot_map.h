@@ -26,6 +26,7 @@
 #endif
 
 #include "cache_sim/detail/hash.h"
+#include "cache_sim/detail/prefetch.h"
 
 namespace ip::cache::detail {
 
@@ -44,6 +45,7 @@ class SlotMap {
   }
 
   void prefetch(std::uint64_t h) const { __builtin_prefetch(&group_[h & mask_]); }
+  void prefetch_kept(std::uint64_t h) const { detail::prefetch_kept(&group_[h & mask_]); }
 
   // The slot of the first bucket in the home group whose tag matches (kNone if none), read without
   // confirming the id: a guess for prefetching.

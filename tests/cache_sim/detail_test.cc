@@ -1,6 +1,6 @@
 // The data structures under the levels, against plain references: the id -> slot map under heavy
 // churn in small, nearly full tables (every group overflowing), the winner tree against a linear
-// scan, the order-preserving double encoding, the intrusive list.
+// scan, the order-preserving double encoding, the intrusive list, lru's list and log.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "cache_sim/detail/slot_list.h"
 #include "cache_sim/detail/slot_map.h"
 #include "cache_sim/detail/slot_tournament.h"
+#include "cache_sim/policies/lru.h"
 
 namespace ip::cache::detail {
 namespace {
@@ -206,6 +207,66 @@ TEST(FlatMap, GetFindAndTheReservedKey) {
   EXPECT_EQ(m.find(5), nullptr);
   m.get(999 * 7919, -1, inserted);
   EXPECT_FALSE(inserted);
+}
+
+// lru keeps one order two ways (policies/lru.h). Both, and a level that switches from the list to
+// the log part-way (as slots grow past its limit), against a plain vector, under random fills, hits,
+// invalidations and evictions; the small buffers compact often. After every operation the order of
+// the resident slots and the victim agree.
+TEST(LruOrder, ListAndLogMatchAReference) {
+  for (const Slot log_above : {Slot{0}, Slot{37}, Slot{1} << 30}) {
+    for (const std::uint64_t seed : {1, 2, 3}) {
+      std::mt19937_64 rng(seed * 97 + log_above);
+      Lru lru = Lru::with_log_above(log_above);
+      std::vector<Slot> ref;   // least recently used first
+      std::vector<Slot> free;  // slots not resident
+      Slot slots = 0;
+      const Touch t;
+      std::size_t compared = 0;
+      for (int step = 0; step < 20000; ++step) {
+        const int op = static_cast<int>(rng() % 10);
+        if (slots < 90 && (free.empty() || rng() % 50 == 0)) {  // more slots, as a level grows
+          const Slot more = 1 + static_cast<Slot>(rng() % 12);
+          lru.resize(slots + more);
+          for (Slot s = slots; s < slots + more; ++s) free.push_back(s);
+          slots += more;
+        }
+        if (op < 3 && !free.empty()) {  // fill
+          const std::size_t k = rng() % free.size();
+          const Slot s = free[k];
+          free.erase(free.begin() + static_cast<std::ptrdiff_t>(k));
+          lru.on_fill(s, t);
+          ref.push_back(s);
+        } else if (op < 8 && !ref.empty()) {  // hit, mostly on recent entries
+          const std::size_t k = rng() % 2 ? ref.size() - 1 - rng() % std::min<std::size_t>(ref.size(), 4)
+                                          : rng() % ref.size();
+          const Slot s = ref[k];
+          ref.erase(ref.begin() + static_cast<std::ptrdiff_t>(k));
+          ref.push_back(s);
+          lru.on_hit(s, t);
+        } else if (op == 8 && !ref.empty()) {  // invalidation
+          const std::size_t k = rng() % ref.size();
+          const Slot s = ref[k];
+          ref.erase(ref.begin() + static_cast<std::ptrdiff_t>(k));
+          lru.on_remove(s);
+          free.push_back(s);
+        } else if (!ref.empty()) {  // eviction
+          ASSERT_EQ(lru.victim(), ref.front()) << "log above " << log_above << ", step " << step;
+          lru.on_remove(ref.front());
+          free.push_back(ref.front());
+          ref.erase(ref.begin());
+        }
+        ASSERT_EQ(lru.order(), ref) << "log above " << log_above << ", seed " << seed << ", step " << step;
+        if (!ref.empty()) {
+          ASSERT_EQ(lru.peek_victim(0) == kNoSlot || lru.peek_victim(0) == ref.front(), true);
+          ASSERT_EQ(lru.victim(), ref.front());
+        }
+        ++compared;
+      }
+      EXPECT_EQ(compared, 20000u);
+      EXPECT_EQ(lru.uses_log(), slots > log_above) << "log above " << log_above;
+    }
+  }
 }
 
 }  // namespace
