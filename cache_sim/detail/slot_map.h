@@ -49,8 +49,11 @@ class SlotMap {
 
   // The slot of the first bucket in the home group whose tag matches (kNone if none), read without
   // confirming the id: a guess for prefetching.
+  // When entries overflowed the home group, the lookup will read the next group of the probe too:
+  // that is requested here, as the home group's bucket was earlier.
   std::uint32_t candidate(std::uint64_t h) const {
     const Group& g = group_[h & mask_];
+    if (g.ctrl[kOverflow]) __builtin_prefetch(&group_[((h & mask_) + 1) & mask_]);
     const std::uint32_t m = match(g, tag_of(h));
     return m ? g.slot[__builtin_ctz(m)] : kNone;
   }
