@@ -263,8 +263,10 @@ int run(const Options& o) {
   return report(o, h, r);
 }
 
-// --stream: the trace is read in chunks and never kept: the levels see it access by access (totals
-// only), the curves are built as it passes. Without --mrc, SHARDS runs kStreamReplicas independent
+// --stream: the trace is read in chunks and never kept: the levels see it access by access, the
+// curves are built as it passes. A csv trace may name requests and steps (its header is read before
+// any access), so for csv the hierarchy keeps per-request and per-step rows from the start; they are
+// reported when the header named those columns. Without --mrc, SHARDS runs kStreamReplicas independent
 // samples (salts 0 .. kStreamReplicas - 1; salt 0 is the curve reported, the sample the in-memory
 // mode takes) and reports their spread as its estimated error.
 constexpr std::size_t kStreamReplicas = 4;
@@ -274,6 +276,7 @@ int run_stream(const Options& o) {
   Talk talk(!o.quiet, tty);
   HierarchyOptions ho;
   ho.mode = o.mode;
+  ho.per_request = ho.per_step = o.format == TraceFormat::csv;
   Hierarchy h(o.levels, ho);
   std::optional<LruCurveBuilder> exact;
   if (o.mrc) exact.emplace();
@@ -295,9 +298,9 @@ int run_stream(const Options& o) {
   IP_REQUIRE(n > 0, "trace '{}' holds no accesses", o.trace);
   talk.line(fmt::format("streamed {} accesses from {} through {} level{} in {:.1f} s", n, o.trace, h.levels(),
                         h.levels() == 1 ? "" : "s", talk.seconds()));
-  if (header.has_request || header.has_step)
-    talk.line("the trace names requests or steps; a streamed replay keeps totals only (drop --stream for them)");
   Outcome r;
+  r.has_request = header.has_request;
+  r.has_step = header.has_step;
   if (exact) r.curve = exact->finish();
   if (!samples.empty()) {
     std::vector<ShardsCurve> curves;
@@ -326,8 +329,9 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
     ("mrc", "also compute the exact LRU miss-ratio curve (entries)")
     ("shards", po::value<double>(), "also estimate the curve by SHARDS at this sampling rate (0, 1] and report "
                                     "its error against the exact curve (implies --mrc, except with --stream)")
-    ("stream", "read the trace in chunks and never keep it whole (traces larger than memory): levels report "
-               "totals only (no policy that needs the future: opt); --shards alone then estimates its error "
+    ("stream", "read the trace in chunks and never keep it whole (traces larger than memory): the same counts, "
+               "per request and step too (csv), but no policy that needs the future (opt); --shards alone then "
+               "estimates its error "
                "from 4 independent samples, --mrc streams the exact curve (memory grows with distinct ids)")
     ("progress", "progress lines on stderr even for a short trace and off a terminal (default: on a terminal, "
                  "or for traces of 2^24 accesses or more)")

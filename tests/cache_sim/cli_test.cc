@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 
 #include <fmt/format.h>
@@ -131,6 +132,32 @@ TEST(CacheSimCli, StreamedTraceGivesTheSameCounts) {
     EXPECT_EQ(levels_of(streamed.out), levels_of(whole.out)) << mode;
     EXPECT_EQ(levels_of(streamed.out).size(), 3u);
     EXPECT_NE(streamed.out.find("\"streamed\": true"), std::string::npos);
+  }
+  // A csv trace with requests and steps: the same per-request and per-step rows streamed, in every
+  // mode, with chunks of 2^20 accesses and a trace that is not a multiple of them.
+  {
+    std::string text = "id,size,request,step\n";
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < (1 << 20) + 777; ++i)
+      text += fmt::format("{},{},{},{}\n", rng() % 3000, 1 + rng() % 64, rng() % 7, i / 5000);
+    const std::string csv = temp_file("rs.csv", text);
+    for (const char* mode : {"nine", "inclusive", "exclusive"}) {
+      std::vector<std::string> args = {"--trace", csv, "--json", "--mode", mode, "-q", "--level", "lru:2KiB",
+                                       "--level", "semantic:500", "--level", "clock:40KiB"};
+      const CmdResult whole = run(args);
+      args.push_back("--stream");
+      const CmdResult streamed = run(args);
+      ASSERT_EQ(whole.rc, 0) << whole.err;
+      ASSERT_EQ(streamed.rc, 0) << streamed.err;
+      const auto from = [](const std::string& out, const char* key) {
+        const auto b = out.find(key);
+        return b == std::string::npos ? std::string() : out.substr(b);
+      };
+      ASSERT_NE(from(whole.out, "\"requests\""), "") << whole.out.substr(0, 2000);
+      EXPECT_NE(from(whole.out, "\"steps\""), "");
+      EXPECT_EQ(from(streamed.out, "\"requests\""), from(whole.out, "\"requests\"")) << mode;
+      EXPECT_EQ(levels_of(streamed.out), levels_of(whole.out)) << mode;
+    }
   }
   const CmdResult s = run({"--trace", trace, "--level", "lru:100", "--stream", "--shards", "0.1", "--json", "-q"});
   ASSERT_EQ(s.rc, 0) << s.err;
