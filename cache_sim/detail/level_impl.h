@@ -124,9 +124,6 @@ class LevelImpl final : public Level {
           if constexpr (!Array) __builtin_prefetch(entry(p));  // the id that confirms a match
           policy_.prefetch(p);
         }
-      if constexpr (requires { policy_.prefetch_hit(Slot{}); })
-        if (i + ahead / 4 < n)
-          if (const Slot p = guess(i + ahead / 4); p != kNoSlot) policy_.prefetch_hit(p);
       ++tick_;
       const std::uint64_t id = id_at(i);
       const Access& a = t[i];

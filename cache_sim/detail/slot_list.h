@@ -49,12 +49,6 @@ class SlotList {
   }
 
   void prefetch(Slot s) const { __builtin_prefetch(nodes_.data() + s + 1); }
-  // Once s's node is in cache: the two nodes that unlinking s writes.
-  void prefetch_neighbours(Slot s) const {
-    const Node n = nodes_[s + 1];
-    __builtin_prefetch(nodes_.data() + n.prev, 1);
-    __builtin_prefetch(nodes_.data() + n.next, 1);
-  }
 
   std::size_t bytes() const { return nodes_.capacity() * sizeof(Node); }
 
