@@ -16,6 +16,7 @@
 
 #include "cache_sim/capacity.h"
 #include "cache_sim/detail/hash.h"
+#include "cache_sim/detail/prefetch.h"
 #include "cache_sim/detail/slot_map.h"
 #include "cache_sim/policy.h"
 #include "cache_sim/trace.h"
@@ -105,6 +106,11 @@ class Level {
   void prefetch(std::uint64_t h) const {
     if (dense_) __builtin_prefetch(slot_of_.data() + h);
     else map_.prefetch(h);
+  }
+  // The same, as a prefetch the compiler cannot delete (detail/prefetch.h): for loops of prefetches.
+  void prefetch_kept(std::uint64_t h) const {
+    if (!dense_) map_.prefetch_kept(h);
+    else if (h < slot_of_.size()) detail::prefetch_kept(slot_of_.data() + h);
   }
   void prefetch_entry(std::uint64_t h) const {
     if (dense_) {

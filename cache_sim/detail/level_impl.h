@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "cache_sim/detail/prefetch.h"
 #include "cache_sim/level.h"
 
 namespace ip::cache::detail {
@@ -55,12 +54,8 @@ class LevelImpl final : public Level {
       // can be requested now, and the one after it gets its entry and metadata requested.
       bool ahead = false;
       if constexpr (requires { policy_.upcoming([](Slot) {}, [](Slot) {}); })
-        ahead = policy_.upcoming([this](Slot v) { prefetch_kept(entry(v)); },
-                                 [this](Slot v) {
-                                   const std::uint64_t gone = id_of(v);
-                                   if (!dense_) map_.prefetch_kept(hash(gone));
-                                   else if (gone < slot_of_.size()) prefetch_kept(slot_of_.data() + gone);
-                                 });
+        ahead = policy_.upcoming([this](Slot v) { detail::prefetch_kept(entry(v)); },
+                                 [this](Slot v) { Level::prefetch_kept(key(id_of(v))); });
       if (!ahead) {
         if (const Slot v1 = policy_.peek_victim(0); v1 != kNoSlot) map_prefetch(key(id_of(v1)));
         if (const Slot v2 = policy_.peek_victim(1); v2 != kNoSlot) {

@@ -222,7 +222,6 @@ TEST(LruOrder, ListAndLogMatchAReference) {
       std::vector<Slot> free;  // slots not resident
       Slot slots = 0;
       const Touch t;
-      std::size_t compared = 0;
       for (int step = 0; step < 20000; ++step) {
         const int op = static_cast<int>(rng() % 10);
         if (slots < 90 && (free.empty() || rng() % 50 == 0)) {  // more slots, as a level grows
@@ -258,12 +257,10 @@ TEST(LruOrder, ListAndLogMatchAReference) {
         }
         ASSERT_EQ(lru.order(), ref) << "log above " << log_above << ", seed " << seed << ", step " << step;
         if (!ref.empty()) {
-          ASSERT_EQ(lru.peek_victim(0) == kNoSlot || lru.peek_victim(0) == ref.front(), true);
+          ASSERT_TRUE(lru.peek_victim(0) == kNoSlot || lru.peek_victim(0) == ref.front());
           ASSERT_EQ(lru.victim(), ref.front());
         }
-        ++compared;
       }
-      EXPECT_EQ(compared, 20000u);
       EXPECT_EQ(lru.uses_log(), slots > log_above) << "log above " << log_above;
     }
   }
