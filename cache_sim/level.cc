@@ -43,24 +43,28 @@ void Level::use_dense_ids(std::size_t universe, bool array, std::uint32_t unifor
   prefetching_ = metadata_bytes() > kPrefetchAbove;
 }
 
-// Every slot gets its size word (uniform_size_ for the stored entries; a free slot's link moves there).
-void Level::widen() {
-  const std::uint32_t old_stride = stride(), id_words = narrow_ ? 1 : 2;
-  const std::uint32_t size = uniform_size_;
-  std::vector<std::uint32_t> wide;
-  wide.reserve(std::size_t{slots_} * (old_stride + 1));
-  wide.resize(std::size_t{slots_} * (old_stride + 1));
-  for (std::size_t s = 0; s < slots_; ++s) {
-    for (std::uint32_t w = 0; w < id_words; ++w) wide[s * (old_stride + 1) + w] = words_[s * old_stride + w];
-    wide[s * (old_stride + 1) + old_stride] = size;
+// Reads every slot in the present layout and writes it in the new one. Slots never handed out hold
+// nothing, and are copied like the others; a free slot's link moves to the new layout's last word.
+void Level::relayout(bool narrow, std::uint32_t uniform_size) {
+  const std::size_t to = (narrow ? 1 : 2) + (uniform_size ? 0 : 1);
+  std::vector<std::uint32_t> out;
+  out.reserve(std::size_t{slots_} * to);  // exactly: the bytes reported are the bytes held
+  out.resize(std::size_t{slots_} * to);
+  for (Slot s = 0; s < slots_; ++s) {
+    std::uint32_t* w = out.data() + std::size_t{s} * to;
+    const std::uint64_t id = id_of(s);
+    if (narrow) w[0] = static_cast<std::uint32_t>(id);
+    else std::memcpy(w, &id, sizeof id);
+    if (!uniform_size) w[to - 1] = size_word(s);
   }
   for (Slot s = free_head_; s != kNoSlot;) {
-    const Slot next = link_word(s);  // the old layout's link
-    wide[std::size_t{s} * (old_stride + 1) + old_stride] = next;
+    const Slot next = link_word(s);  // the present layout's link
+    out[std::size_t{s} * to + to - 1] = next;
     s = next;
   }
-  words_ = std::move(wide);
-  uniform_size_ = 0;
+  words_ = std::move(out);
+  narrow_ = narrow;
+  uniform_size_ = uniform_size;
 }
 
 void Level::for_each_id(const std::function<void(std::uint64_t)>& f) const {

@@ -47,7 +47,8 @@ class Level {
   static std::uint64_t hash(std::uint64_t id) { return detail::table_hash(id); }
 
   // Dense ids (a prepared trace, prepared.h): every id is below `universe` (< 2^32), so entries keep
-  // 32-bit ids (8 bytes a slot instead of 12); with `array`, the id -> slot map is a plain array of
+  // 32-bit ids for good (a level on a trace's own ids keeps them only until an id of 2^32 or more
+  // comes: stride()); with `array`, the id -> slot map is a plain array of
   // `universe` slots (4 bytes per distinct id of the trace) instead of the hash map, and find() and
   // insert() look the id up there and ignore h. `uniform_size` > 0: every object of the trace has that
   // size, so entries keep no size (4 bytes a slot). Only on an empty level. (Without it, a level keeps
@@ -144,13 +145,20 @@ class Level {
   virtual void resize_policy(Slot slots) = 0;
   virtual std::size_t policy_bytes() const = 0;
 
-  // Id and size of each slot, packed in words_: a 64-bit id in two words (one with the 32-bit ids of
-  // a prepared trace, narrow_), then the size, except while every object stored so far has had one
-  // size (uniform_size_: the id alone). So 12 bytes a slot, 8 with one size or narrow ids, 4 with both.
-  // A free slot keeps the index of the next free slot in its last word (the free list).
+  // Id and size of each slot, packed in words_: the id in one word while every id stored so far is
+  // below 2^32 (narrow_: always with a prepared trace's dense ids), in two once a larger one comes;
+  // then the size, except while every object stored so far has had one size (uniform_size_: the id
+  // alone). So 12 bytes a slot, 8 with one size or narrow ids, 4 with both. Each switch rewrites
+  // every slot once (relayout()). A free slot keeps the index of the next free slot in its last word
+  // (the free list).
   std::uint32_t stride() const { return (narrow_ ? 1 : 2) + (uniform_size_ ? 0 : 1); }
+  // Before storing `id`: an id of 2^32 or more gives every slot a 64-bit id (once per level). While
+  // the ids are narrow a lookup of a wide id finds nothing: no stored id equals it.
+  void settle_id(std::uint64_t id) {
+    if (narrow_ && (id >> 32)) relayout(false, uniform_size_);
+  }
   // Before storing an object of `size`: the first object of a new level sets the one size; an
-  // object of another size gives every slot its size word (widen(), once per level).
+  // object of another size gives every slot its size word (relayout(), once per level).
   void settle_size(std::uint32_t size) {
     if (size == uniform_size_) return;
     if (!sizes_settled_) {
@@ -160,9 +168,11 @@ class Level {
         return;
       }
     }
-    if (uniform_size_) widen();
+    if (uniform_size_) relayout(narrow_, 0);
   }
-  void widen();
+  // Rewrites every slot for 32-bit ids or not (narrow) and for no size words (uniform_size > 0) or a
+  // size word per slot (0): ids and sizes kept, free slots keep their place in the free list.
+  void relayout(bool narrow, std::uint32_t uniform_size);
   const std::uint32_t* entry(Slot s) const { return words_.data() + std::size_t{s} * stride(); }
   std::uint64_t id_of(Slot s) const {
     const std::uint32_t* w = entry(s);
@@ -220,7 +230,7 @@ class Level {
   bool dense_ = false;
   std::vector<Slot> slot_of_;  // dense ids: slot of each id, kNoSlot when absent
   bool prefetching_ = false;          // see prefetching()
-  bool narrow_ = false;               // 32-bit ids (a prepared trace): 8-byte entries
+  bool narrow_ = true;                // 32-bit ids: every id stored so far is below 2^32 (see stride())
   std::uint32_t uniform_size_ = 0;    // > 0: every object so far has had this size (entries keep no size)
   bool sizes_settled_ = false;        // the first object (or the prepared trace) has decided uniform_size_
   std::vector<std::uint32_t> words_;  // stride() words per slot

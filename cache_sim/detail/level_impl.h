@@ -27,6 +27,7 @@ class LevelImpl final : public Level {
                      std::vector<Victim>* out) override {
     IP_REQUIRE(fits(size), "level '{}': object {} of {} bytes is larger than the level", policy_name_, id, size);
     settle_size(size);
+    settle_id(id);
     std::size_t evicted = 0;
     Slot s = kNoSlot;  // the last victim's slot is reused for the new entry
     while (full_for(size)) {

@@ -27,14 +27,24 @@ std::set<std::uint64_t> ids(const Level& l, const std::vector<std::uint64_t>* or
 }
 
 // uniform > 0: the first uniform_until accesses (all by default) get that size (the levels then keep no
-// per-entry size while it lasts).
+// per-entry size while it lasts). wide_from < n: the accesses before it use the lower half of the
+// universe only, and the ids of the upper half become ids of 2^32 and more whose low 32 bits are
+// those of lower-half ids, so the levels on the trace's own ids keep 32-bit ids until then.
 void check_same(Mode mode, const std::vector<std::string>& levels, std::size_t n, std::uint64_t universe,
                 std::uint32_t max_size, std::uint64_t seed, std::uint32_t uniform = 0,
-                std::size_t uniform_until = SIZE_MAX) {
+                std::size_t uniform_until = SIZE_MAX, std::size_t wide_from = SIZE_MAX) {
   Trace trace;
   trace.accesses = test::random_trace(seed, n, universe, max_size);
   if (uniform)
     for (std::size_t i = 0; i < std::min(n, uniform_until); ++i) trace.accesses[i].size = uniform;
+  if (wide_from < n) {
+    const std::uint64_t half = universe / 2;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t& id = trace.accesses[i].id;
+      if (i < wide_from) id %= half;
+      if (id >= half) id = (id - half) + ((1 + id % 3) << 32);
+    }
+  }
   const HierarchyOptions options{mode, true, true};
   Hierarchy ref(specs(levels), options);
   ref.run(trace);
@@ -157,6 +167,37 @@ TEST(Prepared, LevelsWidenWhenASecondSizeComes) {
       check_same(mode, {n + ":20"}, 3000, 120, 40, seed++, 8, 1500);
       check_same(mode, {n + ":400B"}, 3000, 120, 40, seed++, 8, 1500);
     }
+}
+
+// Levels on the trace's own ids keep 32-bit ids until an id of 2^32 or more comes, then give every
+// slot a 64-bit id; the same counts and contents as the prepared trace (32-bit dense ids throughout),
+// with ids that share their low 32 bits present together.
+TEST(Prepared, LevelsWidenTheirIdsWhenAnIdNeeds64Bits) {
+  std::uint64_t seed = 900;
+  for (Mode mode : {Mode::nine, Mode::inclusive, Mode::exclusive})
+    for (const auto& pol : policy_table()) {
+      const std::string n = pol.name;
+      check_same(mode, {n + ":4", "lru:9", n + ":20"}, 3000, 120, 1, seed++, 0, SIZE_MAX, 1000);
+      check_same(mode, {n + ":56B", "sieve:400B", n + ":1000B"}, 3000, 120, 40, seed++, 0, SIZE_MAX, 1000);
+      check_same(mode, {n + ":20"}, 3000, 120, 40, seed++, 8, 1500, 1000);  // ids widen, then sizes
+      check_same(mode, {n + ":400B"}, 3000, 120, 40, seed++, 8, 1000, 1500);  // sizes widen, then ids
+      check_same(mode, {n + ":50"}, 3000, 120, 1, seed++, 8, SIZE_MAX, 0);   // wide ids among the first
+    }
+}
+
+TEST(Prepared, PlainLevelsKeepNarrowIdsUntilAWideOne) {
+  Trace narrow;
+  for (std::uint64_t i = 0; i < 5000; ++i) narrow.accesses.push_back(Access{(i * 7919) % 3001, 8u});
+  Trace wide = narrow;
+  wide.accesses[4000].id += std::uint64_t{1} << 32;
+  Hierarchy hn(specs({"lru:1000"})), hw(specs({"lru:1000"}));
+  hn.run(narrow);
+  hw.run(wide);
+  ASSERT_EQ(hn.level(0).entries(), 1000u);
+  ASSERT_EQ(hw.level(0).entries(), 1000u);
+  EXPECT_EQ(hw.level(0).resident_bytes() - hn.level(0).resident_bytes(), 1000u * 4);  // 4 B a slot, then 8
+  EXPECT_TRUE(hw.level(0).contains(wide.accesses[4000].id));
+  EXPECT_FALSE(hw.level(0).contains(narrow.accesses[4000].id));  // same low 32 bits, not stored
 }
 
 TEST(Prepared, PlainLevelsKeepNoSizeUntilASecondSize) {
