@@ -1,16 +1,19 @@
 // The slot of smallest key among the present slots, with O(log n) insertion, key change and removal
 // of any slot (for the policies that rank entries: lfu, semantic, semantic-cos, opt).
 //
-// A winner tree over exactly as many leaves as slots: node i (1 <= i < leaves) holds the slot with
-// the smaller key of its children 2i and 2i + 1, and leaf `leaves + s` is slot s itself, so only the
-// internal nodes are stored (4 bytes a slot). Every leaf descends from node 1, which therefore holds
-// the overall minimum, whatever the number of leaves (not only powers of two). Changing a slot's key
-// recomputes its leaf-to-root path. The path is fixed by the slot's index, so the sibling loads along
-// it do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
-// stops early once a node's winner is unchanged and is not the slot itself.
+// A winner tree whose leaves are buckets of kBucket = 4 consecutive slots (48 bytes of keys): node i
+// (1 <= i < leaves) holds the slot with the smaller key of its children 2i and 2i + 1, and leaf
+// `leaves + b` is bucket b, whose winner is kept as its index in the bucket (one byte), so the tree
+// stores 1.25 bytes a slot (a leaf per slot took 4). Every leaf descends from node 1,
+// which therefore holds the overall minimum, whatever the number of leaves (not only powers of two).
+// Changing a slot's key recomputes its bucket's winner (three comparisons of keys in one or two
+// cache lines: the two lowest levels of a tree with a leaf per slot, its largest and least cached),
+// then the bucket-to-root path. The path is fixed by the slot's index, so the sibling loads along it
+// do not wait on comparisons (a binary heap's sift chases them one level at a time), and the walk
+// stops early once a winner (the bucket's, then a node's) is unchanged and is not the slot itself.
 //
 // A key is (u64 major, u32 minor), 12 bytes packed, compared as one 128-bit number (no branches to
-// mispredict): 16 bytes a slot in all. The minor is the policies' recency (a sequence number from
+// mispredict): 13.25 bytes a slot in all. The minor is the policies' recency (a sequence number from
 // next_minor()); when it would run out, the present keys' minors are renumbered densely in their
 // order (O(n log n) once every ~4 billion operations), which changes no comparison, so the tree and
 // every eviction stay exactly as with unbounded sequence numbers.
@@ -48,17 +51,22 @@ class SlotTournament {
  public:
   using Slot = std::uint32_t;
 
+  static constexpr std::size_t kBucket = 4;  // slots per leaf
+
   void resize(Slot slots) {
-    key_.reserve(slots);
-    key_.resize(slots, kAbsent);
-    const std::size_t leaves = std::max<std::size_t>(slots, 1);
+    const std::size_t leaves = std::max<std::size_t>((std::size_t{slots} + kBucket - 1) / kBucket, 1);
+    key_.reserve(leaves * kBucket);  // whole buckets; the slots past `slots` stay absent
+    key_.resize(leaves * kBucket, kAbsent);
     if (leaves == leaves_) return;
     leaves_ = leaves;
+    best_.assign(leaves, 0);
+    best_.shrink_to_fit();
+    for (std::size_t b = 0; b < leaves; ++b) best_[b] = static_cast<std::uint8_t>(bucket_best(b) - b * kBucket);
     win_.clear();
     win_.shrink_to_fit();
     win_.reserve(std::max<std::size_t>(leaves, 2));
     win_.resize(std::max<std::size_t>(leaves, 2));
-    win_[1] = 0;  // one leaf: the root is the leaf itself, slot 0
+    win_[1] = bucket_best(0);  // one leaf: the root is the bucket's winner
     for (std::size_t i = leaves - 1; i >= 1; --i) win_[i] = better(child(2 * i), child(2 * i + 1));
   }
 
@@ -66,7 +74,7 @@ class SlotTournament {
   Slot top() const { return win_[1]; }
   // A likely runner-up (for prefetch hints): the winner of the root's other subtree.
   Slot second() const {
-    if (count_ < 2) return UINT32_MAX;
+    if (count_ < 2 || leaves_ < 2) return UINT32_MAX;
     const Slot t = win_[1];
     return child(2) == t ? child(3) : child(2);
   }
@@ -93,27 +101,39 @@ class SlotTournament {
 
   void prefetch(Slot s) const {
     __builtin_prefetch(key_.data() + s);
-    __builtin_prefetch(win_.data() + (leaves_ + s) / 2);
+    __builtin_prefetch(win_.data() + (leaves_ + s / kBucket) / 2);
   }
 
-  std::size_t bytes() const { return key_.capacity() * sizeof(RankKey) + win_.capacity() * sizeof(Slot); }
+  std::size_t bytes() const {
+    return key_.capacity() * sizeof(RankKey) + win_.capacity() * sizeof(Slot) + best_.capacity();
+  }
 
  private:
   static constexpr RankKey kAbsent{UINT64_MAX, UINT32_MAX};
   static constexpr std::uint32_t kMinorLimit = UINT32_MAX - 1;  // present minors stay below kAbsent's
 
-  // The slot at node i: an internal node's winner, or the leaf's own slot.
-  Slot child(std::size_t i) const { return i < leaves_ ? win_[i] : static_cast<Slot>(i - leaves_); }
+  // The slot at node i: an internal node's winner, or the winner of the leaf's bucket.
+  Slot child(std::size_t i) const {
+    if (i < leaves_) return win_[i];
+    const std::size_t b = i - leaves_;
+    return static_cast<Slot>(b * kBucket + best_[b]);
+  }
 
-  Slot better(Slot a, Slot b) const {
-    const RankKey& ka = a < key_.size() ? key_[a] : kAbsent;
-    const RankKey& kb = b < key_.size() ? key_[b] : kAbsent;
-    return kb < ka ? b : a;
+  Slot better(Slot a, Slot b) const { return key_[b] < key_[a] ? b : a; }
+  // The slot of smallest key in bucket b (the first of equal ones), from the keys.
+  Slot bucket_best(std::size_t b) const {
+    const auto s = static_cast<Slot>(b * kBucket);
+    return better(better(s, s + 1), better(s + 2, s + 3));
   }
 
   void set(Slot s, const RankKey& k) {
     key_[s] = k;
-    for (std::size_t i = (leaves_ + s) / 2; i >= 1; i /= 2) {
+    const std::size_t b = s / kBucket;
+    const Slot first = static_cast<Slot>(b * kBucket), old_best = first + best_[b], best = bucket_best(b);
+    best_[b] = static_cast<std::uint8_t>(best - first);
+    if (best == old_best && best != s) return;  // as at a node: nothing above changes
+    if (leaves_ == 1) win_[1] = best;
+    for (std::size_t i = (leaves_ + b) / 2; i >= 1; i /= 2) {
       const Slot old = win_[i];
       const Slot w = better(child(2 * i), child(2 * i + 1));
       win_[i] = w;
@@ -142,6 +162,7 @@ class SlotTournament {
 
   std::vector<RankKey> key_;
   std::vector<Slot> win_;  // [1, leaves): the internal nodes (win_[0] unused)
+  std::vector<std::uint8_t> best_;  // per bucket: its winner's index in it
   std::size_t leaves_ = 0;
   std::size_t count_ = 0;
   std::uint32_t minor_ = 0;  // the last minor handed out

@@ -1,6 +1,6 @@
 // lfu: evict the entry with the fewest hits since it was stored; ties evict the least recently used.
 // Counts are forgotten when an entry leaves (in-cache LFU). A winner tree on
-// (count, last-use sequence number). 16 bytes per slot.
+// (count, last-use sequence number). 13.25 bytes per slot (detail/slot_tournament.h).
 #pragma once
 
 #include <cstdint>

@@ -150,11 +150,14 @@ TEST(SlotTournament, RenumberedMinorsKeepEveryComparison) {
   }
 }
 
-TEST(SlotTournament, AnyNumberOfLeavesHoldsFourBytesASlot) {
-  for (const std::uint32_t n : {1u, 2u, 3u, 5u, 1000u, 1025u}) {
+// Keys for whole buckets of 4 slots (12 B each), one tree node (4 B) and the winner's index (1 B) per
+// bucket: 13.25 B a slot.
+TEST(SlotTournament, AnyNumberOfSlotsHoldsThirteenAndAQuarterBytesASlot) {
+  for (const std::uint32_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 1000u, 1025u}) {
     SlotTournament t;
     t.resize(n);
-    EXPECT_EQ(t.bytes(), std::size_t{n} * 12 + std::max<std::size_t>(n, 2) * 4) << n;
+    const std::size_t buckets = (n + 3) / 4;
+    EXPECT_EQ(t.bytes(), buckets * 4 * 12 + std::max<std::size_t>(buckets, 2) * 4 + buckets) << n;
     for (std::uint32_t s = 0; s < n; ++s) t.push(s, RankKey{(s * 7919u) % n, s});
     for (std::uint32_t want = 0; want < n; ++want) {  // majors are a permutation of 0..n-1
       ASSERT_EQ(t.key(t.top()).major, want) << n;
