@@ -2,7 +2,8 @@
 // farthest of all). The bound: with one level, unit sizes and forced fills no policy misses less.
 // It reads Touch::next, the trace index of the object's next access, which the simulator precomputes
 // from the whole trace. In a hierarchy each level uses the global next use (the usual approximation).
-// Ties (e.g. several entries never used again) evict the least recently used. 13.25 bytes per slot (detail/slot_tournament.h).
+// Ties (e.g. several entries never used again) evict the least recently used.
+// 13.25 bytes per slot (detail/slot_tournament.h).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 //
 // All entries share the factor decay^t, so the ranking uses L = log(sum_i score_i * decay^(-t_i)),
 // kept in log space so that it never overflows; a new access adds log(score) - t*log(decay) by
-// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used. 13.25 bytes per slot (detail/slot_tournament.h).
+// log-add-exp. A score of 0 adds nothing. Ties evict the least recently used.
+// 13.25 bytes per slot (detail/slot_tournament.h).
 #pragma once
 
 #include <cmath>
