@@ -260,9 +260,9 @@ int main(int argc, char** argv) {
                n / t_scan.cpu_best / 1e6, n / t_scan.cpu_median / 1e6, n / t_scan.best / 1e6, sink & 0xffff);
     fmt::print("{:<66} {:>9} {:>26} {:>13} {:>17} {:>17}\n", "configuration", "hit rate",
                "M acc/s CPU best (median)", "M acc/s wall", "x baseline (CPU)", "metadata B/entry");
-    fmt::print("(target: issue 4's, where one applies: >= 20 M accesses/s for lru and clock at 10^5-10^6 entries, >= 5 "
-               "for the default hierarchy and the exact LRU curve, <= 32 B of metadata per resident entry; judged on "
-               "the CPU median)\n");
+    fmt::print("(target: issue 4's: >= 20 M accesses/s for lru and clock at 10^5-10^6 entries, >= 5 for the default "
+               "hierarchy and the exact LRU curve, judged on the CPU median; <= 32 B of metadata per resident entry, "
+               "every row)\n");
     fmt::print("(metadata B/entry: bytes that grow with the resident entries, per resident entry; prepared rows add "
                "the id -> slot arrays, 4 B per distinct id per level, shown after '+' per resident entry; [..]: each "
                "level's id -> slot map, --id-map {})\n", id_map);
@@ -270,12 +270,14 @@ int main(int argc, char** argv) {
       return fmt::format("{:.2f} ({:.2f}) {:>13.2f}", n / t.cpu_best / 1e6, n / t.cpu_median / 1e6, n / t.best / 1e6);
     };
     const auto ratio = [&](const Timing& t) { return fmt::format("{:.1f}", t.cpu_best / t_scan.cpu_best); };
-    // The issue-4 targets a row has (min_rate M accesses/s at the CPU median, 0: none; metadata <= 32 B).
+    // The issue-4 targets a row has: min_rate M accesses/s at the CPU median (0: none), and for every
+    // row metadata <= 32 B per resident entry.
     const auto verdict = [&](const Row& r, double min_rate) {
-      if (min_rate <= 0) return std::string();
-      const bool fast = n / r.time.cpu_median / 1e6 >= min_rate;
       const bool small = r.meta_per_entry + r.universe_per_entry <= 32.0;
-      return fmt::format("   target: {} M/s {}, <= 32 B {}", min_rate, fast ? "met" : "NOT met", small ? "met" : "NOT met");
+      const std::string bytes = fmt::format("<= 32 B {}", small ? "met" : "NOT met");
+      if (min_rate <= 0) return "   target: " + bytes;
+      const bool fast = n / r.time.cpu_median / 1e6 >= min_rate;
+      return fmt::format("   target: {} M/s {}, {}", min_rate, fast ? "met" : "NOT met", bytes);
     };
     const auto print = [&](const std::string& name, const Row& r, double min_rate) {
       const std::string meta = r.universe_per_entry > 0 ? fmt::format("{:.1f} + {:.1f}", r.meta_per_entry, r.universe_per_entry)
