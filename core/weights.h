@@ -88,6 +88,40 @@ IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const f
   for (int r = 0; r < n; ++r) w[r] = positional_weight(r, G, lambda, bias);
 }
 
+// Fixed-order float reductions for the host loops below: kSumLanes partial sums over d (one 16-float
+// vector register, or two 8-float ones), combined pairwise. The order is written out, so it is the
+// same on every machine and the compiler keeps it; an `omp simd` reduction left the order to the
+// compiler, which combined the vector's lanes one after another (a chain of 16 dependent adds per
+// dot product: cosine pooling spent most of its time there).
+constexpr int kSumLanes = 16;
+IP_HOST_DEVICE float pairwise_lane_sum(float* a) {
+  static_assert(kSumLanes == 16);
+  for (int j = 0; j < 8; ++j) a[j] += a[j + 8];
+  for (int j = 0; j < 4; ++j) a[j] += a[j + 4];
+  for (int j = 0; j < 2; ++j) a[j] += a[j + 2];
+  return a[0] + a[1];
+}
+
+// sum_d a[d] * b[d] and sum_d a[d] * a[d] in the order above.
+IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __restrict__ b, int D, float& ab,
+                                   float& aa) {
+  float pab[kSumLanes] = {}, paa[kSumLanes] = {};
+  int d = 0;
+  for (; d + kSumLanes <= D; d += kSumLanes) {
+    IP_SIMD
+    for (int j = 0; j < kSumLanes; ++j) {
+      pab[j] += a[d + j] * b[d + j];
+      paa[j] += a[d + j] * a[d + j];
+    }
+  }
+  for (int j = 0; d + j < D; ++j) {  // the last D mod kSumLanes elements, one per lane
+    pab[j] += a[d + j] * b[d + j];
+    paa[j] += a[d + j] * a[d + j];
+  }
+  ab = pairwise_lane_sum(pab);
+  aa = pairwise_lane_sum(paa);
+}
+
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
 // `scratch` holds D floats for it).
 IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long long ld, int n, int D,
@@ -101,18 +135,12 @@ IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long lo
     for (int d = 0; d < D; ++d) scratch[d] *= inv;
     m = scratch;
   }
-  float mm = 0.0f;
-  IP_SIMD_REDUCE(+ : mm)
-  for (int d = 0; d < D; ++d) mm += m[d] * m[d];
+  float mm = 0.0f, unused = 0.0f;
+  dot_and_square(m, m, D, unused, mm);
   const float mnorm = sqrtf(mm);
   for (int r = 0; r < n; ++r) {
-    const float* __restrict__ k = keys + r * ld;
     float kk = 0.0f, km = 0.0f;
-    IP_SIMD_REDUCE(+ : kk, km)
-    for (int d = 0; d < D; ++d) {
-      kk += k[d] * k[d];
-      km += k[d] * m[d];
-    }
+    dot_and_square(keys + r * ld, m, D, km, kk);
     w[r] = cosine_weight(kk, km, mnorm, eps, power);
   }
 }

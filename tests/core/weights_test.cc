@@ -82,6 +82,56 @@ TEST(Weights, CosineAgainstGroupMeanWithZeroKeysAtEps) {
   expect_rel(w, {0.8944271910, 0.8944271910, 1e-3, 1e-3});
 }
 
+// Lane j of the host reductions accumulates the elements d = j (mod 16), and the 16 lanes are then
+// folded pairwise: integer-valued inputs give exact sums at every length (vector body and
+// remainder), and the order is the written one (a sequential sum of the second case gives 0).
+TEST(Weights, DotAndSquareSumEveryElementInAFixedOrder) {
+  for (const int D : {0, 1, 15, 16, 17, 31, 32, 33, 128, 130}) {
+    std::vector<float> a(D), b(D);
+    long long ab_ref = 0, aa_ref = 0;
+    for (int d = 0; d < D; ++d) {
+      a[d] = static_cast<float>(d % 7 - 3);
+      b[d] = static_cast<float>(d % 5 - 2);
+      ab_ref += static_cast<long long>(a[d] * b[d]);
+      aa_ref += static_cast<long long>(a[d] * a[d]);
+    }
+    float ab = -1.0f, aa = -1.0f;
+    ip::dot_and_square(a.data(), b.data(), D, ab, aa);
+    EXPECT_EQ(ab, static_cast<float>(ab_ref)) << D;
+    EXPECT_EQ(aa, static_cast<float>(aa_ref)) << D;
+  }
+  std::vector<float> a(32, 0.0f), b(32, 1.0f);
+  a[0] = 1e8f;   // lane 0
+  a[1] = 1.0f;   // lane 1
+  a[16] = -1e8f; // lane 0 again: cancels a[0] before the lanes are combined
+  float ab = 0.0f, aa = 0.0f;
+  ip::dot_and_square(a.data(), b.data(), 32, ab, aa);
+  EXPECT_EQ(ab, 1.0f);
+}
+
+// Cosine weights at a realistic D (the vector body of the reductions) against double precision.
+TEST(Weights, CosineAtD128MatchesDoublePrecision) {
+  const int D = 128, n = 4;
+  std::vector<float> k(n * D);
+  for (int i = 0; i < n * D; ++i) k[i] = std::sin(0.37f * static_cast<float>(i)) + (i % D < 8 ? 1.0f : 0.0f);
+  std::vector<float> w(n), scratch(D);
+  ip::cosine_group_weights(k.data(), D, n, D, nullptr, 1e-3f, 1.0f, scratch.data(), w.data());
+  std::vector<double> m(D, 0.0);
+  for (int r = 0; r < n; ++r)
+    for (int d = 0; d < D; ++d) m[d] += k[r * D + d] / static_cast<double>(n);
+  double mm = 0;
+  for (int d = 0; d < D; ++d) mm += m[d] * m[d];
+  for (int r = 0; r < n; ++r) {
+    double kk = 0, km = 0;
+    for (int d = 0; d < D; ++d) {
+      kk += static_cast<double>(k[r * D + d]) * k[r * D + d];
+      km += k[r * D + d] * m[d];
+    }
+    const double c = std::max(1e-3, km / std::sqrt(kk * mm));
+    EXPECT_NEAR(w[r], c, 1e-5 * c) << r;
+  }
+}
+
 TEST(Weights, CosineNegativeCosineIsFlooredAtEps) {
   // Keys (2,0) (2,0) (2,0) (-2,0): mean (1,0); cos = 1, 1, 1, -1 -> the last is floored to eps = 1e-3.
   const std::vector<float> k = {2, 0, 2, 0, 2, 0, -2, 0};
