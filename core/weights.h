@@ -89,10 +89,11 @@ IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const f
 }
 
 // Fixed-order float reductions for the host loops below: kSumLanes partial sums over d (one 16-float
-// vector register, or two 8-float ones), combined pairwise. The order is written out, so it is the
-// same on every machine and the compiler keeps it; an `omp simd` reduction left the order to the
-// compiler, which combined the vector's lanes one after another (a chain of 16 dependent adds per
-// dot product: cosine pooling spent most of its time there).
+// vector register, or two 8-float ones), combined pairwise, then the last D mod kSumLanes products
+// summed in order. The order is written out, so it is the same on every machine and the compiler
+// keeps it. (An `omp simd` reduction leaves the order to the compiler; g++ 12 combined the vector's
+// lanes one after another, 16 dependent adds per dot product, bench/RESULTS.md.) The lane arrays are
+// only ever indexed by the vectorized loop, so they stay in registers.
 constexpr int kSumLanes = 16;
 IP_HOST_DEVICE float pairwise_lane_sum(float* a) {
   static_assert(kSumLanes == 16);
@@ -114,12 +115,13 @@ IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __r
       paa[j] += a[d + j] * a[d + j];
     }
   }
-  for (int j = 0; d + j < D; ++j) {  // the last D mod kSumLanes elements, one per lane
-    pab[j] += a[d + j] * b[d + j];
-    paa[j] += a[d + j] * a[d + j];
+  float tab = 0.0f, taa = 0.0f;  // the last D mod kSumLanes elements, in order, added after the lanes
+  for (; d < D; ++d) {
+    tab += a[d] * b[d];
+    taa += a[d] * a[d];
   }
-  ab = pairwise_lane_sum(pab);
-  aa = pairwise_lane_sum(paa);
+  ab = pairwise_lane_sum(pab) + tab;
+  aa = pairwise_lane_sum(paa) + taa;
 }
 
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;

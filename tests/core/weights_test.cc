@@ -82,9 +82,10 @@ TEST(Weights, CosineAgainstGroupMeanWithZeroKeysAtEps) {
   expect_rel(w, {0.8944271910, 0.8944271910, 1e-3, 1e-3});
 }
 
-// Lane j of the host reductions accumulates the elements d = j (mod 16), and the 16 lanes are then
-// folded pairwise: integer-valued inputs give exact sums at every length (vector body and
-// remainder), and the order is the written one (a sequential sum of the second case gives 0).
+// Lane j of the host reductions accumulates the elements d = j (mod 16) below the last multiple of
+// 16, the lanes are folded pairwise, and the rest is added in order: integer-valued inputs give exact
+// sums at every length (vector body and tail), and the order is the written one (a sequential sum of
+// the second case gives 0).
 TEST(Weights, DotAndSquareSumEveryElementInAFixedOrder) {
   for (const int D : {0, 1, 15, 16, 17, 31, 32, 33, 128, 130}) {
     std::vector<float> a(D), b(D);
