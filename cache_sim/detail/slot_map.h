@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -79,11 +81,13 @@ class SlotMap {
     place(h, slot);
   }
 
-  // Removes the bucket holding `slot` (whose id hashes to h).
+  // Removes the bucket holding `slot` (whose id hashes to h). The slot must be present: a caller that
+  // breaks this (a level whose ids or hashes went wrong) gets an exception, not an endless probe.
   void erase(std::uint64_t h, std::uint32_t slot) {
     const std::size_t home = h & mask_;
     std::size_t i = home, step = 0;
     for (;; i = (i + ++step) & mask_) {
+      if (step >= groups_) missing(slot);
       Group& g = group_[i];
       for (std::uint32_t m = match(g, tag_of(h)); m; m &= m - 1) {
         const int b = __builtin_ctz(m);
@@ -122,6 +126,10 @@ class SlotMap {
     void operator()(Group* p) const { ::operator delete[](p, std::align_val_t{64}); }
   };
 
+  [[noreturn]] __attribute__((noinline, cold)) static void missing(std::uint32_t slot) {
+    throw std::logic_error("cache simulator: id -> slot map has no bucket for slot " + std::to_string(slot) +
+                           " (an internal error)");
+  }
   static std::uint8_t tag_of(std::uint64_t h) { return static_cast<std::uint8_t>(h >> 57); }
   std::size_t limit() const { return groups_ * kWidth * 7 / 8; }
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <random>
 #include <unordered_map>
 
@@ -67,6 +68,20 @@ TEST(SlotMap, MatchesAReferenceUnderChurnAtEveryLoad) {
     });
     EXPECT_EQ(listed, ref.size());
   }
+}
+
+// Erasing a slot the map does not hold is a caller's bug; it throws instead of probing forever.
+TEST(SlotMap, ErasingAnAbsentSlotThrows) {
+  std::vector<std::uint64_t> ids = {11, 22, 33};
+  SlotMap map;
+  const auto id_of = [&](std::uint32_t s) { return ids[s]; };
+  map.reserve(100, id_of);
+  for (std::uint32_t s = 0; s < 3; ++s) map.insert(table_hash(ids[s]), s, id_of);
+  EXPECT_THROW(map.erase(table_hash(44), 7), std::logic_error);
+  EXPECT_THROW(map.erase(table_hash(11), 1), std::logic_error);  // present id, wrong slot
+  map.erase(table_hash(22), 1);
+  EXPECT_EQ(map.find(22, table_hash(22), id_of), SlotMap::kNone);
+  EXPECT_EQ(map.find(33, table_hash(33), id_of), 2u);
 }
 
 TEST(SlotMap, MemoryStaysWithinTheStatedBound) {
