@@ -4,6 +4,8 @@
 // contents of every level at the end.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
 #include <set>
 
 #include "cache_sim/hierarchy.h"
@@ -185,33 +187,37 @@ TEST(Prepared, LevelsWidenTheirIdsWhenAnIdNeeds64Bits) {
     }
 }
 
+// lru:1000 over 5000 accesses to 3001 objects of 8 bytes, and over the same trace with access 4000
+// changed by `change` (`changed` gets that trace); both levels end full.
+struct TwoRuns {
+  Trace base, changed;
+  std::unique_ptr<Hierarchy> a, b;
+};
+TwoRuns run_with_one_access_changed(const std::function<void(Access&)>& change) {
+  TwoRuns r;
+  for (std::uint64_t i = 0; i < 5000; ++i) r.base.accesses.push_back(Access{(i * 7919) % 3001, 8u});
+  r.changed = r.base;
+  change(r.changed.accesses[4000]);
+  r.a = std::make_unique<Hierarchy>(specs({"lru:1000"}));
+  r.b = std::make_unique<Hierarchy>(specs({"lru:1000"}));
+  r.a->run(r.base);
+  r.b->run(r.changed);
+  EXPECT_EQ(r.a->level(0).entries(), 1000u);
+  EXPECT_EQ(r.b->level(0).entries(), 1000u);
+  return r;
+}
+
 TEST(Prepared, PlainLevelsKeepNarrowIdsUntilAWideOne) {
-  Trace narrow;
-  for (std::uint64_t i = 0; i < 5000; ++i) narrow.accesses.push_back(Access{(i * 7919) % 3001, 8u});
-  Trace wide = narrow;
-  wide.accesses[4000].id += std::uint64_t{1} << 32;
-  Hierarchy hn(specs({"lru:1000"})), hw(specs({"lru:1000"}));
-  hn.run(narrow);
-  hw.run(wide);
-  ASSERT_EQ(hn.level(0).entries(), 1000u);
-  ASSERT_EQ(hw.level(0).entries(), 1000u);
-  EXPECT_EQ(hw.level(0).resident_bytes() - hn.level(0).resident_bytes(), 1000u * 4);  // 4 B a slot, then 8
-  EXPECT_TRUE(hw.level(0).contains(wide.accesses[4000].id));
-  EXPECT_FALSE(hw.level(0).contains(narrow.accesses[4000].id));  // same low 32 bits, not stored
+  const TwoRuns r = run_with_one_access_changed([](Access& a) { a.id += std::uint64_t{1} << 32; });
+  EXPECT_EQ(r.b->level(0).resident_bytes() - r.a->level(0).resident_bytes(), 1000u * 4);  // 4 B a slot, then 8
+  EXPECT_TRUE(r.b->level(0).contains(r.changed.accesses[4000].id));
+  EXPECT_FALSE(r.b->level(0).contains(r.base.accesses[4000].id));  // same low 32 bits, not stored
 }
 
 TEST(Prepared, PlainLevelsKeepNoSizeUntilASecondSize) {
-  Trace uniform;
-  for (std::uint64_t i = 0; i < 5000; ++i) uniform.accesses.push_back(Access{(i * 7919) % 3001, 8u});
-  Trace mixed = uniform;
-  mixed.accesses[4000].size = 9;
-  Hierarchy hu(specs({"lru:1000"})), hm(specs({"lru:1000"}));
-  hu.run(uniform);
-  hm.run(mixed);
-  ASSERT_EQ(hu.level(0).entries(), 1000u);
-  ASSERT_EQ(hm.level(0).entries(), 1000u);
-  EXPECT_EQ(hm.level(0).resident_bytes() - hu.level(0).resident_bytes(), 1000u * 4);  // 8 B a slot, then 12
-  EXPECT_EQ(hm.level(0).used_bytes(), hu.level(0).used_bytes() + 1);
+  const TwoRuns r = run_with_one_access_changed([](Access& a) { a.size = 9; });
+  EXPECT_EQ(r.b->level(0).resident_bytes() - r.a->level(0).resident_bytes(), 1000u * 4);  // 8 B a slot, then 12
+  EXPECT_EQ(r.b->level(0).used_bytes(), r.a->level(0).used_bytes() + 1);
 }
 
 // A trace of one object size: entries keep their 32-bit id only (4 bytes instead of 8), and a byte
