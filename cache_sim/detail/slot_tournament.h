@@ -4,8 +4,8 @@
 // A winner tree whose leaves are buckets of kBucket = 4 consecutive slots (48 bytes of keys): node i
 // (1 <= i < leaves) holds the slot with the smaller key of its children 2i and 2i + 1, and leaf
 // `leaves + b` is bucket b, whose winner is kept as its index in the bucket (one byte), so the tree
-// stores 1.25 bytes a slot (a leaf per slot took 4). Every leaf descends from node 1,
-// which therefore holds the overall minimum, whatever the number of leaves (not only powers of two).
+// stores 1.25 bytes a slot (a leaf per slot took 4). Every leaf descends from node 1, which therefore
+// holds the overall minimum, whatever the number of leaves (not only powers of two).
 // Changing a slot's key recomputes its bucket's winner (three comparisons of keys in one or two
 // cache lines: the two lowest levels of a tree with a leaf per slot, its largest and least cached),
 // then the bucket-to-root path. The path is fixed by the slot's index, so the sibling loads along it
