@@ -7,6 +7,7 @@
 
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 
 namespace ip::cuda {
 namespace {
@@ -117,9 +118,9 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
   p.final_ml = reinterpret_cast<float*>(ws + l.final_ml);
 
   IP_CUDA_CHECK(cudaMemsetAsync(p.status, 0, sizeof(int), stream));
-  detail::attn_prep_kernel<<<p.requests, detail::kPrepThreads, 0, stream>>>(p);
+  IP_LAUNCH(p.requests, detail::kPrepThreads, 0, stream, detail::attn_prep_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::attn_scan_kernel<<<1, detail::kScanThreads, 0, stream>>>(p);
+  IP_LAUNCH(1, detail::kScanThreads, 0, stream, detail::attn_scan_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 
   const dim3 grid(static_cast<unsigned>(l.plan.max_splits),
@@ -127,7 +128,7 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
   auto launch = [&](auto kernel) {
     if (smem > 48 * 1024)
       IP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    kernel<<<grid, detail::kAttnThreads, smem, stream>>>(p);
+    IP_LAUNCH(grid, detail::kAttnThreads, smem, stream, kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
   };
   auto dispatch_dv = [&](auto kd) {
@@ -150,14 +151,14 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
 
   const long long bh = static_cast<long long>(a.batch.requests) * a.heads;
   IP_REQUIRE(bh <= 0x7fffffffLL, "attention: {} requests x heads exceed one launch", bh);
-  detail::attn_combine_kernel<<<static_cast<unsigned>(bh), detail::kCombineThreads, 0, stream>>>(p);
+  IP_LAUNCH(static_cast<unsigned>(bh), detail::kCombineThreads, 0, stream, detail::attn_combine_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
   if (a.probs) {
     const long long per_request = static_cast<long long>(a.heads) * a.max_attended;
     long long x = (per_request + detail::kProbThreads * 8 - 1) / (detail::kProbThreads * 8);
     x = x < 1 ? 1 : (x > detail::kProbBlocksMax ? detail::kProbBlocksMax : x);
     const dim3 pgrid(static_cast<unsigned>(x), static_cast<unsigned>(a.batch.requests));
-    detail::attn_prob_kernel<<<pgrid, detail::kProbThreads, 0, stream>>>(p);
+    IP_LAUNCH(pgrid, detail::kProbThreads, 0, stream, detail::attn_prob_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -9,6 +9,7 @@
 
 #include "core/attention_split.h"
 #include "core/segments.h"
+#include "kernels/launch.h"
 
 namespace ip::cuda::detail {
 
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) 
     probs = p.probs + p.heads * p.prob_offset[b];
   }
 
-  extern __shared__ __align__(16) unsigned char smem[];
+  IP_DYNAMIC_SHARED(unsigned char, smem);
   long long* rows_s = reinterpret_cast<long long*>(smem);
   float* q_s = reinterpret_cast<float*>(rows_s + kAttnTile);
   float* k_s = q_s + kAttnHeads * D;

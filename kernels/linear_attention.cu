@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/linear_attention.cuh"
 #include "kernels/linear_attention.h"
 
@@ -63,7 +64,7 @@ void gla_chunked(const GlaArgs& a, cudaStream_t stream) {
                                        static_cast<int>(bytes)));
   GlaKernelParams p{a.keys, a.values, a.gates, a.queries, a.out, a.state, a.n, a.dk, a.dv, a.chunk};
   const int tiles = (a.dv + kGlaTile - 1) / kGlaTile;
-  gla_chunked_kernel<<<tiles, kGlaThreads, static_cast<std::size_t>(bytes), stream>>>(p);
+  IP_LAUNCH(tiles, kGlaThreads, static_cast<std::size_t>(bytes), stream, gla_chunked_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -73,8 +74,8 @@ void gla_append(const GlaArgs& a, cudaStream_t stream) {
   if (a.n == 0) return;
   const long long elems = static_cast<long long>(a.dk) * a.dv;
   const long long blocks = (elems + kAppendThreads - 1) / kAppendThreads;
-  gla_append_kernel<<<static_cast<unsigned>(blocks), kAppendThreads, 0, stream>>>(a.keys, a.values, a.gates, a.state,
-                                                                                 a.n, a.dk, a.dv);
+  IP_LAUNCH(static_cast<unsigned>(blocks), kAppendThreads, 0, stream, gla_append_kernel)(a.keys, a.values, a.gates,
+                                                                                       a.state, a.n, a.dk, a.dv);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -96,7 +97,7 @@ void gla_readout(const GlaReadoutArgs& a, cudaStream_t stream) {
   if (bytes > kDefaultSmemBytes)
     IP_CUDA_CHECK(cudaFuncSetAttribute(gla_readout_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
-  gla_readout_kernel<<<a.heads, kReadoutThreads, static_cast<std::size_t>(bytes), stream>>>(
+  IP_LAUNCH(a.heads, kReadoutThreads, static_cast<std::size_t>(bytes), stream, gla_readout_kernel)(
       a.state, a.queries, a.out, a.dk, a.dv, a.feature_scale, a.normalise);
   IP_CUDA_CHECK(cudaGetLastError());
 }
@@ -113,7 +114,7 @@ void local_inputs(const LocalInputArgs& a, cudaStream_t stream) {
   IP_REQUIRE(a.out_keys && a.out_values && a.out_gates, "local_inputs: an output (out_keys, out_values, out_gates) is null");
   const long long work = a.n * std::max(a.dk, a.dv + 1);
   const long long blocks = std::min<long long>((work + kInputThreads - 1) / kInputThreads, 1 << 16);
-  local_inputs_kernel<<<static_cast<unsigned>(blocks), kInputThreads, 0, stream>>>(
+  IP_LAUNCH(static_cast<unsigned>(blocks), kInputThreads, 0, stream, local_inputs_kernel)(
       a.keys, a.values, a.first, a.n, a.dk, a.dv, a.scale, a.gates, a.out_keys, a.out_values, a.out_gates);
   IP_CUDA_CHECK(cudaGetLastError());
 }

@@ -15,6 +15,7 @@
 
 #include "core/gla_tile.h"
 #include "core/linear_attention.h"
+#include "kernels/launch.h"
 #include "kernels/linear_attention_tuning.h"
 
 namespace ip::cuda {
@@ -33,7 +34,7 @@ struct GlaKernelParams {
 };
 
 __global__ void __launch_bounds__(kGlaThreads) gla_chunked_kernel(GlaKernelParams a) {
-  extern __shared__ float smem[];
+  IP_DYNAMIC_SHARED(float, smem);
   const int tile = blockIdx.x, j0 = tile * kGlaTile;
   const int tv = gla_tile_cols(a.dv, kGlaTile, tile);
   const int dk = a.dk, ldk = gla_ldk(dk), C = a.chunk;
@@ -102,7 +103,7 @@ __global__ void gla_append_kernel(const float* __restrict__ keys, const float* _
 
 __global__ void gla_readout_kernel(const float* __restrict__ state, const float* __restrict__ queries,
                                    float* __restrict__ out, int dk, int dv, float feature_scale, bool normalise) {
-  extern __shared__ float smem[];
+  IP_DYNAMIC_SHARED(float, smem);
   float* x = smem;       // [dk] the (feature-mapped) query
   float* o = smem + dk;  // [dv] S^T x
   const int h = blockIdx.x;

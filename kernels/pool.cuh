@@ -47,6 +47,7 @@
 #include "core/quant_math.h"
 #include "core/segments.h"
 #include "core/weights.h"
+#include "kernels/launch.h"
 #include "kernels/pool.h"
 #include "kernels/pool_tuning.h"
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/pool.cuh"
 
 namespace ip::cuda::detail {
@@ -25,7 +26,7 @@ inline int blocks_for(long long entries, int per_block) {
 template <int D, int G, class K>
 void launch_fast(const PoolArgs& a, cudaStream_t s) {
   constexpr int kWarps = pool_tuning::kFastWarpsPerBlock;
-  pool_fast_kernel<D, G, K><<<blocks_for(a.batch.total_entries, kWarps), kWarps * 32, 0, s>>>(a);
+  IP_LAUNCH(blocks_for(a.batch.total_entries, kWarps), kWarps * 32, 0, s, pool_fast_kernel<D, G, K>)(a);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -35,7 +36,7 @@ void launch_generic(const PoolArgs& a, cudaStream_t s) {
   int warps = pool_tuning::kGenericWarpsPerBlock;
   while (warps > 1 && warps * per_warp > pool_tuning::kGenericMaxSmemBytes) --warps;
   const std::size_t smem = static_cast<std::size_t>(warps * per_warp);  // <= 48 KiB: validated
-  pool_generic_kernel<K><<<blocks_for(a.batch.total_entries, warps), warps * 32, smem, s>>>(a, warps);
+  IP_LAUNCH(blocks_for(a.batch.total_entries, warps), warps * 32, smem, s, pool_generic_kernel<K>)(a, warps);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -132,7 +132,7 @@ __device__ __forceinline__ void store_row_generic(const PoolArgs& a, long long r
 
 template <class K>
 __global__ void pool_generic_kernel(const __grid_constant__ PoolArgs a, int warps_per_block) {
-  extern __shared__ float smem[];
+  IP_DYNAMIC_SHARED(float, smem);
   const int D = a.dim;
   const int G = a.group_size;
   const int lane = static_cast<int>(threadIdx.x) & 31;

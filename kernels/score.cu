@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/score.cuh"
 
 namespace ip::cuda {
@@ -73,7 +74,7 @@ void launch_core(const ScoreParams& p, cudaStream_t stream) {
   const long long blocks_needed = (p.entries + per_block - 1) / per_block;
   const long long cap = static_cast<long long>(sm_count()) * kCoreBlocksPerSm;
   const int grid = static_cast<int>(blocks_needed < cap ? blocks_needed : cap);
-  detail::score_cuda_core_kernel<P, D, MAXMIN><<<grid, kCoreThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, kCoreThreads, 0, stream, detail::score_cuda_core_kernel<P, D, MAXMIN>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -104,7 +105,7 @@ void launch_mma(const ScoreParams& p, cudaStream_t stream) {
   const long long tiles = (p.entries + detail::kMmaEntriesPerBlock - 1) / detail::kMmaEntriesPerBlock;
   const long long cap = static_cast<long long>(sm_count()) * kMmaBlocksPerSm;
   const int grid = static_cast<int>(tiles < cap ? tiles : cap);
-  kernel<<<grid, detail::kMmaWarps * 32, smem, stream>>>(p);
+  IP_LAUNCH(grid, detail::kMmaWarps * 32, smem, stream, kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

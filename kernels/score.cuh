@@ -25,6 +25,7 @@
 #include "core/score_math.h"
 #include "core/segments.h"
 #include "kernels/batch.h"
+#include "kernels/launch.h"
 
 namespace ip::cuda::detail {
 
@@ -196,11 +197,15 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+#if defined(IP_CUEMU)
+  ::cuemu::mma_m16n8k16_bf16(c, a0, a1, a2, a3, b0, b1);  // the CPU emulator (emu/)
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
 }
 
 // Elements per thread per 16-byte load (4*C), so C k-steps per load.
@@ -260,7 +265,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
   constexpr int C = kMmaC<P>;
   constexpr int KC = 16 * C;
   constexpr int KS = D / 16;
-  extern __shared__ uint4 smem[];
+  IP_DYNAMIC_SHARED(uint4, smem);
   uint4* qf = smem;
   float* hws = reinterpret_cast<float*>(smem + NT * KS * 32);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

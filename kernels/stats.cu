@@ -11,6 +11,7 @@
 
 #include "core/stats_math.h"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/stats.h"
 
 namespace ip::cuda {
@@ -44,12 +45,13 @@ void update_stats(const StatsArgs& a, cudaStream_t stream) {
   validate_stats_args(a);
   if (a.tokens > 0) {
     const long long blocks = std::min((a.tokens + kDecayThreads - 1) / kDecayThreads, kDecayMaxBlocks);
-    decay_mass_kernel<<<static_cast<int>(blocks), kDecayThreads, 0, stream>>>(a.mass, a.step_mass, a.tokens, a.decay);
+    IP_LAUNCH(static_cast<int>(blocks), kDecayThreads, 0, stream, decay_mass_kernel)(a.mass, a.step_mass, a.tokens,
+                                                                                      a.decay);
     IP_CUDA_CHECK(cudaGetLastError());
   }
   if (a.tokens > 0 && a.n_ranges > 0) {
     const int blocks = std::min(a.n_ranges, kCountMaxBlocks);
-    count_ranges_kernel<<<blocks, kCountThreads, 0, stream>>>(a.count, a.ranges, a.n_ranges, a.tokens);
+    IP_LAUNCH(blocks, kCountThreads, 0, stream, count_ranges_kernel)(a.count, a.ranges, a.n_ranges, a.tokens);
     IP_CUDA_CHECK(cudaGetLastError());
   }
 }

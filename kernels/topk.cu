@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/topk.cuh"
 
 namespace ip::cuda {
@@ -98,17 +99,17 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   // Row states and histograms start at zero; the passes leave the histograms zero.
   IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
-  detail::topk_hist_kernel<0><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::topk_hist_kernel<1><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<1>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::topk_hist_kernel<2><<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<2>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::topk_gather_kernel<<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_gather_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::topk_ties_kernel<<<grid, detail::kTopkThreads, 0, stream>>>(p);
+  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_ties_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  detail::topk_sort_kernel<<<static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream>>>(p);
+  IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, detail::topk_sort_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
