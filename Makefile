@@ -1,7 +1,7 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
-#   make test   install what is missing, build, run every test
-# Other targets: build, bench, figures, report, venv, device-bundle, clean.
+#   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
+# Other targets: build, bench, figures, report, venv, device-bundle, test-emu, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -17,7 +17,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test bench clean venv figures report device-bundle
+.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle
 
 all: build
 
@@ -36,8 +36,12 @@ run: build
 	$(INDEXPOOL) run configs/quickstart.ini --overwrite
 
 test: build venv
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -LE emu_long
 	INDEXPOOL_BIN=$(abspath $(INDEXPOOL)) $(VENV_PY) -m pytest -q -p no:cacheprovider tests/analysis
+
+# Every GPU suite on the CPU emulator (emu/), the long cases too (about 10 CPU-minutes).
+test-emu: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L emu
 
 # The venv is rebuilt whenever analysis/requirements.txt changes (exact versions, wheels only).
 $(VENV)/.stamp: analysis/requirements.txt | deps

@@ -1,0 +1,926 @@
+// cuemu runtime: fibers for CUDA threads, the block scheduler, warp collectives, guarded device memory,
+// and the CUDA runtime API functions IndexPool calls (see emu/cuemu.h for what is and is not checked).
+#include "emu/cuemu.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+namespace cuemu {
+namespace {
+
+[[noreturn]] void die(const char* fmt, ...) {
+  std::fflush(stdout);
+  va_list ap;
+  va_start(ap, fmt);
+  std::fputs("cuemu: ", stderr);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+  std::abort();
+}
+
+const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+std::size_t round_up(std::size_t n, std::size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+// ---------------------------------------------------------------- context switching
+#if defined(__x86_64__)
+extern "C" void cuemu_switch(void** save_sp, void* to_sp);
+// Saves the callee-saved registers on the current stack, stores the stack pointer in *save_sp and
+// resumes the context whose stack pointer is to_sp. The floating-point control state (MXCSR, x87) is
+// not switched: kernels do not change it, so every fiber runs with the host thread's.
+asm(R"(
+.text
+.globl cuemu_switch
+.type cuemu_switch,@function
+cuemu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size cuemu_switch, .-cuemu_switch
+.section .note.GNU-stack,"",@progbits
+.text
+)");
+#endif
+
+// ---------------------------------------------------------------- fibers and blocks
+enum class State : std::uint8_t { Ready, AtBarrier, AtWarp, Done };
+
+struct Fiber {
+#if defined(__x86_64__)
+  void* sp = nullptr;
+#else
+  ucontext_t ctx;
+#endif
+  State state = State::Ready;
+  unsigned lane = 0, warp = 0;
+  ThreadCoords c{};
+  // pending warp collective
+  WarpFn fn = nullptr;
+  unsigned mask = 0;
+  const void* in = nullptr;
+  void* out = nullptr;
+  int arg = 0;
+};
+
+struct Stack {
+  unsigned char* base = nullptr;  // guard page first, then the stack
+  std::size_t size = 0;
+};
+
+constexpr std::size_t kStackBytes = 256 * 1024;
+
+struct Running {
+  const LaunchSite* site = nullptr;
+  BlockBody body = nullptr;
+  void* launch = nullptr;
+  dim3 grid, block;
+  uint3 block_idx{};
+  unsigned char* smem = nullptr;
+  std::size_t smem_bytes = 0;
+};
+
+struct Emu {
+  std::vector<Stack> stacks;
+  std::vector<Fiber> fibers;
+  std::vector<unsigned> order;                       // lanes, 32
+  std::vector<unsigned> warp_order;                  // warps of the block
+  unsigned warp_first = 0, warp_lanes = 0, pos = 0;  // the warp running and its lane's index in order
+  Fiber* cur = nullptr;
+  Running* launch = nullptr;
+#if defined(__x86_64__)
+  void* sched_sp = nullptr;
+#else
+  ucontext_t sched_ctx;
+#endif
+  // memory
+  struct Alloc {
+    unsigned char* map;
+    std::size_t map_bytes;
+    unsigned char* user;
+    std::size_t bytes;
+    bool device;
+  };
+  std::map<std::uintptr_t, Alloc> allocs;  // by user address
+  std::size_t device_bytes = 0;
+  unsigned char* smem_buf = nullptr;
+  std::size_t smem_cap = 0;
+  std::set<void*> streams, events;
+  std::map<const void*, int> max_dyn_smem;
+  cudaError_t last_error = cudaSuccess;
+  std::uint64_t shuffle_state = 0;
+  enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
+};
+
+Emu& emu() {
+  static Emu* e = [] {
+    auto* x = new Emu;
+    if (const char* o = std::getenv("CUEMU_ORDER")) {
+      const std::string s = o;
+      if (s == "forward")
+        x->order_kind = Emu::Order::Forward;
+      else if (s == "reverse")
+        x->order_kind = Emu::Order::Reverse;
+      else if (s == "shuffle")
+        x->order_kind = Emu::Order::Shuffle;
+      else
+        die("CUEMU_ORDER=%s: expected forward, reverse or shuffle", o);
+    }
+    x->shuffle_state = 0x9E3779B97F4A7C15ull;
+    if (const char* s = std::getenv("CUEMU_SEED")) x->shuffle_state ^= std::strtoull(s, nullptr, 10);
+    return x;
+  }();
+  return *e;
+}
+
+std::uint64_t next_random(std::uint64_t& s) {
+  s += 0x9E3779B97F4A7C15ull;
+  std::uint64_t z = s;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void fiber_main();
+
+void prepare_stack(Emu& e, std::size_t i) {
+  while (e.stacks.size() <= i) {
+    Stack s;
+    s.size = kStackBytes;
+    void* m =
+        mmap(nullptr, kStackBytes + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) die("cannot map a fiber stack");
+    s.base = static_cast<unsigned char*>(m);
+    mprotect(s.base, kPage, PROT_NONE);  // overflow runs into this page
+    e.stacks.push_back(s);
+  }
+}
+
+void start_fiber(Emu& e, Fiber& f, std::size_t i) {
+  prepare_stack(e, i);
+  unsigned char* top = e.stacks[i].base + kPage + kStackBytes;
+#if defined(__x86_64__)
+  auto* w = reinterpret_cast<std::uint64_t*>(top);
+  // [top-8]: fake return address of fiber_main (so rsp = 8 mod 16 at its entry, as after a call);
+  // [top-16]: where cuemu_switch's ret goes; below it the six callee-saved registers it pops.
+  w[-1] = 0;
+  w[-2] = reinterpret_cast<std::uint64_t>(&fiber_main);
+  for (int r = 3; r <= 8; ++r) w[-r] = 0;
+  f.sp = &w[-8];
+#else
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = e.stacks[i].base + kPage;
+  f.ctx.uc_stack.ss_size = kStackBytes;
+  f.ctx.uc_link = nullptr;
+  makecontext(&f.ctx, &fiber_main, 0);
+#endif
+}
+
+void resume(Emu& e, Fiber& f) {
+  e.cur = &f;
+#if defined(__x86_64__)
+  cuemu_switch(&e.sched_sp, f.sp);
+#else
+  swapcontext(&e.sched_ctx, &f.ctx);
+#endif
+  e.cur = nullptr;
+}
+
+// The calling fiber has blocked or finished: switch straight to the next ready lane of its warp (one
+// switch per lane and collective instead of two), or back to the scheduler after the last.
+void yield_to_scheduler(Emu& e) {
+  Fiber& f = *e.cur;
+  Fiber* next = nullptr;
+  while (++e.pos < 32) {
+    const unsigned l = e.order[e.pos];
+    if (l >= e.warp_lanes) continue;
+    Fiber& g = e.fibers[e.warp_first + l];
+    if (g.state == State::Ready) {
+      next = &g;
+      break;
+    }
+  }
+#if defined(__x86_64__)
+  if (next) {
+    e.cur = next;
+    cuemu_switch(&f.sp, next->sp);
+  } else {
+    cuemu_switch(&f.sp, e.sched_sp);
+  }
+#else
+  if (next) {
+    e.cur = next;
+    swapcontext(&f.ctx, &next->ctx);
+  } else {
+    swapcontext(&f.ctx, &e.sched_ctx);
+  }
+#endif
+}
+
+void fiber_main() {
+  Emu& e = emu();
+  e.launch->body(e.launch->launch);
+  e.cur->state = State::Done;
+  yield_to_scheduler(e);
+  die("a finished fiber was resumed");
+}
+
+const char* where(const Emu& e) {
+  static thread_local char buf[512];
+  const Running& l = *e.launch;
+  std::snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u) of (%u,%u,%u)", l.site->kernel,
+                l.site->file, l.site->line, l.block_idx.x, l.block_idx.y, l.block_idx.z, l.grid.x, l.grid.y, l.grid.z);
+  return buf;
+}
+
+[[noreturn]] void deadlock(Emu& e, const char* why) {
+  int ready = 0, barrier = 0, warp = 0, done = 0;
+  for (const Fiber& f : e.fibers) {
+    switch (f.state) {
+      case State::Ready: ++ready; break;
+      case State::AtBarrier: ++barrier; break;
+      case State::AtWarp: ++warp; break;
+      case State::Done: ++done; break;
+    }
+  }
+  std::string lanes;
+  for (const Fiber& f : e.fibers) {
+    if (f.state != State::AtWarp || lanes.size() > 400) continue;
+    char b[96];
+    std::snprintf(b, sizeof b, " t%u(warp %u lane %u mask %08x)",
+                  f.c.thread_idx.x + f.c.block_dim.x * (f.c.thread_idx.y + f.c.block_dim.y * f.c.thread_idx.z), f.warp,
+                  f.lane, f.mask);
+    lanes += b;
+  }
+  die("%s in %s: %d threads at __syncthreads, %d at warp collectives, %d exited.%s%s", why, where(e), barrier, warp,
+      done, lanes.empty() ? "" : " Waiting lanes:", lanes.c_str());
+}
+
+// Releases the warp collectives of warp w whose lanes have all arrived; returns whether any was.
+bool release_warp(Emu& e, unsigned w, unsigned n_threads) {
+  bool released = false;
+  const unsigned first = w * 32, lanes = std::min(32u, n_threads - first);
+  const unsigned existing = lanes == 32 ? 0xFFFFFFFFu : ((1u << lanes) - 1u);
+  unsigned handled = 0;
+  for (unsigned l = 0; l < lanes; ++l) {
+    Fiber& f = e.fibers[first + l];
+    if (f.state != State::AtWarp || ((handled >> l) & 1u)) continue;
+    const unsigned mask = f.mask;
+    if (!((mask >> l) & 1u))
+      die("lane %u of warp %u calls a warp collective with mask %08x, which leaves it out, in %s", l, w, mask,
+          where(e));
+    const unsigned need = mask & existing;
+    bool all = true;
+    for (unsigned m = 0; m < lanes && all; ++m) {
+      if (!((need >> m) & 1u)) continue;
+      const Fiber& g = e.fibers[first + m];
+      if (g.state == State::Done)
+        die("lane %u of warp %u exited while lanes of mask %08x wait for it in a warp collective, in %s", m, w, mask,
+            where(e));
+      if (g.state != State::AtWarp)
+        all = false;
+      else if (g.mask != mask || g.fn != f.fn)
+        die("lanes %u and %u of warp %u meet in different warp collectives (masks %08x and %08x), in %s", l, m, w, mask,
+            g.mask, where(e));
+    }
+    if (!all) continue;
+    const void* in[32] = {};
+    void* out[32] = {};
+    int arg[32] = {};
+    for (unsigned m = 0; m < lanes; ++m) {
+      if (!((need >> m) & 1u)) continue;
+      const Fiber& g = e.fibers[first + m];
+      in[m] = g.in;
+      out[m] = g.out;
+      arg[m] = g.arg;
+    }
+    f.fn(in, out, arg, need);
+    for (unsigned m = 0; m < lanes; ++m)
+      if ((need >> m) & 1u) e.fibers[first + m].state = State::Ready;
+    handled |= need;
+    released = true;
+  }
+  return released;
+}
+
+// Runs a block: each warp in turn (in e.warp_order) runs its lanes (in e.order) until none can go on,
+// releasing its collectives as they complete; then the block barrier is released once every thread
+// that has not exited waits at it. Anything else is a deadlock.
+void run_block(Emu& e, unsigned n_threads) {
+  const unsigned n_warps = (n_threads + 31) / 32;
+  for (;;) {
+    for (unsigned w : e.warp_order) {
+      const unsigned first = w * 32, lanes = std::min(32u, n_threads - first);
+      e.warp_first = first;
+      e.warp_lanes = lanes;
+      for (;;) {
+        for (unsigned j = 0; j < 32; ++j) {
+          const unsigned l = e.order[j];
+          if (l >= lanes || e.fibers[first + l].state != State::Ready) continue;
+          e.pos = j;
+          resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
+          break;
+        }
+        if (!release_warp(e, w, n_threads)) break;
+      }
+    }
+    bool all_done = true, any_warp = false;
+    for (const Fiber& f : e.fibers) {
+      if (f.state != State::Done) all_done = false;
+      if (f.state == State::AtWarp) any_warp = true;
+    }
+    if (all_done) return;
+    if (!any_warp) {
+      for (Fiber& f : e.fibers)
+        if (f.state == State::AtBarrier) f.state = State::Ready;
+      continue;
+    }
+    (void)n_warps;
+    deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at __syncthreads or exited)");
+  }
+}
+
+// The order of the warps of a block and of the lanes in each warp (CUEMU_ORDER), drawn per block.
+void permute(Emu& e, std::vector<unsigned>& v, unsigned n) {
+  v.resize(n);
+  for (unsigned i = 0; i < n; ++i) v[i] = i;
+  if (e.order_kind == Emu::Order::Reverse) std::reverse(v.begin(), v.end());
+  if (e.order_kind == Emu::Order::Shuffle)
+    for (unsigned i = n; i > 1; --i) std::swap(v[i - 1], v[next_random(e.shuffle_state) % i]);
+}
+void set_order(Emu& e, unsigned n_threads) {
+  permute(e, e.order, 32);
+  permute(e, e.warp_order, (n_threads + 31) / 32);
+}
+
+// ---------------------------------------------------------------- memory
+void* guarded_alloc(std::size_t bytes, bool device) {
+  Emu& e = emu();
+  const std::size_t span = round_up(std::max<std::size_t>(bytes, 1), 256);
+  const std::size_t map_bytes = round_up(span, kPage) + 2 * kPage;  // guard, data, guard
+  void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  auto* map = static_cast<unsigned char*>(m);
+  mprotect(map, kPage, PROT_NONE);
+  mprotect(map + map_bytes - kPage, kPage, PROT_NONE);
+  unsigned char* user = map + map_bytes - kPage - span;  // 256-aligned, ends at the upper guard page
+  std::memset(user, 0xFF, span);  // cudaMalloc does not clear memory; a read before a write shows as NaN / -1
+  e.allocs[reinterpret_cast<std::uintptr_t>(user)] = {map, map_bytes, user, bytes, device};
+  if (device) e.device_bytes += bytes;
+  return user;
+}
+
+bool guarded_free(void* p, bool device) {
+  Emu& e = emu();
+  auto it = e.allocs.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == e.allocs.end() || it->second.device != device) return false;
+  if (device) e.device_bytes -= it->second.bytes;
+  munmap(it->second.map, it->second.map_bytes);
+  e.allocs.erase(it);
+  return true;
+}
+
+// The bytes between an allocation's end and the guard page (up to 255, from the 256-byte rounding) keep
+// their 0xFF fill unless something wrote past the end: checked after every launch.
+void check_slack(const LaunchSite& site) {
+  for (const auto& [u, al] : emu().allocs) {
+    const std::size_t span = round_up(std::max<std::size_t>(al.bytes, 1), 256);
+    for (std::size_t i = al.bytes; i < span; ++i)
+      if (al.user[i] != 0xFF)
+        die("kernel %s (launched at %s:%d) wrote %zu bytes past the end of a %zu-byte %s allocation at %p", site.kernel,
+            site.file, site.line, i - al.bytes + 1, al.bytes, al.device ? "device" : "host",
+            static_cast<void*>(al.user));
+  }
+}
+
+// Describes an address relative to the allocations, for the fault handler.
+void describe_address(const void* a, char* buf, std::size_t n) {
+  Emu& e = emu();
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  for (const auto& [u, al] : e.allocs) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(al.map), hi = lo + al.map_bytes;
+    if (x < lo || x >= hi) continue;
+    if (x >= u)
+      std::snprintf(buf, n, "%zu bytes past the end of a %zu-byte %s allocation at %p",
+                    static_cast<std::size_t>(x - u) - al.bytes, al.bytes, al.device ? "device" : "host", al.user);
+    else
+      std::snprintf(buf, n, "%zu bytes before a %zu-byte %s allocation at %p", static_cast<std::size_t>(u - x),
+                    al.bytes, al.device ? "device" : "host", al.user);
+    return;
+  }
+  for (const Stack& s : e.stacks)
+    if (x >= reinterpret_cast<std::uintptr_t>(s.base) && x < reinterpret_cast<std::uintptr_t>(s.base + kPage)) {
+      std::snprintf(buf, n, "a thread's stack overflowed (%zu bytes per thread)", kStackBytes);
+      return;
+    }
+  if (e.smem_buf && x >= reinterpret_cast<std::uintptr_t>(e.smem_buf) &&
+      x < reinterpret_cast<std::uintptr_t>(e.smem_buf) + e.smem_cap + kPage) {
+    std::snprintf(buf, n, "past the end of the %zu bytes of dynamic shared memory",
+                  e.launch ? e.launch->smem_bytes : 0);
+    return;
+  }
+  std::snprintf(buf, n, "not in any device allocation");
+}
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  Emu& e = emu();
+  char what[256];
+  describe_address(info->si_addr, what, sizeof what);
+  char msg[1024];
+  if (e.launch && e.cur)
+    std::snprintf(msg, sizeof msg, "cuemu: invalid memory access at %p (%s) by thread (%u,%u,%u) of %s\n",
+                  info->si_addr, what, e.cur->c.thread_idx.x, e.cur->c.thread_idx.y, e.cur->c.thread_idx.z, where(e));
+  else
+    std::snprintf(msg, sizeof msg, "cuemu: invalid memory access at %p (%s) outside any kernel\n", info->si_addr, what);
+  (void)!write(2, msg, std::strlen(msg));
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_fault_handler() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  static std::vector<unsigned char> alt(64 * 1024);
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = &on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+cudaError_t set_error(cudaError_t err) {
+  emu().last_error = err;
+  return err;
+}
+
+bool valid_stream(cudaStream_t s) {
+  Emu& e = emu();
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread || e.streams.count(s) != 0;
+}
+
+constexpr std::size_t kSmemDefault = 48 * 1024;
+constexpr std::size_t kSmemOptin = 227 * 1024;  // sm_90
+
+}  // namespace
+
+// ---------------------------------------------------------------- device-side entry points
+const ThreadCoords& coords() {
+  Emu& e = emu();
+  if (!e.cur) die("threadIdx/blockIdx used outside a kernel");
+  return e.cur->c;
+}
+
+unsigned lane_id() {
+  return coords(), emu().cur->lane;
+}
+
+unsigned char* dynamic_shared() {
+  Emu& e = emu();
+  if (!e.launch) die("dynamic shared memory used outside a kernel");
+  return e.launch->smem;
+}
+
+void syncthreads() {
+  Emu& e = emu();
+  if (!e.cur) die("__syncthreads outside a kernel");
+  e.cur->state = State::AtBarrier;
+  yield_to_scheduler(e);
+}
+
+namespace {
+void syncwarp_fn(const void* const*, void* const*, const int*, unsigned) {}
+}  // namespace
+
+void syncwarp(unsigned mask) {
+  warp_collective(&syncwarp_fn, mask, nullptr, nullptr, 0);
+}
+
+void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int arg) {
+  Emu& e = emu();
+  if (!e.cur) die("warp collective outside a kernel");
+  Fiber& f = *e.cur;
+  f.fn = fn;
+  f.mask = mask;
+  f.in = in;
+  f.out = out;
+  f.arg = arg;
+  f.state = State::AtWarp;
+  yield_to_scheduler(e);
+}
+
+void fatal_shfl_source(int lane, int src, unsigned mask) {
+  Emu& e = emu();
+  die("lane %d reads lane %d in a shuffle with mask %08x, which does not include it, in %s", lane, src, mask, where(e));
+}
+
+namespace {
+struct MmaIn {
+  std::uint32_t a[4], b[2];
+  float c[4];
+};
+float bf16_lo(std::uint32_t r) {
+  return __uint_as_float(r << 16);
+}
+float bf16_hi(std::uint32_t r) {
+  return __uint_as_float(r & 0xFFFF0000u);
+}
+
+void mma_fn(const void* const* in, void* const* out, const int*, unsigned mask) {
+  if (mask != 0xFFFFFFFFu) die("mma.sync needs all 32 lanes (mask %08x)", mask);
+  float A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const auto& x = *static_cast<const MmaIn*>(in[lane]);
+    const int g = lane >> 2, t = lane & 3;
+    // A (row major 16x16): register j holds elements 2j (low half) and 2j+1 (high half);
+    // element i sits at row g (+8 for i = 2,3,6,7) and column 2t + (i & 1) (+8 for i >= 4).
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t r = x.a[i / 2];
+      const float v = (i & 1) ? bf16_hi(r) : bf16_lo(r);
+      const int row = g + (((i >> 1) & 1) ? 8 : 0);
+      const int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+      A[row][col] = v;
+    }
+    // B (column major 16x8): element i at k = 2t + (i & 1) (+8 for i >= 2), n = g.
+    for (int i = 0; i < 4; ++i) {
+      const std::uint32_t r = x.b[i / 2];
+      B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = (i & 1) ? bf16_hi(r) : bf16_lo(r);
+    }
+    // C/D: element i at row g (+8 for i >= 2), column 2t + (i & 1).
+    for (int i = 0; i < 4; ++i) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = x.c[i];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, t = lane & 3;
+    auto* d = static_cast<float*>(out[lane]);
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+      double s = C[row][col];
+      for (int k = 0; k < 16; ++k) s += static_cast<double>(A[row][k]) * B[k][col];
+      d[i] = static_cast<float>(s);
+    }
+  }
+}
+}  // namespace
+
+void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
+                       std::uint32_t b0, std::uint32_t b1) {
+  MmaIn in{{a0, a1, a2, a3}, {b0, b1}, {c[0], c[1], c[2], c[3]}};
+  float d[4];
+  warp_collective(&mma_fn, 0xFFFFFFFFu, &in, d, 0);
+  for (int i = 0; i < 4; ++i) c[i] = d[i];
+}
+
+// ---------------------------------------------------------------- launches
+void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+              BlockBody body, void* launch) {
+  Emu& e = emu();
+  install_fault_handler();
+  if (e.launch) die("kernel %s launched from inside a kernel (%s:%d)", site.kernel, site.file, site.line);
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+      grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7FFFFFFFu) {
+    set_error(cudaErrorInvalidConfiguration);
+    if (std::getenv("CUEMU_VERBOSE"))
+      std::fprintf(stderr, "cuemu: %s (%s:%d): invalid configuration grid (%u,%u,%u) block (%u,%u,%u)\n", site.kernel,
+                   site.file, site.line, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    return;
+  }
+  const auto attr = e.max_dyn_smem.find(kernel);
+  const std::size_t allowed = attr == e.max_dyn_smem.end() ? kSmemDefault : static_cast<std::size_t>(attr->second);
+  if (smem > kSmemOptin || smem > std::max(allowed, kSmemDefault)) {
+    set_error(cudaErrorInvalidValue);
+    std::fprintf(stderr, "cuemu: %s (%s:%d): %zu bytes of dynamic shared memory, above the %zu allowed\n", site.kernel,
+                 site.file, site.line, smem, std::max(allowed, kSmemDefault));
+    return;
+  }
+  if (!valid_stream(stream)) {
+    set_error(cudaErrorInvalidResourceHandle);
+    return;
+  }
+  // Dynamic shared memory ends at a guard page as well.
+  const std::size_t smem_span = round_up(std::max<std::size_t>(smem, 16), 16);
+  if (smem_span > e.smem_cap) {
+    if (e.smem_buf)
+      munmap(e.smem_buf - (round_up(e.smem_cap, kPage) - e.smem_cap), round_up(e.smem_cap, kPage) + kPage);
+    const std::size_t m = round_up(smem_span, kPage);
+    void* p = mmap(nullptr, m + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) die("cannot map shared memory");
+    mprotect(static_cast<unsigned char*>(p) + m, kPage, PROT_NONE);
+    e.smem_cap = smem_span;
+    e.smem_buf = static_cast<unsigned char*>(p) + (m - smem_span);
+  }
+  Running l;
+  l.site = &site;
+  l.body = body;
+  l.launch = launch;
+  l.grid = grid;
+  l.block = block;
+  l.smem_bytes = smem;
+  l.smem = e.smem_buf + (e.smem_cap - smem_span);
+  const unsigned n = static_cast<unsigned>(threads);
+  e.fibers.assign(n, Fiber{});
+  e.launch = &l;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        l.block_idx = make_uint3(bx, by, bz);
+        std::memset(l.smem, 0xFF, smem_span);
+        for (unsigned i = 0; i < n; ++i) {
+          Fiber& f = e.fibers[i];
+          f = Fiber{};
+          f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+          f.c.block_idx = l.block_idx;
+          f.c.block_dim = block;
+          f.c.grid_dim = grid;
+          f.lane = i % 32;
+          f.warp = i / 32;
+          start_fiber(e, f, i);
+        }
+        set_order(e, n);
+        run_block(e, n);
+      }
+  e.launch = nullptr;
+  check_slack(site);
+}
+
+}  // namespace cuemu
+
+// ---------------------------------------------------------------- the CUDA runtime API, on the host
+using cuemu::emu;
+
+namespace {
+cudaError_t ok() {
+  return cudaSuccess;
+}
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return ok();
+}
+cudaError_t cudaSetDevice(int d) {
+  return d == 0 ? ok() : cuemu::set_error(cudaErrorInvalidDevice);
+}
+cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return ok();
+}
+cudaError_t cudaDeviceSynchronize() {
+  return ok();
+}
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = emu().last_error;
+  emu().last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() {
+  return emu().last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    default: return "cudaError (cuemu)";
+  }
+}
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotSupported: return "operation not supported (cuemu)";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    default: return "error (cuemu)";
+  }
+}
+
+namespace {
+constexpr std::size_t kTotalMem = 16ull << 30;  // what the emulated device reports
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return cuemu::set_error(cudaErrorInvalidDevice);
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof p->name, "cuemu (CPU emulation, sm_90 limits)");
+  p->major = 9;
+  p->minor = 0;
+  p->totalGlobalMem = kTotalMem;
+  p->multiProcessorCount = 132;
+  p->l2CacheSize = 50 << 20;
+  p->sharedMemPerBlock = 48 * 1024;
+  p->sharedMemPerBlockOptin = 227 * 1024;
+  p->sharedMemPerMultiprocessor = 228 * 1024;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsPerMultiProcessor = 2048;
+  p->warpSize = 32;
+  p->regsPerBlock = 65536;
+  p->maxThreadsDim[0] = 1024;
+  p->maxThreadsDim[1] = 1024;
+  p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 0x7FFFFFFF;
+  p->maxGridSize[1] = 65535;
+  p->maxGridSize[2] = 65535;
+  p->memoryBusWidth = 5120;
+  return ok();
+}
+
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
+  if (d != 0) return cuemu::set_error(cudaErrorInvalidDevice);
+  switch (a) {
+    case cudaDevAttrMultiProcessorCount: *v = 132; return ok();
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; return ok();
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; return ok();
+    case cudaDevAttrL2CacheSize: *v = 50 << 20; return ok();
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return ok();
+    case cudaDevAttrWarpSize: *v = 32; return ok();
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; return ok();
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; return ok();
+    default: return cuemu::set_error(cudaErrorNotSupported);
+  }
+}
+
+cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute a, int v) {
+  if (a == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (v < 0 || static_cast<std::size_t>(v) > 227 * 1024) return cuemu::set_error(cudaErrorInvalidValue);
+    emu().max_dyn_smem[f] = v;
+  }
+  return ok();
+}
+
+cudaError_t cudaMalloc(void** p, std::size_t n) {
+  if (n == 0) {
+    *p = nullptr;
+    return ok();
+  }
+  if (emu().device_bytes + n > kTotalMem) return cuemu::set_error(cudaErrorMemoryAllocation);
+  *p = cuemu::guarded_alloc(n, true);
+  return *p ? ok() : cuemu::set_error(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFree(void* p) {
+  if (!p) return ok();
+  return cuemu::guarded_free(p, true) ? ok() : cuemu::set_error(cudaErrorInvalidDevicePointer);
+}
+cudaError_t cudaMallocHost(void** p, std::size_t n) {
+  *p = cuemu::guarded_alloc(n, false);
+  return *p ? ok() : cuemu::set_error(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return ok();
+  return cuemu::guarded_free(p, false) ? ok() : cuemu::set_error(cudaErrorInvalidValue);
+}
+cudaError_t cudaMemGetInfo(std::size_t* free_b, std::size_t* total) {
+  *total = kTotalMem;
+  *free_b = kTotalMem - emu().device_bytes;
+  return ok();
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind) {
+  if (n) std::memmove(dst, src, n);
+  return ok();
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind k, cudaStream_t s) {
+  if (!cuemu::valid_stream(s)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  return cudaMemcpy(dst, src, n, k);
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                              std::size_t height, cudaMemcpyKind, cudaStream_t s) {
+  if (!cuemu::valid_stream(s)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  if (width > dpitch || width > spitch) return cuemu::set_error(cudaErrorInvalidValue);
+  for (std::size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return ok();
+}
+cudaError_t cudaMemset(void* p, int v, std::size_t n) {
+  if (n) std::memset(p, v, n);
+  return ok();
+}
+cudaError_t cudaMemsetAsync(void* p, int v, std::size_t n, cudaStream_t s) {
+  if (!cuemu::valid_stream(s)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  return cudaMemset(p, v, n);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = reinterpret_cast<cudaStream_t>(new char);
+  emu().streams.insert(*s);
+  return ok();
+}
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+  return cudaStreamCreateWithFlags(s, 0);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (!emu().streams.erase(s)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<char*>(s);
+  return ok();
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return cuemu::valid_stream(s) ? ok() : cuemu::set_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  if (!cuemu::valid_stream(s) || !emu().events.count(e)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  return ok();
+}
+
+namespace {
+struct EmuEvent {
+  double ms = -1;  // host time of the last record
+};
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = reinterpret_cast<cudaEvent_t>(new EmuEvent);
+  emu().events.insert(*e);
+  return ok();
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  return cudaEventCreate(e);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  if (!emu().events.erase(e)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<EmuEvent*>(e);
+  return ok();
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!emu().events.count(e) || !cuemu::valid_stream(s)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  reinterpret_cast<EmuEvent*>(e)->ms = now_ms();
+  return ok();
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  return emu().events.count(e) ? ok() : cuemu::set_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  return cudaEventSynchronize(e);
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  if (!emu().events.count(a) || !emu().events.count(b)) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  const auto* x = reinterpret_cast<EmuEvent*>(a);
+  const auto* y = reinterpret_cast<EmuEvent*>(b);
+  if (x->ms < 0 || y->ms < 0) return cuemu::set_error(cudaErrorInvalidResourceHandle);
+  *ms = static_cast<float>(y->ms - x->ms);
+  return ok();
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return ok();
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return ok();
+}
+cudaError_t cudaProfilerStart() {
+  return ok();
+}
+cudaError_t cudaProfilerStop() {
+  return ok();
+}
+
+}  // extern "C"

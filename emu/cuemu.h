@@ -1,0 +1,301 @@
+// cuemu: runs IndexPool's CUDA kernels on the CPU, for machines without a GPU.
+//
+// The kernel sources (kernels/*.cu, *.cuh) are compiled by the host C++ compiler with this header
+// force-included (-include emu/cuemu.h). Each CUDA thread of a block runs as a fiber on one OS thread;
+// __syncthreads, __syncwarp and the warp shuffles are real barriers between the fibers, so a kernel
+// that leaves out a barrier, diverges around one, or reads a lane outside a shuffle's mask is reported
+// instead of silently working. Blocks run one after another. The runtime API (cudaMalloc, streams,
+// events, ...) is implemented by emu/cuemu.cc over host memory, synchronously, which is one legal order
+// of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
+// writes past the end of a buffer stops with the kernel, block and thread that did it.
+//
+// What it does not check: timing and occupancy, the memory model (blocks never run concurrently, so
+// inter-block races do not show), the accuracy of fast-math intrinsics (they are computed exactly),
+// and shared memory read before it is written for __shared__ arrays (dynamic shared memory is poisoned
+// with 0xFF at every block start; static __shared__ arrays are not).
+#pragma once
+
+#define IP_CUEMU 1
+
+// Before cuda_runtime.h: host_defines.h keeps definitions made here. __shared__ arrays become function
+// statics: blocks run one at a time, so one copy per kernel is one copy per block.
+#define __shared__ static
+#define __launch_bounds__(...)
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace cuemu {
+
+// The CUDA thread the calling fiber is.
+struct ThreadCoords {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+const ThreadCoords& coords();
+
+// Block and warp barriers (abort with a diagnosis on deadlock or divergence).
+void syncthreads();
+void syncwarp(unsigned mask);
+
+// One warp-collective operation: every lane in `mask` arrives with `in` and `out` (on its own stack);
+// when all have arrived, fn runs once with every lane's pointers (indexed by lane; null for lanes not in
+// the mask) and each lane's `arg`.
+using WarpFn = void (*)(const void* const* in, void* const* out, const int* arg, unsigned mask);
+void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int arg);
+
+unsigned lane_id();
+unsigned char* dynamic_shared();
+
+template <class T>
+void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask);
+[[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
+
+template <class T>
+void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask) {
+  for (int l = 0; l < 32; ++l) {
+    if (!((mask >> l) & 1u)) continue;
+    const int src = arg[l];
+    if (src < 0 || src >= 32 || !((mask >> src) & 1u) || !in[src]) fatal_shfl_source(l, src, mask);
+    std::memcpy(out[l], in[src], sizeof(T));
+  }
+}
+
+template <class T>
+T shfl_from(unsigned mask, T v, int src) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T r;
+  warp_collective(&shfl_fn<T>, mask, &v, &r, src);
+  return r;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, fragment layout as in the PTX ISA.
+void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
+                       std::uint32_t b0, std::uint32_t b1);
+
+// ---- kernel launches ----
+struct LaunchSite {
+  const char* file;
+  int line;
+  const char* kernel;
+};
+using BlockBody = void (*)(void* launch);
+// Runs body(launch) on every thread of every block; returns the error the launch sets (configuration
+// errors as cudaErrorInvalidConfiguration / cudaErrorInvalidValue, like the runtime).
+void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+              BlockBody body, void* launch);
+
+template <class... P>
+struct Launch {
+  LaunchSite site;
+  dim3 grid, block;
+  std::size_t smem;
+  cudaStream_t stream;
+  void (*kernel)(P...);
+
+  template <class... A>
+  void operator()(A&&... args) const {
+    struct Bound {
+      void (*kernel)(P...);
+      std::tuple<std::decay_t<P>...> params;
+    } bound{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+    run_grid(
+        site, reinterpret_cast<const void*>(kernel), grid, block, smem, stream,
+        [](void* b) {
+          auto* bd = static_cast<Bound*>(b);
+          std::tuple<std::decay_t<P>...> copy = bd->params;  // each thread gets its own parameters
+          std::apply(bd->kernel, copy);
+        },
+        &bound);
+  }
+};
+
+template <class... P>
+Launch<P...> launch(const char* file, int line, const char* name, dim3 grid, dim3 block, std::size_t smem,
+                    cudaStream_t stream, void (*kernel)(P...)) {
+  return Launch<P...>{{file, line, name}, grid, block, smem, stream, kernel};
+}
+
+}  // namespace cuemu
+
+// ---- the device built-ins the kernels use ----
+#define threadIdx (::cuemu::coords().thread_idx)
+#define blockIdx (::cuemu::coords().block_idx)
+#define blockDim (::cuemu::coords().block_dim)
+#define gridDim (::cuemu::coords().grid_dim)
+
+inline void __syncthreads() {
+  ::cuemu::syncthreads();
+}
+inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
+  ::cuemu::syncwarp(mask);
+}
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  const int lane = static_cast<int>(::cuemu::lane_id());
+  const int base = lane & ~(width - 1);
+  return ::cuemu::shfl_from(mask, v, base + (src & (width - 1)));
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  const int lane = static_cast<int>(::cuemu::lane_id());
+  int src = lane ^ lane_mask;
+  if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;  // outside the segment: own value
+  return ::cuemu::shfl_from(mask, v, src);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = static_cast<int>(::cuemu::lane_id());
+  const int src = lane - static_cast<int>(delta);
+  return ::cuemu::shfl_from(mask, v, src < (lane & ~(width - 1)) ? lane : src);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = static_cast<int>(::cuemu::lane_id());
+  const int src = lane + static_cast<int>(delta);
+  return ::cuemu::shfl_from(mask, v, src >= (lane & ~(width - 1)) + width ? lane : src);
+}
+
+// The runtime's template overload (cuda_runtime.h declares it for nvcc only).
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+
+// Loads and stores with cache hints are plain loads and stores.
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
+template <class T>
+T __ldcs(const T* p) {
+  return *p;
+}
+template <class T>
+T __ldcg(const T* p) {
+  return *p;
+}
+template <class T>
+void __stcs(T* p, T v) {
+  *p = v;
+}
+template <class T>
+void __stcg(T* p, T v) {
+  *p = v;
+}
+
+// Atomics: fibers never interleave inside a function call, so plain read-modify-writes are atomic.
+template <class T>
+T atomicAdd(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <class T>
+T atomicOr(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = old | v;
+  return old;
+}
+template <class T>
+T atomicAnd(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = old & v;
+  return old;
+}
+template <class T>
+T atomicMin(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = v < old ? v : old;
+  return old;
+}
+template <class T>
+T atomicMax(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = v > old ? v : old;
+  return old;
+}
+template <class T>
+T atomicExch(T* p, std::type_identity_t<T> v) {
+  const T old = *p;
+  *p = v;
+  return old;
+}
+template <class T>
+T atomicCAS(T* p, std::type_identity_t<T> cmp, std::type_identity_t<T> v) {
+  const T old = *p;
+  if (old == cmp) *p = v;
+  return old;
+}
+
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+// Round-to-nearest products and sums that must not be contracted into an fma.
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline int __popc(unsigned x) {
+  return __builtin_popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+  return __builtin_popcountll(x);
+}
+inline int __clz(unsigned x) {
+  return x ? __builtin_clz(x) : 32;
+}
+inline int __ffs(unsigned x) {
+  return __builtin_ffs(static_cast<int>(x));
+}
+
+// CUDA's device min/max overloads for integers (the float ones come from <cmath> as fminf/fmaxf).
+#define IP_CUEMU_MINMAX(T) \
+  inline T min(T a, T b) { \
+    return b < a ? b : a;  \
+  }                        \
+  inline T max(T a, T b) { \
+    return a < b ? b : a;  \
+  }
+IP_CUEMU_MINMAX(int)
+IP_CUEMU_MINMAX(unsigned)
+IP_CUEMU_MINMAX(long)
+IP_CUEMU_MINMAX(unsigned long)
+IP_CUEMU_MINMAX(long long)
+IP_CUEMU_MINMAX(unsigned long long)
+IP_CUEMU_MINMAX(float)
+IP_CUEMU_MINMAX(double)
+#undef IP_CUEMU_MINMAX

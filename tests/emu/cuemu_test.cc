@@ -1,0 +1,223 @@
+// Tests of the CPU emulator of CUDA kernels (emu/): barriers, shuffles, the mma fragment layout, launch
+// checks, and the diagnostics for deadlocks, divergent collectives and out-of-bounds accesses.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/numeric.h"
+#include "kernels/launch.h"
+
+namespace {
+
+// Every thread writes its id into shared memory; after the barrier each reads its mirror's.
+__global__ void mirror_kernel(int* out) {
+  IP_DYNAMIC_SHARED(int, s);
+  const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  s[t] = t + 1000 * static_cast<int>(blockIdx.x);
+  __syncthreads();
+  out[blockIdx.x * n + t] = s[n - 1 - t];
+}
+
+TEST(Cuemu, BarriersOrderSharedMemoryInEveryBlock) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * 96 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH(3, 96, 96 * sizeof(int), nullptr, mirror_kernel)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> h(3 * 96);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 96; ++t) EXPECT_EQ(h[b * 96 + t], 95 - t + 1000 * b);
+  cudaFree(d);
+}
+
+// The same without the barrier: a read of another warp's value comes before that warp has run.
+__global__ void mirror_without_barrier_kernel(int* out) {
+  IP_DYNAMIC_SHARED(int, s);
+  const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  s[t] = t;
+  out[t] = s[n - 1 - t];
+}
+
+TEST(Cuemu, AMissingBarrierShowsAsWrongResults) {
+  // Warps run one after another up to a barrier (in any CUEMU_ORDER), so the first warp to run reads
+  // the other's slots before they are written: they still hold the 0xFF fill (-1).
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH(1, 64, 64 * sizeof(int), nullptr, mirror_without_barrier_kernel)(d);
+  std::vector<int> h(64);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  int wrong = 0;
+  for (int t = 0; t < 64; ++t) wrong += h[t] != 63 - t;
+  EXPECT_GE(wrong, 32);
+  for (int t = 0; t < 64; ++t) EXPECT_TRUE(h[t] == 63 - t || h[t] == -1) << t;
+  cudaFree(d);
+}
+
+// Warp sum by xor shuffles; lane 0 of each warp writes it. Also an inclusive scan by shfl_up.
+__global__ void warp_ops_kernel(const float* x, float* sums, int* scans) {
+  const unsigned t = threadIdx.x;
+  float v = x[t];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  if ((t & 31) == 0) sums[t / 32] = v;
+  int s = static_cast<int>(t & 31) + 1;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xFFFFFFFFu, s, o);
+    if (static_cast<int>(t & 31) >= o) s += y;
+  }
+  scans[t] = s;
+  // broadcast from lane 7 of each warp
+  const int b = __shfl_sync(0xFFFFFFFFu, static_cast<int>(t), 7);
+  if (b != static_cast<int>((t & ~31u) + 7)) scans[t] = -1;
+}
+
+TEST(Cuemu, ShufflesExchangeBetweenLanes) {
+  std::vector<float> x(64);
+  std::iota(x.begin(), x.end(), 1.0f);
+  float *dx, *ds;
+  int* dc;
+  cudaMalloc(reinterpret_cast<void**>(&dx), 64 * sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&ds), 2 * sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&dc), 64 * sizeof(int));
+  cudaMemcpy(dx, x.data(), 64 * sizeof(float), cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 64, 0, nullptr, warp_ops_kernel)(dx, ds, dc);
+  float s[2];
+  int c[64];
+  cudaMemcpy(s, ds, sizeof s, cudaMemcpyDeviceToHost);
+  cudaMemcpy(c, dc, sizeof c, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(s[0], 528.0f);   // 1 + ... + 32
+  EXPECT_EQ(s[1], 1552.0f);  // 33 + ... + 64
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(c[t], (t % 32 + 1) * (t % 32 + 2) / 2) << t;
+  cudaFree(dx);
+  cudaFree(ds);
+  cudaFree(dc);
+}
+
+// One m16n8k16 tile: A and B are loaded into fragments from row-major host matrices with the
+// fragment layout written out element by element, independently of the emulator's.
+__global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float* D) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
+  auto pack = [](std::uint16_t lo, std::uint16_t hi) {
+    return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+  };
+  const std::uint32_t a0 = pack(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]);
+  const std::uint32_t a1 = pack(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]);
+  const std::uint32_t a2 = pack(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]);
+  const std::uint32_t a3 = pack(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9]);
+  // B is K x N (16 x 8) row-major in memory here
+  const std::uint32_t b0 = pack(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]);
+  const std::uint32_t b1 = pack(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
+  float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
+  ::cuemu::mma_m16n8k16_bf16(c, a0, a1, a2, a3, b0, b1);
+  D[g * 8 + 2 * t] = c[0];
+  D[g * 8 + 2 * t + 1] = c[1];
+  D[(g + 8) * 8 + 2 * t] = c[2];
+  D[(g + 8) * 8 + 2 * t + 1] = c[3];
+}
+
+TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
+  std::vector<std::uint16_t> A(256), B(128);
+  std::vector<float> Af(256), Bf(128);
+  for (int i = 0; i < 256; ++i) {
+    Af[i] = static_cast<float>((i * 7) % 13 - 6) * 0.25f;
+    A[i] = ip::bf16_from_float(Af[i]);
+  }
+  for (int i = 0; i < 128; ++i) {
+    Bf[i] = static_cast<float>((i * 5) % 11 - 5) * 0.5f;
+    B[i] = ip::bf16_from_float(Bf[i]);
+  }
+  std::uint16_t *dA, *dB;
+  float* dD;
+  cudaMalloc(reinterpret_cast<void**>(&dA), 512);
+  cudaMalloc(reinterpret_cast<void**>(&dB), 256);
+  cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
+  cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD);
+  std::vector<float> D(128);
+  cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
+  const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      float s = c[(m >= 8 ? 2 : 0) + (n & 1)];
+      for (int k = 0; k < 16; ++k) s += Af[m * 16 + k] * Bf[k * 8 + n];
+      EXPECT_EQ(D[m * 8 + n], s) << m << "," << n;  // small integers times quarters: exact
+    }
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dD);
+}
+
+__global__ void empty_kernel() {}
+
+TEST(Cuemu, BadLaunchConfigurationsSetTheLaunchError) {
+  IP_LAUNCH(1, 1025, 0, nullptr, empty_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  IP_LAUNCH(0, 32, 0, nullptr, empty_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  // above 48 KiB of dynamic shared memory without cudaFuncSetAttribute
+  IP_LAUNCH(1, 32, 64 * 1024, nullptr, empty_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void*>(&empty_kernel),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+            cudaSuccess);
+  IP_LAUNCH(1, 32, 64 * 1024, nullptr, empty_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+__global__ void divergent_barrier_kernel() {
+  if (threadIdx.x < 16)
+    __syncthreads();
+  else
+    __syncwarp();
+}
+
+__global__ void outside_mask_kernel(int* out) {
+  const int v = __shfl_sync(0x0000FFFFu, static_cast<int>(threadIdx.x), 20);
+  out[threadIdx.x] = v;
+}
+
+__global__ void overrun_kernel(float* x, int n) {
+  x[n + threadIdx.x] = 1.0f;
+}
+
+using CuemuDeathTest = ::testing::Test;
+
+TEST(CuemuDeathTest, DivergentBarriersAreReportedAsDeadlocks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, divergent_barrier_kernel)(), "deadlock.*divergent_barrier_kernel");
+}
+
+TEST(CuemuDeathTest, ShuffleFromALaneOutsideTheMaskIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 32 * sizeof(int));
+  EXPECT_DEATH(IP_LAUNCH(1, 16, 0, nullptr, outside_mask_kernel)(d), "reads lane 20 in a shuffle with mask 0000ffff");
+  cudaFree(d);
+}
+
+TEST(CuemuDeathTest, AccessesPastAnAllocationNameTheKernelAndThread) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 1000 * sizeof(float));
+  // 1000 floats end 96 bytes short of a 256-byte boundary: threads 24 to 63 write past the guard page.
+  EXPECT_DEATH(IP_LAUNCH(1, 64, 0, nullptr, overrun_kernel)(d, 1000),
+               "invalid memory access .* bytes past the end of a 4000-byte device allocation.* by thread "
+               "\\((2[4-9]|[3-5][0-9]|6[0-3]),0,0\\) of kernel overrun_kernel");
+  cudaFree(d);
+}
+
+TEST(CuemuDeathTest, WritesIntoTheRoundingBeforeTheGuardPageAreReportedAfterTheLaunch) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 1000 * sizeof(float));
+  // Threads 0..7 write floats 1000..1007: inside the 256-byte rounding, short of the guard page.
+  EXPECT_DEATH(IP_LAUNCH(1, 8, 0, nullptr, overrun_kernel)(d, 1000),
+               "kernel overrun_kernel .* wrote .* bytes past the end of a 4000-byte device allocation");
+  cudaFree(d);
+}
+
+}  // namespace
