@@ -271,6 +271,11 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   std::vector<std::string> rest(argv + 2, argv + argc);
+#if defined(IP_CUEMU)
+  if (cmd == "run")
+    std::cerr << "indexpool-emu: backend = cuda runs the CUDA kernels on the CPU emulator (emu/): results check "
+                 "the kernels' logic; its times measure the emulator, not a GPU\n";
+#endif
   try {
     if (cmd == "--version" || cmd == "version") {
       std::cout << version_string() << "\n" << "devices: " << devices_string() << "\n";
