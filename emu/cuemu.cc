@@ -188,7 +188,9 @@ void prepare_stack(Emu& e, std::size_t i) {
 
 void start_fiber(Emu& e, Fiber& f, std::size_t i) {
   prepare_stack(e, i);
-  unsigned char* top = e.stacks[i].base + kPage + kStackBytes;
+  // Stack tops staggered by 64 B per fiber (and 4 KiB per 64 fibers): at one common offset every fiber's
+  // hot frames would fall into the same cache sets. At most 16 KiB of the 256 KiB go unused.
+  unsigned char* top = e.stacks[i].base + kPage + kStackBytes - (i % 64) * 64 - ((i / 64) % 4) * 4096;
 #if defined(__x86_64__)
   auto* w = reinterpret_cast<std::uint64_t*>(top);
   // [top-8]: fake return address of fiber_main (so rsp = 8 mod 16 at its entry, as after a call);
