@@ -14,11 +14,16 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
-#if !defined(__x86_64__)
+// The hand-written x86-64 context switch, or ucontext elsewhere (and with -DCUEMU_UCONTEXT).
+#if defined(__x86_64__) && !defined(CUEMU_UCONTEXT)
+#define CUEMU_X86_SWITCH 1
+#else
+#define CUEMU_X86_SWITCH 0
 #include <ucontext.h>
 #endif
 
@@ -42,7 +47,7 @@ std::size_t round_up(std::size_t n, std::size_t a) {
 }
 
 // ---------------------------------------------------------------- context switching
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
 extern "C" void cuemu_switch(void** save_sp, void* to_sp);
 // Saves the callee-saved registers on the current stack, stores the stack pointer in *save_sp and
 // resumes the context whose stack pointer is to_sp. The floating-point control state (MXCSR, x87) is
@@ -77,7 +82,7 @@ cuemu_switch:
 enum class State : std::uint8_t { Ready, AtBarrier, AtWarp, Done };
 
 struct Fiber {
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
   void* sp = nullptr;
 #else
   ucontext_t ctx;
@@ -118,7 +123,7 @@ struct Emu {
   unsigned warp_first = 0, warp_lanes = 0, pos = 0;  // the warp running and its lane's index in order
   Fiber* cur = nullptr;
   Running* launch = nullptr;
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
   void* sched_sp = nullptr;
 #else
   ucontext_t sched_ctx;
@@ -191,7 +196,7 @@ void start_fiber(Emu& e, Fiber& f, std::size_t i) {
   // Stack tops staggered by 64 B per fiber (and 4 KiB per 64 fibers): at one common offset every fiber's
   // hot frames would fall into the same cache sets. At most 16 KiB of the 256 KiB go unused.
   unsigned char* top = e.stacks[i].base + kPage + kStackBytes - (i % 64) * 64 - ((i / 64) % 4) * 4096;
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
   auto* w = reinterpret_cast<std::uint64_t*>(top);
   // [top-8]: fake return address of fiber_main (so rsp = 8 mod 16 at its entry, as after a call);
   // [top-16]: where cuemu_switch's ret goes; below it the six callee-saved registers it pops.
@@ -210,7 +215,7 @@ void start_fiber(Emu& e, Fiber& f, std::size_t i) {
 
 void resume(Emu& e, Fiber& f) {
   e.cur = &f;
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
   cuemu_switch(&e.sched_sp, f.sp);
 #else
   swapcontext(&e.sched_ctx, &f.ctx);
@@ -232,7 +237,7 @@ void yield_to_scheduler(Emu& e) {
       break;
     }
   }
-#if defined(__x86_64__)
+#if CUEMU_X86_SWITCH
   if (next) {
     e.cur = next;
     cuemu_switch(&f.sp, next->sp);
@@ -656,25 +661,38 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   const unsigned n = static_cast<unsigned>(threads);
   e.fibers.assign(n, Fiber{});
   e.launch = &l;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        l.block_idx = make_uint3(bx, by, bz);
-        std::memset(l.smem, 0xFF, smem_span);
-        for (unsigned i = 0; i < n; ++i) {
-          Fiber& f = e.fibers[i];
-          f = Fiber{};
-          f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
-          f.c.block_idx = l.block_idx;
-          f.c.block_dim = block;
-          f.c.grid_dim = grid;
-          f.lane = i % 32;
-          f.warp = i / 32;
-          start_fiber(e, f, i);
-        }
-        set_order(e, n);
-        run_block(e, n);
-      }
+  // Blocks run one at a time, in the order CUEMU_ORDER gives them too (a kernel may not depend on it):
+  // shuffle visits block (a * i + c) mod n at step i, with a coprime to n (no table for huge grids).
+  const unsigned long long n_blocks = 1ull * grid.x * grid.y * grid.z;
+  unsigned long long mul = 1, add = 0;
+  if (e.order_kind == Emu::Order::Reverse) {
+    mul = n_blocks - 1;  // (n-1) i + (n-1) = n-1-i mod n
+    add = n_blocks - 1;
+  } else if (e.order_kind == Emu::Order::Shuffle && n_blocks > 1) {
+    mul = 1 + next_random(e.shuffle_state) % (n_blocks - 1);
+    while (std::gcd(mul, n_blocks) != 1) mul = mul % (n_blocks - 1) + 1;
+    add = next_random(e.shuffle_state) % n_blocks;
+  }
+  for (unsigned long long step = 0; step < n_blocks; ++step) {
+    const unsigned long long b =
+        static_cast<unsigned long long>((static_cast<unsigned __int128>(mul) * step + add) % n_blocks);
+    l.block_idx = make_uint3(static_cast<unsigned>(b % grid.x), static_cast<unsigned>((b / grid.x) % grid.y),
+                             static_cast<unsigned>(b / (1ull * grid.x * grid.y)));
+    std::memset(l.smem, 0xFF, smem_span);
+    for (unsigned i = 0; i < n; ++i) {
+      Fiber& f = e.fibers[i];
+      f = Fiber{};
+      f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+      f.c.block_idx = l.block_idx;
+      f.c.block_dim = block;
+      f.c.grid_dim = grid;
+      f.lane = i % 32;
+      f.warp = i / 32;
+      start_fiber(e, f, i);
+    }
+    set_order(e, n);
+    run_block(e, n);
+  }
   e.launch = nullptr;
   check_slack(site);
 }

@@ -4,9 +4,10 @@
 // force-included (-include emu/cuemu.h). Each CUDA thread of a block runs as a fiber on one OS thread;
 // __syncthreads, __syncwarp and the warp shuffles are real barriers between the fibers, so a kernel
 // that leaves out a barrier, diverges around one, or reads a lane outside a shuffle's mask is reported
-// instead of silently working. Blocks run one after another. The runtime API (cudaMalloc, streams,
-// events, ...) is implemented by emu/cuemu.cc over host memory, synchronously, which is one legal order
-// of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
+// instead of silently working. Blocks run one after another; blocks, warps and lanes in a seeded random
+// order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED). The runtime API
+// (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
+// which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
 //
 // What it does not check: timing and occupancy, the memory model (blocks never run concurrently, so

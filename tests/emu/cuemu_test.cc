@@ -2,6 +2,7 @@
 // checks, and the diagnostics for deadlocks, divergent collectives and out-of-bounds accesses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -54,6 +55,30 @@ TEST(Cuemu, AMissingBarrierShowsAsWrongResults) {
   EXPECT_GE(wrong, 32);
   for (int t = 0; t < 64; ++t) EXPECT_TRUE(h[t] == 63 - t || h[t] == -1) << t;
   cudaFree(d);
+}
+
+// Each block takes a ticket: the order in which blocks ran.
+__global__ void ticket_kernel(int* next, int* ticket) {
+  if (threadIdx.x != 0) return;
+  const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  ticket[b] = atomicAdd(next, 1);
+}
+
+TEST(Cuemu, EveryBlockRunsOnce) {
+  const dim3 grid(7, 5, 3);
+  const int n = 7 * 5 * 3;
+  int *d_next, *d_ticket;
+  cudaMalloc(reinterpret_cast<void**>(&d_next), sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&d_ticket), n * sizeof(int));
+  cudaMemset(d_next, 0, sizeof(int));
+  IP_LAUNCH(grid, 64, 0, nullptr, ticket_kernel)(d_next, d_ticket);
+  std::vector<int> t(n);
+  cudaMemcpy(t.data(), d_ticket, n * sizeof(int), cudaMemcpyDeviceToHost);
+  std::vector<int> sorted = t;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(sorted[i], i);  // a permutation: each block exactly once
+  cudaFree(d_next);
+  cudaFree(d_ticket);
 }
 
 // Warp sum by xor shuffles; lane 0 of each warp writes it. Also an inclusive scan by shfl_up.
