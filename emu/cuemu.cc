@@ -19,6 +19,11 @@
 #include <string>
 #include <vector>
 
+// The static __shared__ arrays of every kernel (section cuemu_shared, see cuemu.h); the linker defines
+// these bounds when the section exists.
+extern "C" unsigned char __start_cuemu_shared[] __attribute__((weak));
+extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
+
 // The hand-written x86-64 context switch, or ucontext elsewhere (and with -DCUEMU_UCONTEXT).
 #if defined(__x86_64__) && !defined(CUEMU_UCONTEXT)
 #define CUEMU_X86_SWITCH 1
@@ -679,6 +684,8 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     l.block_idx = make_uint3(static_cast<unsigned>(b % grid.x), static_cast<unsigned>((b / grid.x) % grid.y),
                              static_cast<unsigned>(b / (1ull * grid.x * grid.y)));
     std::memset(l.smem, 0xFF, smem_span);
+    if (unsigned char* lo = __start_cuemu_shared, *hi = __stop_cuemu_shared; lo && hi > lo)
+      std::memset(lo, 0xFF, static_cast<std::size_t>(hi - lo));
     for (unsigned i = 0; i < n; ++i) {
       Fiber& f = e.fibers[i];
       f = Fiber{};

@@ -10,17 +10,21 @@
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
 //
-// What it does not check: timing and occupancy, the memory model (blocks never run concurrently, so
-// inter-block races do not show), the accuracy of fast-math intrinsics (they are computed exactly),
-// and shared memory read before it is written for __shared__ arrays (dynamic shared memory is poisoned
-// with 0xFF at every block start; static __shared__ arrays are not).
+// Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
+// shows as NaN or -1. What it does not check: timing and occupancy, the memory model (blocks never run
+// concurrently, so inter-block races do not show), the accuracy of fast-math intrinsics (they are
+// computed exactly).
 #pragma once
 
 #define IP_CUEMU 1
 
 // Before cuda_runtime.h: host_defines.h keeps definitions made here. __shared__ arrays become function
-// statics: blocks run one at a time, so one copy per kernel is one copy per block.
-#define __shared__ static
+// statics: blocks run one at a time, so one copy per kernel is one copy per block. They all sit in one
+// section, which the emulator fills with 0xFF before every block (as it does dynamic shared memory).
+#define __shared__ static __attribute__((section("cuemu_shared")))
+// Kernels are inline functions here: their __shared__ statics then live in COMDAT groups like those of
+// the inline device functions, and GCC can put both kinds into the one section.
+#define __global__ inline
 #define __launch_bounds__(...)
 
 #include <cuda_runtime.h>

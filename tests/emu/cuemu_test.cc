@@ -57,6 +57,24 @@ TEST(Cuemu, AMissingBarrierShowsAsWrongResults) {
   cudaFree(d);
 }
 
+// Only block 0 writes the static shared array; the others read it unwritten.
+__global__ void stale_shared_kernel(int* out) {
+  __shared__ int s[64];
+  if (blockIdx.x == 0) s[threadIdx.x] = 7;
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = s[threadIdx.x];
+}
+
+TEST(Cuemu, StaticSharedMemoryIsFilledAtEveryBlockStart) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * 64 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH(3, 64, 0, nullptr, stale_shared_kernel)(d);
+  std::vector<int> h(3 * 64);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int i = 0; i < 3 * 64; ++i) EXPECT_EQ(h[i], i < 64 ? 7 : -1) << i;  // never block 0's values
+  cudaFree(d);
+}
+
 // Each block takes a ticket: the order in which blocks ran.
 __global__ void ticket_kernel(int* next, int* ticket) {
   if (threadIdx.x != 0) return;
