@@ -170,9 +170,9 @@ TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
   for (Index64 t = 0; t < half.rows; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
 }
 
-TEST(BatchedDecoder, MatchesPerRequestCpu) {
-  IP_REQUIRE_GPU();
-  const WorkloadSpec spec = small_spec(3000, 5);
+// One decode step of spec.requests requests in one launch sequence against per-request CPU results:
+// the selected groups (where the CPU scores are well separated), the attention output and probabilities.
+void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Index64 expect_k_groups) {
   std::vector<Workload> ws;
   std::vector<long long> off = {0};
   for (int b = 0; b < spec.requests; ++b) {
@@ -189,7 +189,7 @@ TEST(BatchedDecoder, MatchesPerRequestCpu) {
   c.attn_heads = spec.attn_heads;
   c.value_dim = spec.value_dim;
   c.pool.group_size = 4;
-  c.topk_tokens = 253;  // 64 groups of 4
+  c.topk_tokens = topk_tokens;
   c.want_probs = true;
   EXPECT_GT(cuda::estimate_device_bytes(c), static_cast<std::size_t>(c.total_tokens) * 192 * sizeof(float));
   EXPECT_EQ(cuda::check_fits(c), "");
@@ -216,7 +216,7 @@ TEST(BatchedDecoder, MatchesPerRequestCpu) {
   }
   const cuda::BatchedStep st = dec.step({iq.data(), hw.data(), aq.data()});
   const Index64 kg = st.k_groups, G = 4, Ha = spec.attn_heads, Dv = spec.value_dim;
-  ASSERT_EQ(kg, 64);
+  ASSERT_EQ(kg, expect_k_groups);
   for (int b = 0; b < spec.requests; ++b) {
     SCOPED_TRACE(testing::Message() << "request " << b);
     const Workload& w = ws[b];
@@ -244,6 +244,19 @@ TEST(BatchedDecoder, MatchesPerRequestCpu) {
       for (; i < len; ++i) EXPECT_EQ(row[i], 0.0f);
     }
   }
+}
+
+TEST(BatchedDecoder, MatchesPerRequestCpu) {
+  IP_REQUIRE_GPU();
+  check_batched_decoder(small_spec(3000, 5), 253, 64);  // 253 tokens: 64 groups of 4
+}
+
+// Issue 5's batch size: 1024 requests of 64 to 256 tokens in one step (31 tokens: 8 groups of 4).
+TEST(BatchedDecoder, AThousandAndTwentyFourRequestsInOneStep) {
+  IP_REQUIRE_GPU();
+  WorkloadSpec spec = small_spec(256, 1024);
+  spec.length_spread = 0.75;
+  check_batched_decoder(spec, 31, 8);
 }
 
 }  // namespace
