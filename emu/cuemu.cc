@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
-#include <new>
 #include <numeric>
 #include <set>
 #include <string>
@@ -104,8 +102,7 @@ struct Fiber {
 };
 
 struct Stack {
-  unsigned char* base = nullptr;  // guard page first, then the stack
-  std::size_t size = 0;
+  unsigned char* base = nullptr;  // guard page first, then kStackBytes of stack
 };
 
 constexpr std::size_t kStackBytes = 256 * 1024;
@@ -186,7 +183,6 @@ void fiber_main();
 void prepare_stack(Emu& e, std::size_t i) {
   while (e.stacks.size() <= i) {
     Stack s;
-    s.size = kStackBytes;
     void* m =
         mmap(nullptr, kStackBytes + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) die("cannot map a fiber stack");
@@ -349,7 +345,6 @@ bool release_warp(Emu& e, unsigned w, unsigned n_threads) {
 // releasing its collectives as they complete; then the block barrier is released once every thread
 // that has not exited waits at it. Anything else is a deadlock.
 void run_block(Emu& e, unsigned n_threads) {
-  const unsigned n_warps = (n_threads + 31) / 32;
   for (;;) {
     for (unsigned w : e.warp_order) {
       const unsigned first = w * 32, lanes = std::min(32u, n_threads - first);
@@ -377,7 +372,6 @@ void run_block(Emu& e, unsigned n_threads) {
         if (f.state == State::AtBarrier) f.state = State::Ready;
       continue;
     }
-    (void)n_warps;
     deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at __syncthreads or exited)");
   }
 }
@@ -518,7 +512,8 @@ const ThreadCoords& coords() {
 }
 
 unsigned lane_id() {
-  return coords(), emu().cur->lane;
+  coords();  // dies outside a kernel
+  return emu().cur->lane;
 }
 
 unsigned char* dynamic_shared() {

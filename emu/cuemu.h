@@ -10,6 +10,7 @@
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
 //
+// One host thread may launch at a time (the emulator's state is global, like a CUDA context's).
 // Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
 // shows as NaN or -1. What it does not check: timing and occupancy, the memory model (blocks never run
 // concurrently, so inter-block races do not show), the accuracy of fast-math intrinsics (they are
@@ -61,10 +62,9 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
 unsigned lane_id();
 unsigned char* dynamic_shared();
 
-template <class T>
-void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask);
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
 
+// The shuffle collective: lane l gets the value of lane arg[l], which must be in the mask.
 template <class T>
 void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask) {
   for (int l = 0; l < 32; ++l) {
