@@ -202,47 +202,41 @@ void __stcg(T* p, T v) {
 }
 
 // Atomics: fibers never interleave inside a function call, so plain read-modify-writes are atomic.
+namespace cuemu {
+template <class T, class F>
+T atomic_update(T* p, F f) {
+  const T old = *p;
+  *p = f(old);
+  return old;
+}
+}  // namespace cuemu
 template <class T>
 T atomicAdd(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = old + v;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x + v); });
 }
 template <class T>
 T atomicOr(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = old | v;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x | v); });
 }
 template <class T>
 T atomicAnd(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = old & v;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x & v); });
 }
 template <class T>
 T atomicMin(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = v < old ? v : old;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T x) { return v < x ? v : x; });
 }
 template <class T>
 T atomicMax(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = v > old ? v : old;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T x) { return v > x ? v : x; });
 }
 template <class T>
 T atomicExch(T* p, std::type_identity_t<T> v) {
-  const T old = *p;
-  *p = v;
-  return old;
+  return ::cuemu::atomic_update(p, [v](T) { return v; });
 }
 template <class T>
 T atomicCAS(T* p, std::type_identity_t<T> cmp, std::type_identity_t<T> v) {
-  const T old = *p;
-  if (old == cmp) *p = v;
-  return old;
+  return ::cuemu::atomic_update(p, [cmp, v](T x) { return x == cmp ? v : x; });
 }
 
 inline float __int_as_float(int i) {
