@@ -2,6 +2,7 @@
 // and the CUDA runtime API functions IndexPool calls (see emu/cuemu.h for what is and is not checked).
 #include "emu/cuemu.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -938,10 +939,28 @@ cudaError_t cudaDriverGetVersion(int* v) {
   *v = CUDART_VERSION;
   return ok();
 }
+// The profiler API has nothing to start here. With CUEMU_PROFILER_LOG=<file>, each call appends a line
+// ("cudaProfilerStart", "cudaProfilerStop") to that file in one write, so a test can see where a capture
+// with nsys --capture-range=cudaProfilerApi would begin and end, in time order with other tools'
+// records appended to the same file.
+static void log_profiler_call(const char* what) {
+  const char* path = std::getenv("CUEMU_PROFILER_LOG");
+  if (!path || !*path) return;
+  const int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "cuemu: cannot append to CUEMU_PROFILER_LOG='%s'\n", path);
+    return;
+  }
+  const std::string line = std::string(what) + "\n";
+  [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
 cudaError_t cudaProfilerStart() {
+  log_profiler_call("cudaProfilerStart");
   return ok();
 }
 cudaError_t cudaProfilerStop() {
+  log_profiler_call("cudaProfilerStop");
   return ok();
 }
 
