@@ -19,6 +19,7 @@ namespace ip::kbench {
 
 struct Options {
   bool quick = false;
+  bool smoke = false;    // --smoke: every case at 1/256 of its size, no target judged (kernel_bench-emu, CI)
   std::string json;      // --json FILE ("" = none)
   std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla)
   int device = 0;
@@ -33,7 +34,14 @@ struct Env {
   double l2_bytes = 0;
   int runs = 50, warmup = 5;
   bool quick = false;
+  // --smoke: token counts divided by `shrink` (256), two rotating copies, targets not judged. The cases
+  // still run every launcher with the same shapes of arguments, so a smoke run (on the CPU emulator, or
+  // in seconds on a GPU) shows that the benchmark itself works before a full run spends device time.
+  bool smoke = false;
+  long long shrink = 1;
   double copy_gbs = 0;  // reference copy bandwidth (read + write bytes), GB/s
+  // A token (or row) count of a case at this run's size: n, or n / shrink but at least `at_least`.
+  long long scaled(long long n, long long at_least = 1) const { return std::max(at_least, n / shrink); }
   // Free device memory now (bytes).
   double free_bytes() const;
   // How many copies of an instance of `bytes` to rotate through: enough that their total exceeds

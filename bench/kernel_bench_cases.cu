@@ -57,9 +57,10 @@ void verdict(Row& r, bool met) { r.verdict = met ? "met" : "not met"; }
 void pool_cases(const Env& env, std::vector<Row>& rows) {
   const int D = 128, G = 4;
   const std::vector<long long> Ts = env.quick ? std::vector<long long>{kMi} : std::vector<long long>{kMi, 4 * kMi, 16 * kMi};
-  for (long long T : Ts)
+  for (long long T0 : Ts)
     for (cuda::KeyType kt : {cuda::KeyType::bf16, cuda::KeyType::fp32})
       for (Weighting w : {Weighting::uniform, Weighting::cosine, Weighting::tfidf}) {
+        const long long T = env.scaled(T0);
         const Precision out = kt == cuda::KeyType::bf16 ? Precision::bf16 : Precision::fp32;
         Row row{"pool", fmt::format("{} {} keys", to_string(w), kt == cuda::KeyType::bf16 ? "bf16" : "fp32"),
                 fmt::format("T={} D={} G={} -> {}", tok(T), D, G, to_string(out))};
@@ -190,9 +191,10 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
   const int G = 4, D = 128;
   const long long kTokens = 2048;
   const std::vector<long long> Ts = env.quick ? std::vector<long long>{kMi} : std::vector<long long>{kMi, 16 * kMi};
-  for (long long T : Ts)
+  for (long long T0 : Ts)
     for (int H : {1, 8, 64})
       for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
+        const long long T = env.scaled(T0, 2 * kTokens);
         const std::string params = fmt::format("T={} D={} H={} {}", tok(T), D, H, to_string(p));
         Stats comp_idx{}, exact_idx{};
         for (bool compressed : {true, false}) {
@@ -215,7 +217,7 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
             } else {
               r.verdict = "-";
             }
-            if (T != kMi) return;  // the indexer comparison at the article's 1Mi tokens
+            if (T0 != kMi) return;  // the indexer comparison at the article's 1Mi tokens
             idx.params += fmt::format(" k={}", s.k);
             run_case(idx_rows, idx, [&](Row& ir) {
               ir.bytes = s.score_bytes() + s.topk_bytes();
@@ -261,7 +263,8 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   };
   // The issue's two targets, then the compressed indexer's row (1Mi tokens / G = 4, k = 2048 / 4) and the
   // decode step's batch (1024 rows of 32Ki / 4 composites, k = 512).
-  for (const C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{1, kMi / 4, 512, 0}, C{1024, 8 * kKi, 512, 0}}) {
+  for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{1, kMi / 4, 512, 0}, C{1024, 8 * kKi, 512, 0}}) {
+    c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     Row row{"topk", fmt::format("top-{}", c.k), fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
       const double in_bytes = c.rows * c.n * 4.0;

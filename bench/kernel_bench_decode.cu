@@ -46,8 +46,9 @@ std::vector<std::int32_t> spread_blocks(long long blocks, int count, std::uint64
 }  // namespace
 
 void decode_cases(const Env& env, std::vector<Row>& rows) {
-  const int B = 1024, G = 4, D = 128, H = 64, Ha = 16, Da = 128, Dv = 128;
-  const long long T = 32 * 1024, k_tokens = 2048, kg = k_tokens / G;
+  // --smoke: 64 requests of 256 tokens, k = 128.
+  const int B = env.smoke ? 64 : 1024, G = 4, D = 128, H = 64, Ha = 16, Da = 128, Dv = 128;
+  const long long T = env.scaled(32 * 1024, 256), k_tokens = std::min<long long>(2048, T / 2), kg = k_tokens / G;
   const Precision prec = Precision::fp8;
   const long long total = B * T, groups_b = (T + G - 1) / G, entries = B * groups_b;
   const std::string params = fmt::format("B={} x {} tok, G={} H={} fp8, Ha={} D={}, k={}", B, T, G, H, Ha, Da, k_tokens);
@@ -126,6 +127,7 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
     x.a.block_offset = x.blk_off.data();
     x.a.block_size = G;
     x.a.out = x.out.data();
+    x.a.max_attended = k_tokens;  // kg blocks of G tokens per request
     x.ws_attn.resize(std::max<std::size_t>(1, cuda::attention_workspace_bytes(x.a, k_tokens)));
     x.a.workspace = x.ws_attn.data();
     x.a.workspace_bytes = x.ws_attn.size();
@@ -161,6 +163,14 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
   });
   Row& whole = rows.back();
   if (whole.verdict != "error" && whole.t.runs) {
+    try {  // the device-side checks of the last step's selection (block ids, attended counts)
+      cuda::attention_check(x.a, env.stream);
+    } catch (const std::exception& e) {
+      whole.verdict = "error";
+      whole.note = e.what();
+    }
+  }
+  if (whole.verdict != "error" && whole.t.runs) {
     whole.target = "B=1024 x 32Ki, one step";
     whole.verdict = "met";
   }
@@ -168,7 +178,8 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
 
 void attention_cases(const Env& env, std::vector<Row>& rows) {
   const int Ha = 16, Da = 128, Dv = 128, bs = 4;
-  const long long T = env.quick ? 256 * 1024 : 1024 * 1024, k_tokens = 2048, nb = k_tokens / bs;
+  const long long T = env.scaled(env.quick ? 256 * 1024 : 1024 * 1024, 1024), k_tokens = std::min<long long>(2048, T / 2),
+                  nb = k_tokens / bs;
   const std::string params = fmt::format("T={}Ki Ha={} D={} k={} (blocks of {})", T / 1024, Ha, Da, k_tokens, bs);
   const double inst = T * (Da + Dv) * 4.0;
   Stats dense_t{}, sparse_t{};
@@ -198,7 +209,8 @@ void attention_cases(const Env& env, std::vector<Row>& rows) {
       a.block_offset = sparse ? blk_off.data() : nullptr;
       a.block_size = bs;
       a.out = out.data();
-      DeviceBuffer<std::uint8_t> ws(std::max<std::size_t>(1, cuda::attention_workspace_bytes(a, sparse ? k_tokens : T)));
+      a.max_attended = sparse ? k_tokens : T;
+      DeviceBuffer<std::uint8_t> ws(std::max<std::size_t>(1, cuda::attention_workspace_bytes(a, a.max_attended)));
       a.workspace = ws.data();
       a.workspace_bytes = ws.size();
       r.bytes = (sparse ? k_tokens : T) * (Da + Dv) * 4.0 + Ha * (Da + Dv) * 4.0;
@@ -207,6 +219,7 @@ void attention_cases(const Env& env, std::vector<Row>& rows) {
         a.values = values[c % n].data();
         cuda::attention(a, env.stream);
       });
+      cuda::attention_check(a, env.stream);  // the last run's device-side checks (throws: an error row)
       finish(r, env);
       (sparse ? sparse_t : dense_t) = r.t;
       r.verdict = "-";

@@ -48,8 +48,8 @@ void gla_cases(const Env& env, std::vector<Row>& rows) {
     int dk, dv, chunk;
     bool outputs, append;
   };
-  const C cases[] = {{"gla prefill (hybrid window)", 512, 128, 129, 64, false, false},
-                     {"gla chunked + outputs", env.quick ? 8192 : 65536, 128, 128, 64, true, false},
+  const C cases[] = {{"gla prefill (hybrid window)", env.scaled(512, 128), 128, 129, 64, false, false},
+                     {"gla chunked + outputs", env.scaled(env.quick ? 8192 : 65536, 256), 128, 128, 64, true, false},
                      {"gla append (decode)", 4, 128, 129, 0, false, true}};
   for (const C& c : cases) {
     Row row{"gla", c.name, fmt::format("n = {}, Dk = {}, Dv = {}{}", c.n, c.dk, c.dv,

@@ -1,0 +1,62 @@
+"""Checks a `kernel_bench --smoke --json FILE` run (test emu.KernelBench.SmokeRunsEveryCase).
+
+usage: check_kernel_bench.py KERNEL_BENCH_PROGRAM OUTPUT_JSON
+
+Runs the program with --smoke --json, then checks that it exited 0, that every case group ran, that no
+case ended in an error or was skipped, that every timed case has positive times in order
+(min <= median <= max) and positive declared bytes, and that the summary agrees with the cases.
+"""
+import json
+import math
+import subprocess
+import sys
+
+GROUPS = {"copy", "pool", "score", "indexer", "topk", "decode", "attention", "gla"}
+
+
+def main() -> int:
+    prog, out = sys.argv[1], sys.argv[2]
+    run = subprocess.run([prog, "--smoke", "--json", out], capture_output=True, text=True)
+    sys.stdout.write(run.stdout[-6000:])
+    sys.stderr.write(run.stderr[-3000:])
+    problems = []
+    if run.returncode != 0:
+        problems.append(f"exit status {run.returncode}")
+    with open(out, encoding="utf-8") as f:
+        d = json.load(f)
+    if d.get("skipped"):
+        problems.append(f"skipped: {d['skipped']}")
+    if d.get("smoke") is not True:
+        problems.append("the JSON does not say smoke: true")
+    cases = d.get("cases", [])
+    seen = {c["group"] for c in cases}
+    if seen != GROUPS:
+        problems.append(f"groups run: {sorted(seen)}, expected {sorted(GROUPS)}")
+    for c in cases:
+        what = f"{c['group']} / {c['name']} ({c['params']})"
+        if c["verdict"] in ("error", "skipped"):
+            problems.append(f"{what}: {c['verdict']}: {c['note']}")
+            continue
+        if c["name"] == "setup":
+            continue
+        if c["runs"] != d["runs"]:
+            problems.append(f"{what}: {c['runs']} runs, the run says {d['runs']}")
+        if not (0 < c["min_ms"] <= c["median_ms"] <= c["max_ms"]):
+            problems.append(f"{what}: times out of order: {c['min_ms']} {c['median_ms']} {c['max_ms']} ms")
+        if not (c["bytes"] and c["bytes"] > 0 and math.isfinite(c["gbs"]) and c["gbs"] > 0):
+            problems.append(f"{what}: declared bytes {c['bytes']}, GB/s {c['gbs']}")
+        if c["verdict"] in ("met", "not met"):
+            problems.append(f"{what}: a smoke run judged its target ({c['verdict']})")
+    s = d.get("summary", {})
+    if s.get("cases") != len(cases) or s.get("errors") != 0 or s.get("targets") != 0:
+        problems.append(f"summary {s} vs {len(cases)} cases")
+    if "kernel_bench: summary:" not in run.stdout:
+        problems.append("no summary line on stdout (scripts/gpu-check.sh reads it)")
+    for p in problems:
+        print("FAILED:", p)
+    print(f"{len(cases)} cases in {len(seen)} groups; {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
