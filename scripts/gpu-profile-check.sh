@@ -9,6 +9,7 @@
 #      bench/indexpool_bench.cc), for a working set >= 4x L2 (1Mi tokens x 128 dims x 4 B = 512 MiB of keys).
 # Exit status 0 when every check passes.
 set -uo pipefail
+PROFILE_CHECK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # before any cd: pool_dram_check.py lies beside
 
 gpu_profile_check() {
   local build=${1:-build}
@@ -54,42 +55,7 @@ INI
     echo "   cannot read the results: python3 has no h5py (Debian: apt-get install python3-h5py)"
     return 1
   fi
-  "${py[@]}" - "$out/check.h5" <<'PY' || fail=1
-import sys
-import h5py
-f = h5py.File(sys.argv[1], "r")
-ok = True
-for row in f["points"][:]:
-    g = f["point_%06d" % row["index"]]
-    status = g.attrs["status"].decode() if isinstance(g.attrs["status"], bytes) else g.attrs["status"]
-    cs = g.attrs.get("counters_status", b"")
-    cs = cs.decode() if isinstance(cs, bytes) else cs
-    key = row["key"].decode()
-    if status != "ok" or cs != "ok" or "counters" not in g:
-        why = g.attrs.get("reason", b"") or g.attrs.get("counters_reason", b"")
-        print(f"   {key}: no counters ({status}/{cs}): {why.decode() if isinstance(why, bytes) else why}")
-        ok = False
-        continue
-    c = g["counters"][:]
-    pool = {r["metric"].decode(): (r["value"], int(r["calls"])) for r in c if r["stage"].decode() == "pool"}
-    read, calls = pool["dram__bytes_read.sum"]
-    written, _ = pool["dram__bytes_write.sum"]
-    tokens = row["tokens"]
-    keys = tokens * 128 * 4                      # fp32 keys read
-    index = row["index_bytes_per_token"] * tokens  # index written
-    declared = calls * (keys + index)
-    measured = read + written
-    ratio = measured / declared
-    print(f"   {key}: pool calls {calls}, DRAM read {read/2**20:.1f} MiB + written {written/2**20:.1f} MiB "
-          f"= {measured/2**20:.1f} MiB vs declared {declared/2**20:.1f} MiB: ratio {ratio:.3f}")
-    if abs(ratio - 1) > 0.05:
-        print("   FAIL: outside +-5%")
-        ok = False
-    if "kernels" in g:
-        ks = g["kernels"][:]
-        print(f"   {len(ks)} kernel records, first: {ks[0]['name'].decode()[:80]}")
-sys.exit(0 if ok else 1)
-PY
+  "${py[@]}" "$PROFILE_CHECK_DIR/pool_dram_check.py" "$out/check.h5" || fail=1
   rm -rf "$out"
   [ $fail -eq 0 ] && echo "== profiling check: PASS" || echo "== profiling check: FAIL"
   return $fail
