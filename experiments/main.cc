@@ -1,5 +1,6 @@
 // indexpool: the command-line entry point. Subcommands grow here (run today; list, merge, cache-sim,
 // inspect with the runner and the cache simulator).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -248,12 +249,18 @@ int cmd_merge(const std::vector<std::string>& args) {
 }
 
 int cmd_inspect(const std::vector<std::string>& args) {
-  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: indexpool inspect FILE\n\nDescribes a results file: how it was made, its points and "
-                 "their status, the table columns, the per-point datasets.\n";
-    return args.size() == 1 ? 0 : 2;
+  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
+                    std::find(args.begin(), args.end(), "-h") != args.end();
+  const bool table = args.size() == 3 && args[1] == "--table";
+  if (help || !(args.size() == 1 || table)) {
+    std::cout << "usage: indexpool inspect FILE [--table NAME]\n\n"
+                 "Describes a results file: how it was made, its points and their status, the table columns, the\n"
+                 "per-point datasets. With --table NAME, prints that table instead, tab-separated with a header\n"
+                 "line (NAME: points, point_000003/counters, point_000003/kernels, point_000003/steps, ...);\n"
+                 "numbers exactly, tabs, newlines and backslashes in strings as \\t, \\n, \\\\.\n";
+    return help ? 0 : 2;
   }
-  std::cout << inspect_results(args[0]);
+  std::cout << (table ? table_tsv(args[0], args[2]) : inspect_results(args[0]));
   return 0;
 }
 

@@ -158,4 +158,11 @@ void merge_results(const std::string& out, const std::vector<std::string>& input
 // per-point groups and their datasets with shapes).
 std::string inspect_results(const std::string& path);
 
+// `indexpool inspect FILE --table NAME`: the table (a 1-D compound dataset: /points, point_<i>/counters,
+// point_<i>/kernels, point_<i>/steps, ...) as tab-separated text: a header of column names, then one line
+// per row; numbers exactly (the shortest text that reads back to the same double), tabs, newlines and
+// backslashes in strings as \t, \n and \\. Throws naming the file and the table when it is absent or not
+// a table. For shells and machines without h5py (scripts/gpu-profile-check.sh reads counters with it).
+std::string table_tsv(const std::string& path, const std::string& table);
+
 }  // namespace ip::exp

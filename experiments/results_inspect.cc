@@ -98,4 +98,43 @@ std::string inspect_results(const std::string& path) {
   return out;
 }
 
+std::string table_tsv(const std::string& path, const std::string& table) {
+  const h5::File f(path, "r");
+  const std::string name = !table.empty() && table[0] == '/' ? table.substr(1) : table;
+  IP_REQUIRE(!name.empty() && f.exists(name) && !f.is_group(name),
+             "{}: no table '{}' ('indexpool inspect {}' lists the file's tables)", path, table, path);
+  h5::Table t;
+  try {
+    t = f.read_table(name);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: '{}' is not a table: {}", path, table, e.what()));
+  }
+  const auto escaped = [](const std::string& v) {
+    std::string o;
+    for (char c : v) {
+      if (c == '\t') o += "\\t";
+      else if (c == '\n') o += "\\n";
+      else if (c == '\\') o += "\\\\";
+      else o += c;
+    }
+    return o;
+  };
+  std::string out;
+  for (std::size_t c = 0; c < t.columns.size(); ++c) out += (c ? "\t" : "") + escaped(t.columns[c].name);
+  out += '\n';
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    for (std::size_t c = 0; c < t.columns.size(); ++c) {
+      const h5::Column& col = t.columns[c];
+      if (c) out += '\t';
+      switch (col.kind) {
+        case h5::Column::Kind::kString: out += escaped(col.strings[r]); break;
+        case h5::Column::Kind::kInt64: out += fmt::format("{}", col.ints[r]); break;
+        case h5::Column::Kind::kFloat64: out += fmt::format("{}", col.floats[r]); break;
+      }
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 }  // namespace ip::exp

@@ -1,0 +1,109 @@
+// What the NVTX ranges cost when no tool is attached (issue 6: "with counters off, profiling adds no
+// measurable time"). With counters and kernel records off the runner does not wrap the backend at all
+// (experiments/profiling.cc, PointProfiler::wrap), so the ranges of core/ranges.h are all that profiling
+// adds. This measures, in one run on this machine:
+//   1. a push + pop of a stage range (registered string) and of a per-point range (a message formatted at
+//      run time), in ns, against an empty loop of the same iterations (the baseline);
+//   2. a sweep through the runner (the same code as `indexpool run`), its time per decode step, and the
+//      share of it that the ranges of one step cost (at most 6 per step: pool, score, topk, attention,
+//      fidelity, stats; experiments.NvtxCapture.* counts them);
+//   3. the same share for a 10 us GPU stage (a top-k of one row), the shortest stage issue 5 targets.
+// Run it as it is (no NVTX_INJECTION64_PATH): with a tool attached the cost is the tool's.
+//
+//   nvtx_bench [ITERATIONS]   (default 10,000,000 range pairs per measurement)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "core/ranges.h"
+#include "experiments/config.h"
+#include "experiments/runner.h"
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+namespace {
+
+inline void keep(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+// Median over 7 repetitions of the ns per iteration of fn(i) for i < n.
+template <class Fn>
+double ns_per(long n, Fn&& fn) {
+  std::vector<double> t;
+  for (int rep = 0; rep < 7; ++rep) {
+    const auto t0 = Clock::now();
+    for (long i = 0; i < n; ++i) fn(i);
+    t.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(n));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long n = argc > 1 ? std::atol(argv[1]) : 10'000'000;
+  if (argc > 2 || n < 1000) {
+    std::fprintf(stderr, "usage: nvtx_bench [ITERATIONS >= 1000]   (default 10,000,000)\n");
+    return 2;
+  }
+  if (std::getenv("NVTX_INJECTION64_PATH"))
+    std::printf("note: NVTX_INJECTION64_PATH is set, so a tool is attached and this measures the tool too\n");
+  std::printf("nvtx_bench: NVTX %s in this build; %ld range pairs per measurement, median of 7\n",
+              IP_HAVE_NVTX ? "compiled in" : "compiled OUT (the ranges are no-ops)", n);
+
+  const double base = ns_per(n, [](long i) { keep(&i); });
+  const double stage = ns_per(n, [](long i) {
+    const ip::prof::ScopedRange r(ip::prof::Stage::score);
+    keep(&r);
+    keep(&i);
+  });
+  const std::string key = "pool.weighting=tfidf;pool.group_size=4;pool.precision=fp8";
+  const long n_msg = std::max(1000L, n / 10);
+  const double msg_base = ns_per(n_msg, [&](long i) {
+    const std::string s = fmt::format("point {}: {}", i, key);
+    keep(s.data());
+  });
+  const double msg = ns_per(n_msg, [&](long i) {
+    const ip::prof::ScopedRange r(std::string_view(fmt::format("point {}: {}", i, key)));
+    keep(&r);
+  });
+  std::printf("empty loop (baseline):           %8.2f ns per iteration\n", base);
+  std::printf("stage range push + pop:          %8.2f ns per pair (%.2f ns over the baseline)\n", stage, stage - base);
+  std::printf("point range, formatted + pushed: %8.2f ns per pair (%.2f ns over formatting the name alone)\n", msg,
+              msg - msg_base);
+
+  // A sweep through the runner: time per decode step.
+  const fs::path dir = fs::temp_directory_path() / ("ip_nvtx_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "sweep.ini").string();
+  std::ofstream(cfg) << "[workload]\ntokens = 16Ki\nsteps = 16\nindex_heads = 8\nattn_heads = 2\n"
+                        "[pool]\nweighting = uniform, tfidf\ngroup_size = 4\n[select]\ntopk_tokens = 512\n"
+                        "[cache]\nenabled = false\n";
+  const ip::exp::Sweep sweep = ip::exp::load_sweep(cfg);
+  ip::exp::WorkloadCache cache;
+  ip::exp::RunOptions ro;
+  ro.quiet = true;
+  const auto t0 = Clock::now();
+  const auto rows = ip::exp::run_points(sweep, sweep.points, ro, cache, nullptr);
+  const double sweep_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  fs::remove_all(dir);
+  long steps = 0;
+  for (const auto& p : sweep.points) steps += static_cast<long>(p.workload.steps) * p.workload.requests;
+  const double per_step_ns = sweep_s * 1e9 / static_cast<double>(steps);
+  const double over = std::max(0.0, stage - base);
+  std::printf("runner: %zu points, %ld decode steps of 16Ki tokens (cpu backend) in %.3f s: %.1f us per step\n",
+              rows.size(), steps, sweep_s, per_step_ns * 1e-3);
+  std::printf("ranges of one step (<= 6 pairs): %.1f ns = %.5f %% of a step on this CPU\n", 6 * over,
+              100.0 * 6 * over / per_step_ns);
+  std::printf("one range pair against a 10 us GPU stage: %.3f %%\n", 100.0 * over / 10'000.0);
+  return 0;
+}
