@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   }
   if (std::getenv("NVTX_INJECTION64_PATH"))
     std::printf("note: NVTX_INJECTION64_PATH is set, so a tool is attached and this measures the tool too\n");
-  std::printf("nvtx_bench: NVTX %s in this build; %ld range pairs per measurement, median of 7\n",
-              IP_HAVE_NVTX ? "compiled in" : "compiled OUT (the ranges are no-ops)", n);
+  std::printf("nvtx_bench: %s; %ld range pairs per measurement, median of 7\n",
+              IP_HAVE_NVTX ? "NVTX is compiled into this build" : "this build has no NVTX (the ranges are no-ops)", n);
 
   const double base = ns_per(n, [](long i) { keep(&i); });
   const double stage = ns_per(n, [](long i) {
@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   for (const auto& p : sweep.points) steps += static_cast<long>(p.workload.steps) * p.workload.requests;
   const double per_step_ns = sweep_s * 1e9 / static_cast<double>(steps);
   const double over = std::max(0.0, stage - base);
-  std::printf("runner: %zu points, %ld decode steps of 16Ki tokens (cpu backend) in %.3f s: %.1f us per step\n",
+  std::printf("runner: %zu points, %ld decode steps of 16Ki tokens (cpu backend) in %.3f s: %.1f us per step "
+              "(workload generation included)\n",
               rows.size(), steps, sweep_s, per_step_ns * 1e-3);
   std::printf("ranges of one step (<= 6 pairs): %.1f ns = %.5f %% of a step on this CPU\n", 6 * over,
               100.0 * 6 * over / per_step_ns);
