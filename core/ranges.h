@@ -18,6 +18,8 @@
 //   cache_model  replaying the selections through the cache hierarchy
 //   output       writing the point to the results file
 //   sweep        every point of a run (the runner's loop)
+//   batch_step   select.batched on cuda: one decode step of all the point's requests (score, top-k and
+//                attention launches together; experiments/batched_run.cc)
 // and one range per sweep point, named "point <index>: <axis>=<value>;..." (see point_range_name).
 #pragma once
 
@@ -38,11 +40,14 @@ namespace ip::prof {
 
 inline constexpr const char* kDomainName = "IndexPool";
 
-enum class Stage : int { workload, pool, score, topk, attention, fidelity, stats, cache_model, output, sweep, count };
+enum class Stage : int {
+  workload, pool, score, topk, attention, fidelity, stats, cache_model, output, sweep, batch_step, count
+};
 
 inline const char* stage_name(Stage s) {
   static constexpr const char* kNames[] = {"workload", "pool",        "score",  "topk",  "attention",
-                                           "fidelity", "stats",       "cache_model", "output", "sweep"};
+                                           "fidelity", "stats",       "cache_model", "output", "sweep",
+                                           "batch_step"};
   const int i = static_cast<int>(s);
   return i >= 0 && i < static_cast<int>(Stage::count) ? kNames[i] : "unknown";
 }

@@ -225,6 +225,12 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.pipeline.topk_tokens = parse_int(v); }},
       {"select.fidelity", "true", "compute exact-indexer and dense-attention metrics",
        [](P& p, const std::string& v) { p.pipeline.fidelity = parse_bool(v); }},
+      {"select.batched", "false",
+       "backend = cuda: decode the point's requests together, one launch per stage and step for all of them "
+       "(batched decoder; the cpu backend runs them one after another, same selections). Needs a scheme that "
+       "does not learn (exact, uniform, positional, maxmin, cosine with group_mean), the plain sparse layer and "
+       "an attention stage; stage times are then those of the whole batch",
+       [](P& p, const std::string& v) { p.batched = parse_bool(v); }},
       {"cache.enabled", "true", "replay each point's selections through the cache hierarchy",
        [](P& p, const std::string& v) { p.cache.enabled = parse_bool(v); }},
       {"cache.levels", "lru:16KiB clock:256KiB semantic:8MiB",
@@ -594,6 +600,30 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
       if (s.key == key) return where(s);
     return std::string("default");
   };
+  for (const auto& p : sw.points) {  // select.batched: what the batched decoder cannot do
+    if (!p.batched) continue;
+    const WeightParams& wp = p.pipeline.pool.weights;
+    const PipelineParams& pp = p.pipeline;
+    std::string why;
+    if (uses_stats(wp.scheme) || uses_query_reference(wp))
+      why = fmt::format("pool.weighting = {}{} learns from a request's history, which the batched decoder does not keep "
+                        "(use exact, uniform, positional, maxmin, or cosine with pool.cosine_reference = group_mean)",
+                        to_string(wp.scheme), wp.scheme == Weighting::cosine ? " with pool.cosine_reference = query" : "");
+    else if (pp.extended())
+      why = "it runs the plain sparse layer only: hybrid.enabled, adaptive.enabled, pool.async_updates, "
+            "pool.repool_tau and workload.append_per_step must be off";
+    else if (p.source == "synthetic" && p.workload.attn_dim <= 0)
+      why = "it needs an attention stage (workload.attn_dim > 0)";
+    else if (p.save_tensors)
+      why = "output.save_tensors is not supported with it";
+    else if (p.cache.enabled && p.cache.relevance == "cosine")
+      why = "cache.relevance = cosine needs the per-step similarity it does not record (use mass)";
+    else if (p.profile.counters || p.profile.kernel_records)
+      why = "profile.counters and profile.kernel_records measure the per-request pipeline's backend calls, not the "
+            "batched decoder (use Nsight: --profile; its steps are NVTX ranges named batch_step)";
+    IP_REQUIRE(why.empty(), "{}: key 'select.batched' = true: {}; point {} ({})", setting_at("select.batched"), why,
+               p.index, p.key);
+  }
   for (const auto& p : sw.points) {  // adaptive.budget below the smallest index (every segment at G = 16)
     const AdaptiveParams& a = p.pipeline.adaptive;
     if (!a.enabled || p.source != "synthetic") continue;
@@ -719,7 +749,11 @@ double estimate_point_bytes(const Point& p) {
   const double k_groups = std::ceil(static_cast<double>(p.pipeline.topk_tokens) / G);
   double per_selection = 8.0 + (p.cache.enabled && p.cache.relevance == "cosine" ? 4.0 : 0.0);
   if (p.cache.enabled) per_selection += sizeof(cache::Access) + (p.cache.opt_bound ? 8.0 : 0.0);
-  return workload + kept + work + queries + B * Q * k_groups * per_selection;
+  // select.batched on cuda packs the B contexts back to back once more (experiments/batched_run.cc), and
+  // keeps each step's attention outputs for the fidelity pass.
+  const bool batched = p.batched && p.backend != "cpu";
+  const double packed = batched ? workload + B * Q * 4.0 * s.attn_heads * s.value_dim : 0.0;
+  return workload + kept + work + queries + B * Q * k_groups * per_selection + packed;
 }
 
 }  // namespace ip::exp

@@ -29,6 +29,10 @@ struct Point {
   std::string cache_trace_format = "auto";  // auto | txt | csv | oracle
   ProfileParams profile;      // profile.*: CUPTI counters and kernel records (experiments/profiling.h)
   Index64 max_context = 0;    // limits.max_context: tokens a request may hold (0: no limit)
+  // select.batched: on the cuda backend the point's requests decode together through the batched decoder
+  // (kernels/batched_decode.h: one pool launch, then one score, top-k and attention launch per step for
+  // all of them); the cpu backend runs them one after another as always, with the same selections.
+  bool batched = false;
   // The axis values of this point, "key=value", in axis order (for labels).
   std::vector<std::pair<std::string, std::string>> axes;
   std::size_t index = 0;  // position in the sweep's point list

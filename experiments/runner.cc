@@ -18,6 +18,7 @@
 
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "experiments/batched_run.h"
 #include "experiments/device_plan.h"
 #include "experiments/import.h"
 #include "experiments/profiling.h"
@@ -192,16 +193,22 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   std::vector<RequestResult> results;
   try {
-    for (const auto& w : reqs) {
-      results.push_back(run_request(*backend, w, pipeline));
-      // Only output.save_tensors reads a finished request's index rows: without it they go now, so B
-      // requests hold one index at a time (estimate_point_bytes counts on it).
-      if (!p.save_tensors) {
-        QuantizedMatrix& q = results.back().index.rows;
-        std::vector<std::uint8_t>().swap(q.payload);
-        std::vector<float>().swap(q.scales);
+    if (p.batched && plan.backend == "cuda") {  // select.batched: the B requests decode together
+      std::string why;
+      results = run_batched(reqs, pipeline, *backend, why, on_request);  // progress: steps of the batch
+      if (!why.empty()) return skip(why);
+    } else {
+      for (const auto& w : reqs) {
+        results.push_back(run_request(*backend, w, pipeline));
+        // Only output.save_tensors reads a finished request's index rows: without it they go now, so B
+        // requests hold one index at a time (estimate_point_bytes counts on it).
+        if (!p.save_tensors) {
+          QuantizedMatrix& q = results.back().index.rows;
+          std::vector<std::uint8_t>().swap(q.payload);
+          std::vector<float>().swap(q.scales);
+        }
+        if (on_request) on_request(results.size(), reqs.size());
       }
-      if (on_request) on_request(results.size(), reqs.size());
     }
   } catch (const Error& e) {
     // A device allocation that fails despite the estimate skips the point; any other error stops the run.
@@ -405,8 +412,9 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
         if (opt.quiet || total < 2 || done == total || now - last < std::chrono::milliseconds(tty ? 200 : 30000)) return;
         last = now;
         const double since = std::chrono::duration<double>(now - t0).count();
-        const std::string line = fmt::format("[{}/{}] {} | request {}/{} | elapsed {}", i + 1, n,
-                                             p.key == "-" ? "" : p.key, done, total, fmt_duration(since));
+        const std::string line = fmt::format("[{}/{}] {} | {} {}/{} | elapsed {}", i + 1, n, p.key == "-" ? "" : p.key,
+                                             p.batched && p.backend != "cpu" ? "batched step" : "request", done, total,
+                                             fmt_duration(since));
         if (tty)
           std::fprintf(stderr, "\r\033[K%s", line.c_str());
         else

@@ -40,7 +40,8 @@ void check_cache_traces(const std::vector<Point>& points, bool replace);
 void write_cache_trace(const Point& p, const cache::Trace& trace);
 
 // Runs one point (or records why it cannot run: k > T, memory estimate over the limit, no backend).
-// `on_request(done, total)`, when given, is called after each of the point's requests has run.
+// `on_request(done, total)`, when given, is called after each of the point's requests has run (with
+// select.batched on cuda: after each decode step of the whole batch).
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
                       const std::function<void(std::size_t, std::size_t)>& on_request = {});
 

@@ -126,7 +126,7 @@ struct BatchedDecoder::Impl {
   Sizes z;
   int device = 0;
   Stream stream;
-  Event e0, e1;
+  Event e0, e1, e_score, e_topk;
   DeviceBuffer<float> keys, attn_keys, values, scales, scores, queries, head_w, attn_q, out, probs, bias;
   DeviceBuffer<std::uint8_t> payload, topk_ws, attn_ws;
   DeviceBuffer<long long> offsets;  // token [B+1], entry [B+1], block [B+1], prob [B+1]
@@ -262,6 +262,7 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   sa.heads = c.index_heads;
   sa.scores = m.scores.data();
   score(sa, s);
+  m.e_score.record(s);
 
   TopkArgs ta;
   ta.rows = c.requests;
@@ -273,6 +274,7 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   ta.workspace = m.topk_ws.data();
   ta.workspace_bytes = m.topk_ws.size();
   topk(ta, s);
+  m.e_topk.record(s);
 
   AttentionArgs aa;
   aa.batch = m.batch();
@@ -308,6 +310,9 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   }
   attention_check(aa, s);  // synchronizes the stream
   r.device_ms = m.e1.ms_since(m.e0);
+  r.score_ms = m.e_score.ms_since(m.e0);
+  r.topk_ms = m.e_topk.ms_since(m.e_score);
+  r.attention_ms = m.e1.ms_since(m.e_topk);
   return r;
 }
 

@@ -64,6 +64,7 @@ struct BatchedStep {
   // (tokens ascending within a group), then zeros (a partial last group attends fewer than G tokens).
   std::vector<float> probs;
   float device_ms = 0;  // score + top-k + attention, CUDA events
+  float score_ms = 0, topk_ms = 0, attention_ms = 0;  // its three launches (the events between them)
 };
 
 class BatchedDecoder {

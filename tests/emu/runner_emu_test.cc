@@ -61,4 +61,47 @@ TEST(RunnerOnEmulator, CudaBackendPointsMatchCpuPoints) {
   fs::remove_all(dir);
 }
 
+// select.batched = true: on cuda the four requests of each point decode together through the batched
+// decoder (one pool launch, then one score, top-k and attention launch per step for all of them); the cpu
+// backend runs them one after another. Every point must agree, and the cuda points must have run batched
+// (their stage times are the batch's, the same for every request, so the batch_step ranges are checked
+// in emu.NvtxCapture instead; here the selections' consequences are compared).
+TEST(RunnerOnEmulator, BatchedCudaPointsMatchSequentialCpuPoints) {
+  const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_batched_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "batched.ini").string();
+  std::ofstream(cfg) << "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 4\n"
+                        "length_spread = 0.5\n[pool]\nweighting = uniform, exact, positional, maxmin\n"
+                        "precision = fp32, int8\n[select]\ntopk_tokens = 256\nbatched = true\n";
+  const std::string cpu_h5 = (dir / "cpu.h5").string(), emu_h5 = (dir / "emu.h5").string();
+  std::string out;
+  ASSERT_EQ(run(IP_INDEXPOOL_BIN, "run " + cfg + " --quiet --set backend=cpu --set output.path=" + cpu_h5, out), 0)
+      << out;
+  ASSERT_EQ(run(IP_INDEXPOOL_EMU_BIN, "run " + cfg + " --quiet --set backend=cuda --set output.path=" + emu_h5, out), 0)
+      << out;
+  ip::h5::File fc(cpu_h5, "r"), fe(emu_h5, "r");
+  const ip::h5::Table c = fc.read_table("points"), e = fe.read_table("points");
+  ASSERT_EQ(c.rows(), 8u);
+  ASSERT_EQ(e.rows(), c.rows());
+  for (std::size_t i = 0; i < c.rows(); ++i) {
+    SCOPED_TRACE("point " + std::to_string(i) + ": " + c.column("key").strings[i]);
+    EXPECT_EQ(e.column("status").strings[i], "ok") << e.column("reason").strings[i];
+    EXPECT_EQ(e.column("run_backend").strings[i], "cuda");
+    for (const char* col : {"index_bytes_per_token", "exact_bytes_per_token", "macs_per_query", "tokens"})
+      EXPECT_EQ(e.column(col).floats[i], c.column(col).floats[i]) << col;
+    for (const char* col : {"token_recall", "block_recall", "mass_recall", "output_error", "cache_hit_rate",
+                            "layer_output_error", "layer_mass_recall", "layer_tokens_per_step"})
+      EXPECT_NEAR(e.column(col).floats[i], c.column(col).floats[i], 2e-3) << col;
+    // Every request of a batched step carries the batch's times: one pool launch for the whole point.
+    const std::string g = "point_" + std::string(6 - std::to_string(i).size(), '0') + std::to_string(i) + "/steps";
+    const ip::h5::Table st = fe.read_table(g);
+    ASSERT_EQ(st.rows(), 12u);  // 4 requests x 3 steps
+    for (std::size_t r = 0; r < st.rows(); ++r) {
+      EXPECT_EQ(st.column("score_ms").floats[r], st.column("score_ms").floats[r % 3]) << "row " << r;
+      EXPECT_EQ(st.column("pool_ms").floats[r] > 0, st.column("step").ints[r] == 0) << "row " << r;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace

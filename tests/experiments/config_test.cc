@@ -324,6 +324,36 @@ TEST_F(ConfigTest, OutputKeysCannotBeAxes) {
   EXPECT_NE(error_of(write("[output]\npath = a.h5, b.h5\n")).find("cannot be a sweep axis"), std::string::npos);
 }
 
+// select.batched: what the batched decoder cannot do is refused before any point runs, naming the key's
+// file and line, the reason and the point.
+TEST_F(ConfigTest, BatchedRefusesWhatTheBatchedDecoderCannotDo) {
+  const auto ok = write("[pool]\nweighting = uniform, exact, positional, maxmin\n[select]\nbatched = true\n");
+  const auto sw = load_sweep(ok);
+  ASSERT_EQ(sw.points.size(), 4u);
+  for (const auto& p : sw.points) EXPECT_TRUE(p.batched);
+  EXPECT_FALSE(load_sweep(write("[pool]\nweighting = tfidf\n")).points[0].batched);  // off by default
+  // Learning schemes: the error names the file, the line of the key (3), the scheme and the point.
+  const auto learn = write("[pool]\nweighting = uniform, tfidf\n[select]\nbatched = true\n");
+  const std::string e1 = error_of(learn);
+  EXPECT_NE(e1.find(learn + ":4: key 'select.batched' = true: pool.weighting = tfidf learns"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("point 1 (pool.weighting=tfidf)"), std::string::npos) << e1;
+  const std::string e2 = error_of(write("[pool]\nweighting = cosine\ncosine_reference = query\n[select]\nbatched = true\n"));
+  EXPECT_NE(e2.find("cosine with pool.cosine_reference = query learns"), std::string::npos) << e2;
+  EXPECT_EQ(error_of(write("[pool]\nweighting = cosine\ncosine_reference = group_mean\n[select]\nbatched = true\n")),
+            "(no error)");
+  const std::string e3 = error_of(write("[hybrid]\nenabled = true\n[select]\nbatched = true\n"));
+  EXPECT_NE(e3.find("plain sparse layer only"), std::string::npos) << e3;
+  const std::string e4 = error_of(write("[workload]\nattn_dim = 0\n[select]\nbatched = true\n"));
+  EXPECT_NE(e4.find("needs an attention stage"), std::string::npos) << e4;
+  const std::string e5 = error_of(write("[select]\nbatched = true\n[profile]\ncounters = on\n"));
+  EXPECT_NE(e5.find("profile.counters and profile.kernel_records"), std::string::npos) << e5;
+  const std::string e6 = error_of(write("[select]\nbatched = true\n[cache]\nrelevance = cosine\n"));
+  EXPECT_NE(e6.find("cache.relevance = cosine"), std::string::npos) << e6;
+  // From the command line the message says so.
+  const std::string e7 = error_of(write("[pool]\nweighting = tfidf\n"), {"select.batched=true"});
+  EXPECT_NE(e7.find("command line: key 'select.batched'"), std::string::npos) << e7;
+}
+
 }  // namespace
 
 // ---- issue 7: limits.max_context (the edge profile), the new keys and configs.

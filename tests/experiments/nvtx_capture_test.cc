@@ -304,6 +304,28 @@ TEST_F(NvtxCapture, CudaProfilerCaptureOnTheEmulatorHoldsOneRangePerPoint) {
   EXPECT_EQ(points, 6);
 }
 
+// select.batched: a point's requests decode together, one batch_step range per step (3 here, for the 2
+// requests together), one pool range for the batch's one pool launch, and no per-request score or top-k.
+TEST_F(NvtxCapture, BatchedPointsHaveOneBatchStepRangePerStep) {
+  const std::string cfg = (dir_ / "sweep.ini").string(), h5 = (dir_ / "sweep.h5").string();
+  std::ofstream(cfg) << kConfig;
+  const auto ev = capture(IP_INDEXPOOL_EMU_BIN, cfg,
+                          "--profile --quiet --set backend=cuda --set select.batched=true "
+                          "--set pool.weighting=uniform,positional --set output.path=" +
+                              h5);
+  const std::vector<std::string> keys = point_keys(h5);
+  ASSERT_EQ(keys.size(), 4u);
+  const std::vector<Range> rs = check_capture(ev, keys);
+  for (const Range& r : rs) {
+    if (r.name.rfind("point ", 0) != 0) continue;
+    auto n = stages_in(rs, r);
+    EXPECT_EQ(n["batch_step"], 3) << r.name;
+    EXPECT_EQ(n["pool"], 1) << r.name;
+    EXPECT_EQ(n["fidelity"], 6) << r.name;  // per request and step
+    EXPECT_EQ(n["score"] + n["topk"] + n["attention"], 0) << r.name;
+  }
+}
+
 #endif
 
 }  // namespace

@@ -1,0 +1,199 @@
+#include "experiments/batched_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+#include "core/error.h"
+#include "core/metrics.h"
+#include "core/ranges.h"
+#include "core/score.h"
+#include "core/topk.h"
+#include "indexpool/build_config.h"
+
+#if IP_HAVE_CUDA
+#include "kernels/batched_decode.h"
+#endif
+
+namespace ip::exp {
+
+#if IP_HAVE_CUDA
+
+std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
+                                       std::string& skip_reason,
+                                       const std::function<void(std::size_t, std::size_t)>& on_step) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  IP_REQUIRE(!reqs.empty(), "select.batched: a point with no requests");
+  const Workload& w0 = reqs.front();
+  IP_REQUIRE(w0.has_attention(), "select.batched: the workload has no attention stage (workload.attn_dim = 0)");
+  const auto B = static_cast<Index64>(reqs.size());
+  const Index64 D = w0.dim(), H = w0.index_heads(), Q = w0.steps();
+  const Index64 Ha = w0.attn_queries.dim(1), Da = w0.attn_keys.dim(1), Dv = w0.values.dim(1);
+  cuda::BatchedDecodeConfig c;
+  c.requests = static_cast<int>(B);
+  c.dim = static_cast<int>(D);
+  c.index_heads = static_cast<int>(H);
+  c.attn_dim = static_cast<int>(Da);
+  c.attn_heads = static_cast<int>(Ha);
+  c.value_dim = static_cast<int>(Dv);
+  c.pool = p.pool;
+  c.topk_tokens = p.topk_tokens;
+  c.want_probs = true;  // the mass each selected group got (the cache model's relevance)
+  std::vector<long long> offset(static_cast<std::size_t>(B) + 1, 0);
+  for (Index64 b = 0; b < B; ++b) {
+    const Workload& w = reqs[static_cast<std::size_t>(b)];
+    IP_REQUIRE(w.dim() == D && w.index_heads() == H && w.steps() == Q && w.has_attention() &&
+                   w.attn_queries.dim(1) == Ha && w.attn_keys.dim(1) == Da && w.values.dim(1) == Dv,
+               "select.batched: request {} differs in shape from request 0 (dims, heads or steps)", b);
+    IP_REQUIRE(p.topk_tokens <= w.tokens(), "select.topk_tokens = {} exceeds request {}'s context of {} tokens",
+               p.topk_tokens, b, w.tokens());
+    offset[static_cast<std::size_t>(b) + 1] = offset[static_cast<std::size_t>(b)] + w.tokens();
+    c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
+  }
+  c.total_tokens = offset.back();
+  skip_reason = cuda::check_fits(c, 0);
+  if (!skip_reason.empty()) {
+    skip_reason = "select.batched: the batch does not fit the device: " + skip_reason;
+    return {};
+  }
+  cuda::BatchedDecoder dec(c, 0);
+
+  // The B contexts back to back (host copies: the decoder uploads them in one piece).
+  const auto total = static_cast<std::size_t>(c.total_tokens);
+  std::vector<float> ik(total * D), ak(total * Da), vv(total * Dv);
+  for (Index64 b = 0; b < B; ++b) {
+    const Workload& w = reqs[static_cast<std::size_t>(b)];
+    const auto at = static_cast<std::size_t>(offset[static_cast<std::size_t>(b)]);
+    std::copy(w.index_keys.data(), w.index_keys.data() + w.index_keys.size(), ik.begin() + at * D);
+    std::copy(w.attn_keys.data(), w.attn_keys.data() + w.attn_keys.size(), ak.begin() + at * Da);
+    std::copy(w.values.data(), w.values.data() + w.values.size(), vv.begin() + at * Dv);
+  }
+  float pool_ms = 0;
+  {
+    IP_RANGE(pool);
+    pool_ms = dec.load(cuda::BatchedContext{offset, ik.data(), ak.data(), vv.data()});
+  }
+
+  const int G = effective_group_size(p.pool);
+  const int rpg = p.pool.weights.scheme == Weighting::maxmin ? 2 : 1;
+  const Index64 kg = groups_for_budget(p.topk_tokens, G);
+  const double row_bytes = static_cast<double>(D) * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision);
+  std::vector<RequestResult> res(static_cast<std::size_t>(B));
+  for (Index64 b = 0; b < B; ++b) {
+    RequestResult& r = res[static_cast<std::size_t>(b)];
+    const Index64 T = reqs[static_cast<std::size_t>(b)].tokens();
+    r.tokens = T;
+    r.group_size = G;
+    r.groups = num_groups(T, G);
+    r.k_groups = kg;
+    r.rebuilds = 1;
+    r.tokens_per_group = G;
+    r.index.method = p.pool.weights.scheme;
+    r.index.group_size = G;
+    r.index.tokens = T;
+    r.index_bytes = static_cast<double>(r.groups * rpg) * row_bytes;
+    r.exact_index_bytes = static_cast<double>(T) * row_bytes;
+    r.macs_per_query = scoring_macs(r.groups * rpg, H, D);
+    r.exact_macs_per_query = scoring_macs(T, H, D);
+    r.selected.reserve(static_cast<std::size_t>(Q * kg));
+    r.selected_mass.reserve(static_cast<std::size_t>(Q * kg));
+  }
+
+  std::vector<float> iq(static_cast<std::size_t>(B * H * D)), hw(static_cast<std::size_t>(B * H)),
+      aq(static_cast<std::size_t>(B * Ha * Da));
+  std::vector<std::vector<float>> outs(static_cast<std::size_t>(Q));  // [Q][B, Ha, Dv]: for output_error
+  for (Index64 q = 0; q < Q; ++q) {
+    for (Index64 b = 0; b < B; ++b) {
+      const Workload& w = reqs[static_cast<std::size_t>(b)];
+      std::copy_n(w.index_queries.slice(q).data, H * D, iq.begin() + b * H * D);
+      std::copy_n(w.head_weights.data() + q * H, H, hw.begin() + b * H);
+      std::copy_n(w.attn_queries.slice(q).data, Ha * Da, aq.begin() + b * Ha * Da);
+    }
+    cuda::BatchedStep st;
+    {
+      IP_RANGE(batch_step);
+      st = dec.step(cuda::BatchedQueries{iq.data(), hw.data(), aq.data()});
+    }
+    const Index64 L = st.k_groups * G;  // the probability row of a request: its attended tokens, then zeros
+    for (Index64 b = 0; b < B; ++b) {
+      RequestResult& r = res[static_cast<std::size_t>(b)];
+      const Index64 T = r.tokens;
+      r.selected.insert(r.selected.end(), st.selected.begin() + b * kg, st.selected.begin() + (b + 1) * kg);
+      // Mass per selected group, in selection order: the mean over heads of its tokens' probabilities.
+      Index64 at = 0;
+      for (Index64 j = 0; j < kg; ++j) {
+        const std::int32_t g = st.selected[static_cast<std::size_t>(b * kg + j)];
+        const Index64 n = std::min<Index64>(G, T - Index64{g} * G);
+        float m = 0.0f;
+        for (Index64 h = 0; h < Ha; ++h)
+          for (Index64 i = 0; i < n; ++i) m += st.probs[static_cast<std::size_t>((b * Ha + h) * L + at + i)];
+        r.selected_mass.push_back(m / static_cast<float>(Ha));
+        at += n;
+      }
+      StepRecord rec;
+      rec.pool_ms = q == 0 ? pool_ms : 0.0;
+      rec.score_ms = st.score_ms;
+      rec.topk_ms = st.topk_ms;
+      rec.attention_ms = st.attention_ms;
+      rec.token_recall = rec.block_recall = rec.mass_recall = rec.output_error = kNaN;  // set below with fidelity
+      rec.layer_output_error = rec.layer_mass_recall = kNaN;
+      rec.local_ms = 0;
+      rec.layer_ms = rec.score_ms + rec.topk_ms + rec.attention_ms;
+      rec.layer_tokens = static_cast<double>(at);
+      rec.repooled_fraction = q == 0 ? 1.0 : 0.0;
+      rec.context_tokens = static_cast<double>(T);
+      rec.pool_hidden_ms = 0;
+      r.steps.push_back(rec);
+    }
+    if (p.fidelity) outs[static_cast<std::size_t>(q)] = std::move(st.out);
+    if (on_step) on_step(static_cast<std::size_t>(q + 1), static_cast<std::size_t>(Q));
+  }
+
+  // Fidelity per request after the batch (request by request, so `fidelity` uploads each context once):
+  // the exact indexer, the block oracle and dense attention, as the pipeline measures them.
+  if (p.fidelity) {
+    std::vector<float> token_scores, oracle_scores;
+    for (Index64 b = 0; b < B; ++b) {
+      const Workload& w = reqs[static_cast<std::size_t>(b)];
+      RequestResult& r = res[static_cast<std::size_t>(b)];
+      const Index64 T = r.tokens;
+      const HeldInputs held(fidelity);  // this request's keys and values stay on the device for its steps
+      token_scores.resize(static_cast<std::size_t>(T));
+      oracle_scores.resize(static_cast<std::size_t>(r.groups));
+      for (Index64 q = 0; q < Q; ++q) {
+        IP_RANGE(fidelity);
+        StepRecord& rec = r.steps[static_cast<std::size_t>(q)];
+        const std::span<const std::int32_t> sel(r.selected.data() + q * kg, static_cast<std::size_t>(kg));
+        const auto sel_tokens = tokens_of_groups(sel, G, T);
+        const IndexQuery query{w.index_queries.slice(q), w.head_weights.data() + q * H};
+        fidelity.score_tokens(w.index_keys.mat(), query, token_scores.data());
+        const auto exact = fidelity.topk(token_scores.data(), T, p.topk_tokens);
+        group_max_scores(token_scores.data(), T, G, oracle_scores.data());
+        const auto oracle = fidelity.topk(oracle_scores.data(), r.groups, kg);
+        rec.token_recall = token_recall(sel, G, exact);
+        rec.block_recall = block_recall(sel, oracle);
+        const auto dense = fidelity.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
+        rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
+        Tensor<float> out({Ha, Dv});
+        const std::vector<float>& o = outs[static_cast<std::size_t>(q)];
+        std::copy_n(o.begin() + b * Ha * Dv, Ha * Dv, out.data());
+        rec.output_error = output_error(out.mat(), dense.out.mat());
+        rec.layer_output_error = rec.output_error;
+        rec.layer_mass_recall = rec.mass_recall;
+      }
+    }
+  }
+  return res;
+}
+
+#else
+
+std::vector<RequestResult> run_batched(const std::vector<Workload>&, const PipelineParams&, Backend&, std::string&,
+                                       const std::function<void(std::size_t, std::size_t)>&) {
+  throw Error("select.batched: this build has no CUDA");
+}
+
+#endif
+
+}  // namespace ip::exp

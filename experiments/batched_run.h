@@ -1,0 +1,27 @@
+// select.batched = true on the cuda backend: a point's B requests decode together through the batched
+// decoder (kernels/batched_decode.h): one pool launch builds the B indexes, then each step runs one score,
+// one top-k and one attention launch for all B requests, with no padding to the longest request.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/pipeline.h"
+#include "core/workload.h"
+
+namespace ip::exp {
+
+// One RequestResult per request, as run_request would give for a scheme that does not learn, except that
+// every request of a step carries the batch's times: pool_ms (step 0) is the one pool launch of all B,
+// score_ms, topk_ms and attention_ms are the three launches of the step for all B (CUDA events), layer_ms
+// their sum. With p.fidelity the exact indexer and dense attention run per request on `fidelity` (the
+// runner passes the point's backend). Returns an empty vector and sets `skip_reason` when the batch does
+// not fit the device. Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc)
+// has refused what the batched decoder cannot do: learning schemes, the issue-7 features, no attention.
+std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
+                                       std::string& skip_reason,
+                                       const std::function<void(std::size_t, std::size_t)>& on_step = {});
+
+}  // namespace ip::exp
