@@ -23,7 +23,7 @@ while (($#)); do
     --out) OUTDIR=${2:?--out needs a value}; shift 2 ;;
     --build-dir) BUILD=${2:?--build-dir needs a value}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "device-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

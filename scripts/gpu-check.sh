@@ -11,7 +11,7 @@
 #   5. runs the GPU tests (ctest -L gpu; a test skipped although a device is present counts as a failure),
 #   6. runs the GPU test binaries under compute-sanitizer memcheck (time-boxed; large cases filtered out),
 #   7. runs the kernel benchmark (table + JSON),
-#   8. runs a small sweep with backend = cuda through the runner,
+#   8. runs a small sweep with backend = cuda through the runner, and configs/batched.ini at B = 1 and 64,
 #   9. the profiling check (scripts/gpu-profile-check.sh: CUPTI counters vs declared bytes),
 # and prints a final table (step, status, time, key figures). Everything (logs, JSON, results) goes to
 # the output directory. Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
@@ -30,7 +30,7 @@
 set -u -o pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"  # the header comment
   exit 0
 fi
 
@@ -356,9 +356,17 @@ timeout $(($(left) > 90 ? 90 : 30)) "$BUILD/experiments/indexpool" run "$ROOT/co
 rc=$?
 cat "$OUT_DIR/runner_cuda.txt"
 nskip=$(grep -c 'skipped:' "$OUT_DIR/runner_cuda.txt")
+# The batched decoder through the runner (select.batched): 1 and 64 requests of up to 32Ki tokens.
+timeout $(($(left) > 60 ? 60 : 20)) "$BUILD/experiments/indexpool" run "$ROOT/configs/batched.ini" --quiet --overwrite \
+  --set workload.requests=1,64 --set output.path="$OUT_DIR/runner_batched.h5" >"$OUT_DIR/runner_batched.txt" 2>&1
+brc=$?
+cat "$OUT_DIR/runner_batched.txt"
+bskip=$(grep -c 'skipped:' "$OUT_DIR/runner_batched.txt")
 if ((rc != 0)); then record runner-cuda FAIL $(($(now) - t0)) "exit $rc (see runner_cuda.txt)"
 elif ((nskip > 0)); then record runner-cuda FAIL $(($(now) - t0)) "$nskip points skipped: $(grep -m1 -o 'skipped: .*' "$OUT_DIR/runner_cuda.txt" | cut -c1-80)"
-else record runner-cuda ok $(($(now) - t0)) "quickstart at G=4 on cuda, no point skipped; results in runner_cuda.h5"
+elif ((brc != 0)); then record runner-cuda FAIL $(($(now) - t0)) "quickstart ok; batched.ini exit $brc (see runner_batched.txt)"
+elif ((bskip > 0)); then record runner-cuda FAIL $(($(now) - t0)) "quickstart ok; batched.ini: $bskip points skipped (see runner_batched.txt)"
+else record runner-cuda ok $(($(now) - t0)) "quickstart at G=4 and batched.ini (B = 1, 64) on cuda, no point skipped; runner_*.h5"
 fi
 
 # ---- 9. profiling (issue 6) -------------------------------------------------------------------------
