@@ -1,5 +1,7 @@
 #include "experiments/batched_run.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,7 +28,10 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   IP_REQUIRE(!reqs.empty(), "select.batched: a point with no requests");
   const Workload& w0 = reqs.front();
-  IP_REQUIRE(w0.has_attention(), "select.batched: the workload has no attention stage (workload.attn_dim = 0)");
+  if (!w0.has_attention()) {  // config validation refuses generated ones; an import may have no attention stage
+    skip_reason = "select.batched: the workload has no attention stage, which the batched decoder needs";
+    return {};
+  }
   const auto B = static_cast<Index64>(reqs.size());
   const Index64 D = w0.dim(), H = w0.index_heads(), Q = w0.steps();
   const Index64 Ha = w0.attn_queries.dim(1), Da = w0.attn_keys.dim(1), Dv = w0.values.dim(1);
@@ -43,9 +48,14 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   std::vector<long long> offset(static_cast<std::size_t>(B) + 1, 0);
   for (Index64 b = 0; b < B; ++b) {
     const Workload& w = reqs[static_cast<std::size_t>(b)];
-    IP_REQUIRE(w.dim() == D && w.index_heads() == H && w.steps() == Q && w.has_attention() &&
-                   w.attn_queries.dim(1) == Ha && w.attn_keys.dim(1) == Da && w.values.dim(1) == Dv,
-               "select.batched: request {} differs in shape from request 0 (dims, heads or steps)", b);
+    if (!(w.dim() == D && w.index_heads() == H && w.steps() == Q && w.has_attention() && w.attn_queries.dim(1) == Ha &&
+          w.attn_keys.dim(1) == Da && w.values.dim(1) == Dv)) {  // imported requests may differ; generated ones do not
+      skip_reason = fmt::format(
+          "select.batched: request {} differs from request 0 in dims, heads or steps (the batched decoder needs one "
+          "shape for all)",
+          b);
+      return {};
+    }
     IP_REQUIRE(p.topk_tokens <= w.tokens(), "select.topk_tokens = {} exceeds request {}'s context of {} tokens",
                p.topk_tokens, b, w.tokens());
     offset[static_cast<std::size_t>(b) + 1] = offset[static_cast<std::size_t>(b)] + w.tokens();

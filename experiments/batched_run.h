@@ -18,7 +18,7 @@ namespace ip::exp {
 // score_ms, topk_ms and attention_ms are the three launches of the step for all B (CUDA events), layer_ms
 // their sum. With p.fidelity the exact indexer and dense attention run per request on `fidelity` (the
 // runner passes the point's backend). Returns an empty vector and sets `skip_reason` when the batch does
-// not fit the device. Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc)
+// not fit the device, or its requests (imported ones) differ in shape or have no attention stage. Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc)
 // has refused what the batched decoder cannot do: learning schemes, the issue-7 features, no attention.
 std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
                                        std::string& skip_reason,
