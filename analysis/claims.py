@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import schema
-from .common import G, PREC, W, fix_others, fmt_value, tokens_label
+from .common import G, PREC, W, fix_others, fmt_value, per_request_times, tokens_label
 from .load import NoData
 
 SUPPORTED, NOT_SUPPORTED, PARTIALLY, NOT_MEASURED = "supported", "not supported", "partially", "not measured"
@@ -66,10 +66,14 @@ def _ok(res):
     return res.ok if hasattr(res, "ok") else res
 
 
-def _slice(res, weightings, need, g=REF_G, keep=()):
+def _slice(res, weightings, need, g=REF_G, keep=(), per_request=False):
     """Rows of the given weightings with values in `need`, at G = g (exact: any G), at the largest context,
-    one value of every other varying setting. Returns (rows, T, description)."""
+    one value of every other varying setting; per_request: without the batched GPU points, whose times are
+    of a whole batch. Returns (rows, T, description)."""
     df = _ok(res)
+    bnote = ""
+    if per_request:
+        df, bnote = per_request_times(df, "timing claim")
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise NoData(f"no column {', '.join(missing)}")
@@ -84,7 +88,7 @@ def _slice(res, weightings, need, g=REF_G, keep=()):
     T = df["context"].max()
     df = df[df["context"] == T]
     df, note = fix_others(df, keep=(W, G, "context", "workload.seed") + tuple(keep))
-    return df, T, note
+    return df, T, "; ".join(x for x in (note, bnote) if x)
 
 
 def _ref(res, g=REF_G):
@@ -160,7 +164,7 @@ def latency(res):
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN))
+    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN), per_request=True)
     if schema.EXACT not in set(rows[W]):
         raise NoData(f"no exact-indexer point beside {ref} at G = 4")
 
@@ -197,7 +201,7 @@ def throughput(res):
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [ref], ["pool_ms", "score_ms"], keep=("backend", RUN))
+    rows, T, note = _slice(res, [ref], ["pool_ms", "score_ms"], keep=("backend", RUN), per_request=True)
     gpu = _gpu_rows(rows)
     use = gpu if len(gpu) else rows
     parts = []

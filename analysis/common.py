@@ -73,21 +73,42 @@ def ok_rows(res, family, columns):
     return df
 
 
+RUN = schema.RUN_BACKEND
+
+
+def batched_gpu(df):
+    """Mask of the rows whose stage times are of a whole batch: select.batched on a GPU backend."""
+    if schema.BATCHED not in df.columns or RUN not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df[schema.BATCHED].astype(bool) & df[RUN].isin(schema.GPU_BACKENDS)
+
+
+def per_request_times(df, family):
+    """df without the batched GPU rows (their *_ms are the batch's), or NoData when nothing else is left.
+    Returns (rows, note)."""
+    b = batched_gpu(df)
+    if not b.any():
+        return df, ""
+    if b.all():
+        raise NoData(f"{family}: every point with times ran batched on a GPU (select.batched), whose times are "
+                     "of the whole batch; see the batched figure")
+    return df[~b], f"{int(b.sum())} batched GPU points left out (their times are of the whole batch)"
+
+
 # Setting columns that distinguish points (beyond the ones a figure plots); fix_others picks one value
 # of each that varies and says which.
-RUN = schema.RUN_BACKEND
 SLICE_KEYS = ("backend", RUN, "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
               "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.HYBRID_ENABLED,
               schema.HYBRID_WINDOW, schema.HYBRID_COMBINE, schema.REPOOL_TAU, schema.ADAPTIVE_ENABLED,
-              "attr.sweep_id")
+              schema.BATCHED, "attr.sweep_id")
 # Other figures show the plain pipeline: pure sparse attention, full rebuilds, fixed group sizes.
 PREFER = {PREC: ["fp32", "bf16", "fp16", "fp8", "int8"], G: [4], W: list(schema.REFERENCE_WEIGHTINGS),
           "backend": ["cuda", "auto", "cpu"], RUN: ["cuda", "cpu"], schema.HYBRID_ENABLED: [False],
-          schema.REPOOL_TAU: [schema.FULL_REBUILD_TAU], schema.ADAPTIVE_ENABLED: [False]}
+          schema.REPOOL_TAU: [schema.FULL_REBUILD_TAU], schema.ADAPTIVE_ENABLED: [False], schema.BATCHED: [False]}
 SHORT = {RUN: "ran on", PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
          "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep",
          schema.HYBRID_ENABLED: "hybrid", schema.HYBRID_WINDOW: "W", schema.HYBRID_COMBINE: "combine",
-         schema.REPOOL_TAU: "τ", schema.ADAPTIVE_ENABLED: "adaptive"}
+         schema.REPOOL_TAU: "τ", schema.ADAPTIVE_ENABLED: "adaptive", schema.BATCHED: "batched"}
 
 
 def fmt_value(key, v):
@@ -173,6 +194,8 @@ def summarize(res, df, by, metric):
             col = schema.STEP_COLUMN.get(metric, metric)
             if st is not None and metric in schema.AFTER_FIRST_STEP:
                 st = st[st["step"] > st.groupby("request")["step"].transform("min")]
+            if st is not None and metric.endswith("_ms") and bool(batched_gpu(g.iloc[:1]).iloc[0]):
+                st = st[st["request"] == st["request"].min()]  # a batched step's time repeats in every request's row
             st = pd.Series(st[col] if st is not None and col in st.columns else [], dtype=float).dropna()
             if metric.endswith("_ms"):
                 st = st[st > 0]

@@ -9,8 +9,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
-from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, caption, color_of, constants, context_axis, errorbar, finish,
-                     fix_others, fmt_value, logy, ok_rows, sources, summarize, weighting_sort_key, LINESTYLES, MARKERS)
+from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
+                     errorbar, finish, fix_others, fmt_value, logy, ok_rows, per_request_times, sources, summarize,
+                     weighting_sort_key, LINESTYLES, MARKERS)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -104,9 +105,11 @@ def fig_latency(res):
     """Median time per decode step of each stage, and the stage throughput, vs context length and backend."""
     cols = [c for c, _ in schema.STAGES]
     df = ok_rows(res, "latency", ["context", W, G, RUN] + cols)
+    df, bnote = per_request_times(df, "latency")
     g = _reference_g(df)
     df = _at_g(df, g)
     df, note = fix_others(df, keep=("context", W, G, "backend", RUN, "attr.sweep_id"))
+    note = "; ".join(x for x in (note, bnote) if x)
     backends = sorted(df[RUN].unique())  # the backend each point ran on (run_backend), not the configured one
     fig, axes = plt.subplots(2, 4, figsize=(14, 7.2), sharex=True)
     kinds = set()
@@ -149,6 +152,7 @@ def fig_backend_latency(res):
     ran on the cuda backend."""
     cols = [c for c, _ in schema.STAGES]
     df = ok_rows(res, "backends", ["context", W, G, RUN] + cols)
+    df, bnote = per_request_times(df, "backends")
     if not df[RUN].isin(schema.GPU_BACKENDS).any():
         raise NoData(f"backends: no finished point ran on a GPU backend (column '{RUN}' in "
                      f"{list(schema.GPU_BACKENDS)}); found {RUN} {sorted(df[RUN].unique())}")
@@ -156,6 +160,7 @@ def fig_backend_latency(res):
     ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
     df = _at_g(df[df[W].isin([schema.EXACT, ref])], g)
     df, note = fix_others(df, keep=("context", W, G, "backend", RUN, "attr.sweep_id"))
+    note = "; ".join(x for x in (note, bnote) if x)
     fig, axes = plt.subplots(1, 4, figsize=(14, 4.2))
     kinds = set()
     for si, (col, name) in enumerate(schema.STAGES):
@@ -706,6 +711,53 @@ def fig_counters(res):
     return finish(fig, "Hardware counters per stage", n, _legend(fig), 2)
 
 
+def fig_batched(res):
+    """Batched decode (select.batched on a GPU backend): the time of one decode step of the whole batch, per
+    stage, and the decode rate, vs the number of requests B decoded together."""
+    B = "workload.requests"
+    stages = [(c, n) for c, n in schema.STAGES if c != "pool_ms"] + [(schema.LAYER_MS, "whole step")]
+    df = ok_rows(res, "batched", [B, "context", W, PREC, RUN] + [c for c, _ in stages])
+    df = df[batched_gpu(df)]
+    if df.empty:
+        raise NoData("batched: no point ran with select.batched = true on a GPU backend (run_backend "
+                      f"in {list(schema.GPU_BACKENDS)})")
+    df, note = fix_others(df, keep=(B, W, PREC, RUN, "attr.sweep_id"))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.4))
+    kinds = set()
+    series = sorted({(w, p) for w, p in zip(df[W], df[PREC])}, key=lambda x: (weighting_sort_key(x[0]), x[1]))
+    for i, (w, p) in enumerate(series):
+        d = df[(df[W] == w) & (df[PREC] == p)]
+        lab = f"{w} {p}"
+        s, k = summarize(res, d, [B], schema.LAYER_MS)
+        kinds |= k
+        style = dict(color=color_of(i, w), marker=MARKERS[i % len(MARKERS)], label=lab)
+        errorbar(axes[0], s[B], s, **style)
+        rate = s.assign(center=s[B] / (s["center"] / 1e3), lo=s[B] / (s["hi"] / 1e3), hi=s[B] / (s["lo"] / 1e3))
+        errorbar(axes[1], s[B], rate, **style)
+        if i == 0:  # the stages of the first series
+            for si, (col, name) in enumerate(stages[:-1]):
+                st, k2 = summarize(res, d, [B], col)
+                kinds |= k2
+                errorbar(axes[2], st[B], st, color=color_of(si), ls=LINESTYLES[si % 4], marker=MARKERS[si],
+                         label=f"{name} ({lab})")
+    axes[0].set_ylabel("batch step time (ms)")
+    axes[0].set_title("one decode step of all B requests")
+    axes[1].set_ylabel("decode rate (request-steps/s)")
+    axes[1].set_title("B / step time")
+    axes[2].set_ylabel("stage time per batch step (ms)")
+    axes[2].set_title("stages (first series)")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("requests decoded together B (requests)")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p=None: f"{v:g}"))
+        logy(ax)
+    n = caption(fig, "select.batched on a GPU: each step is one score, one top-k and one attention launch for all B "
+                     "requests (kernels/batched_decode.h); times are CUDA-event medians over decode steps, of the whole "
+                     "batch. " + (f"Slice: {note}. " if note else "")
+                + constants(df, [RUN, "select.topk_tokens"]), kinds, sources(df))
+    return finish(fig, "Batched decode: step time and rate vs batch size", n, _legend(fig), 6)
+
+
 # name -> (function, one-line description). Order = the order `figures` makes them.
 FAMILIES = {
     "memory": (fig_memory, "index memory vs context length, exact vs pooled, every precision"),
@@ -722,4 +774,6 @@ FAMILIES = {
                            "repooled_fraction_mean)"),
     "counters": (fig_counters, "hardware counters per stage: percent metrics and DRAM traffic (needs "
                                "point_*/counters: profile.counters = on, cuda backend)"),
+    "batched": (fig_batched, "batched decode: step time and rate vs the requests decoded together (needs "
+                             "select.batched = true points on the cuda backend)"),
 }

@@ -87,12 +87,14 @@ KEY_DEFAULTS = {
     "hybrid.combine": "gate:0.5",
     "pool.repool_tau": "-1",
     "adaptive.enabled": "false",
+    # select.batched: on a GPU backend the point's B requests decoded together; its *_ms are the batch's
+    "select.batched": "false",
 }
 INT_KEYS = ("workload.tokens", "workload.dim", "workload.index_heads", "workload.attn_dim", "workload.value_dim",
             "workload.requests", "workload.seed", "pool.group_size", "select.topk_tokens", "cache.kv_bytes",
             "hybrid.window")
 FLOAT_KEYS = ("pool.repool_tau",)
-BOOL_KEYS = ("hybrid.enabled", "adaptive.enabled")  # read as Python bools (config.cc's parse_bool spellings)
+BOOL_KEYS = ("hybrid.enabled", "adaptive.enabled", "select.batched")  # read as Python bools (config.cc's parse_bool spellings)
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 # Axes that only repeat a measurement (error bars come from them), never a series of their own.
@@ -125,6 +127,12 @@ STAGES = (("pool_ms", "pooling"), ("score_ms", "scoring"), ("topk_ms", "top-k"),
 #   LOCAL_PREFILL_MS       median per request of the chunked linear attention over the window, ms.
 # Perplexity is not simulated (no trained model); LAYER_OUTPUT_ERROR is what stands in for quality.
 # ---------------------------------------------------------------------------------------------------
+# select.batched = true (experiments/batched_run.cc): on a GPU backend (RUN_BACKEND in GPU_BACKENDS) the B
+# requests of a point decoded together, so pool_ms, score_ms, topk_ms, attention_ms and layer_ms are the
+# times of the whole batch (one launch per stage for all B), not of one request. On the cpu backend the
+# requests ran one after another and the times are per request as usual. Selections, and so recalls and
+# cache hit rates, are the same either way.
+BATCHED = "select.batched"
 HYBRID_ENABLED = "hybrid.enabled"
 HYBRID_WINDOW = "hybrid.window"
 HYBRID_COMBINE = "hybrid.combine"

@@ -163,7 +163,7 @@ REAL = ["memory", "latency", "macs", "ablation", "cache", "mrc"]
 # Families the CPU-only test files above hold no data for: GPU backend points and counters (the runner writes
 # them on a GPU machine), the hybrid layer and re-pooling (these sweeps leave hybrid.enabled and
 # pool.repool_tau at their defaults; test_hybrid_and_repool_from_runner_files runs sweeps that set them).
-FUTURE = ["backends", "hybrid", "repool", "counters"]
+FUTURE = ["backends", "hybrid", "repool", "counters", "batched"]
 
 
 @pytest.mark.parametrize("family", REAL)
@@ -222,9 +222,10 @@ def test_future_family_says_no_data_on_runner_file(res, family):
     assert family in str(e.value)
 
 
-def synthetic_results(res):
+def synthetic_results(res, batched=True):
     """A small synthetic table for the families no runner writes yet: the real points with the FUTURE columns
-    (schema.py) added by hand. Built here in the test, not read from any file."""
+    (schema.py) added by hand. Built here in the test, not read from any file. batched: with copies of the
+    CUDA points run with select.batched at B = 1, 4 and 16 (step times of the whole batch, 1000x slower)."""
     import copy
     r = copy.copy(res)
     pts = res.points[res.points["file"] == res.points["file"].iloc[0]].copy()
@@ -253,8 +254,22 @@ def synthetic_results(res):
         x[schema.REPOOL_TAU] = tau
         x["index"] = x["index"] + 30_000 + 1000 * i
         rep.append(x)
-    allp = pd.concat([pts, cuda, hyb, *rep], ignore_index=True)
+    bat = []
+    if batched:
+        for i, b in enumerate((1, 4, 16)):
+            x = cuda.copy()
+            x["workload.requests"] = b
+            for c in ("pool_ms", "score_ms", "topk_ms", "attention_ms"):
+                x[c] = x[c] * 1000 * b ** 0.5
+            x["index"] = x["index"] + 40_000 + 1000 * i
+            x[schema.HYBRID_ENABLED] = False
+            x[schema.BATCHED] = True
+            bat.append(x)
+    for x in (pts, cuda, hyb, *rep):
+        x[schema.BATCHED] = False
+    allp = pd.concat([pts, cuda, hyb, *rep, *bat], ignore_index=True)
     allp[schema.LAYER_MS] = np.where(allp[schema.HYBRID_ENABLED], 1.0, 2.3) * allp["context"] / 1e3
+    allp.loc[allp[schema.BATCHED], schema.LAYER_MS] = allp[["score_ms", "topk_ms", "attention_ms"]].sum(axis=1)
     allp[schema.REPOOLED_FRACTION_MEAN] = np.where(allp[schema.REPOOL_TAU] < 0, 1.0,
                                                    1 / (1 + 10 * allp[schema.REPOOL_TAU]))
     r.points = allp
@@ -468,6 +483,25 @@ def test_report_judges_gpu_claims_on_gpu_data(res):
     assert rows["hybrid"].verdict == claims.SUPPORTED and "2.30×" in rows["hybrid"].measured
 
 
+def test_timing_claims_and_figures_leave_batched_gpu_points_out(res):
+    # Batched GPU points carry the whole batch's times: the per-request timing claims must not change when
+    # they are present (here 1000x slower), and the latency figure says it left them out.
+    with_b, without = synthetic_results(res), synthetic_results(res, batched=False)
+    assert with_b.points[schema.BATCHED].sum() > 0 and not without.points[schema.BATCHED].any()
+    a = {r.id: r for r in claims.evaluate(with_b)}
+    b = {r.id: r for r in claims.evaluate(without)}
+    for cid in ("latency", "throughput"):
+        assert a[cid].measured == b[cid].measured and a[cid].verdict == b[cid].verdict, cid
+    assert "batched GPU points left out" in a["latency"].source
+    fig = FAMILIES["latency"][0](with_b)
+    assert any("batched GPU points left out" in t.get_text().replace("\n", " ") for t in fig.texts)
+    # The batched figure: step time and rate vs B from exactly those points.
+    fig = FAMILIES["batched"][0](with_b)
+    assert "requests decoded together B (requests)" in labels(fig)
+    xs = sorted({float(x) for ax in fig.axes[:1] for line in ax.lines for x in line.get_xdata()})
+    assert xs == [1.0, 4.0, 16.0]
+
+
 def test_cli_figures_and_report(files, tmp_path, capsys):
     out = tmp_path / "figs"
     # Two families the data hold and every one it does not (the others are drawn by the tests above).
@@ -477,6 +511,6 @@ def test_cli_figures_and_report(files, tmp_path, capsys):
         assert os.path.exists(out / f"{fam}.png") and os.path.exists(out / f"{fam}.pdf")
     for fam in FUTURE:
         assert f"skip {fam}:" in text
-    assert "2 figures" in text and "4 families skipped" in text
+    assert "2 figures" in text and f"{len(FUTURE)} families skipped" in text
     assert main(["report", files[0], "--out", str(tmp_path / "rep")]) == 0
     assert os.path.exists(tmp_path / "rep" / "claims.md")
