@@ -26,21 +26,31 @@ int run(const std::string& bin, const std::string& args, std::string& out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs the config `text` with indexpool (backend = cpu) into dir/cpu.h5 and with indexpool-emu
+// (backend = cuda) into dir/emu.h5.
+void run_cpu_and_emu(const fs::path& dir, const std::string& text) {
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "sweep.ini").string();
+  std::ofstream(cfg) << text;
+  std::string out;
+  ASSERT_EQ(run(IP_INDEXPOOL_BIN,
+                "run " + cfg + " --quiet --set backend=cpu --set output.path=" + (dir / "cpu.h5").string(), out),
+            0)
+      << out;
+  ASSERT_EQ(run(IP_INDEXPOOL_EMU_BIN,
+                "run " + cfg + " --quiet --set backend=cuda --set output.path=" + (dir / "emu.h5").string(), out),
+            0)
+      << out;
+}
+
 TEST(RunnerOnEmulator, CudaBackendPointsMatchCpuPoints) {
   const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cfg = (dir / "tiny.ini").string();
   // Two requests of different lengths, four schemes, two precisions, the cache model on.
-  std::ofstream(cfg) << "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 2\n"
-                        "length_spread = 0.5\n[pool]\nweighting = uniform, tfidf, cosine, exact\n"
-                        "precision = fp32, int8\n[select]\ntopk_tokens = 256\n";
-  const std::string cpu_h5 = (dir / "cpu.h5").string(), emu_h5 = (dir / "emu.h5").string();
-  std::string out;
-  ASSERT_EQ(run(IP_INDEXPOOL_BIN, "run " + cfg + " --quiet --set backend=cpu --set output.path=" + cpu_h5, out), 0)
-      << out;
-  ASSERT_EQ(run(IP_INDEXPOOL_EMU_BIN, "run " + cfg + " --quiet --set backend=cuda --set output.path=" + emu_h5, out), 0)
-      << out;
-  ip::h5::File fc(cpu_h5, "r"), fe(emu_h5, "r");
+  ASSERT_NO_FATAL_FAILURE(run_cpu_and_emu(
+      dir, "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 2\n"
+           "length_spread = 0.5\n[pool]\nweighting = uniform, tfidf, cosine, exact\n"
+           "precision = fp32, int8\n[select]\ntopk_tokens = 256\n"));
+  ip::h5::File fc((dir / "cpu.h5").string(), "r"), fe((dir / "emu.h5").string(), "r");
   const ip::h5::Table c = fc.read_table("points"), e = fe.read_table("points");
   ASSERT_EQ(c.rows(), 8u);
   ASSERT_EQ(e.rows(), c.rows());
@@ -68,18 +78,11 @@ TEST(RunnerOnEmulator, CudaBackendPointsMatchCpuPoints) {
 // in emu.NvtxCapture instead; here the selections' consequences are compared).
 TEST(RunnerOnEmulator, BatchedCudaPointsMatchSequentialCpuPoints) {
   const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_batched_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cfg = (dir / "batched.ini").string();
-  std::ofstream(cfg) << "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 4\n"
-                        "length_spread = 0.5\n[pool]\nweighting = uniform, exact, positional, maxmin\n"
-                        "precision = fp32, int8\n[select]\ntopk_tokens = 256\nbatched = true\n";
-  const std::string cpu_h5 = (dir / "cpu.h5").string(), emu_h5 = (dir / "emu.h5").string();
-  std::string out;
-  ASSERT_EQ(run(IP_INDEXPOOL_BIN, "run " + cfg + " --quiet --set backend=cpu --set output.path=" + cpu_h5, out), 0)
-      << out;
-  ASSERT_EQ(run(IP_INDEXPOOL_EMU_BIN, "run " + cfg + " --quiet --set backend=cuda --set output.path=" + emu_h5, out), 0)
-      << out;
-  ip::h5::File fc(cpu_h5, "r"), fe(emu_h5, "r");
+  ASSERT_NO_FATAL_FAILURE(run_cpu_and_emu(
+      dir, "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 4\n"
+           "length_spread = 0.5\n[pool]\nweighting = uniform, exact, positional, maxmin\n"
+           "precision = fp32, int8\n[select]\ntopk_tokens = 256\nbatched = true\n"));
+  ip::h5::File fc((dir / "cpu.h5").string(), "r"), fe((dir / "emu.h5").string(), "r");
   const ip::h5::Table c = fc.read_table("points"), e = fe.read_table("points");
   ASSERT_EQ(c.rows(), 8u);
   ASSERT_EQ(e.rows(), c.rows());
