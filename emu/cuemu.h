@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <bit>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
@@ -239,26 +240,10 @@ T atomicCAS(T* p, std::type_identity_t<T> cmp, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [cmp, v](T x) { return x == cmp ? v : x; });
 }
 
-inline float __int_as_float(int i) {
-  float f;
-  std::memcpy(&f, &i, sizeof f);
-  return f;
-}
-inline int __float_as_int(float f) {
-  int i;
-  std::memcpy(&i, &f, sizeof i);
-  return i;
-}
-inline float __uint_as_float(unsigned u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+inline float __int_as_float(int i) { return std::bit_cast<float>(i); }
+inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 // Round-to-nearest products and sums that must not be contracted into an fma.
 inline float __fmul_rn(float a, float b) {
   volatile float r = a * b;
