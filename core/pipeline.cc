@@ -75,6 +75,27 @@ void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::
   }
 }
 
+void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, MatrixView<const float> keys,
+                           std::span<const std::int32_t> sel, std::span<const Index64> sel_tokens, int G,
+                           Index64 topk_tokens, Index64 k_groups, MatrixView<const float> sparse_out,
+                           std::vector<float>& token_scores, std::vector<float>& oracle_scores, StepRecord& rec) {
+  const Index64 T = keys.rows, H = w.index_heads();
+  const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * H};
+  token_scores.resize(static_cast<std::size_t>(T));
+  oracle_scores.resize(static_cast<std::size_t>(num_groups(T, G)));
+  be.score_tokens(keys, iq, token_scores.data());
+  const auto exact = be.topk(token_scores.data(), T, topk_tokens);
+  group_max_scores(token_scores.data(), T, G, oracle_scores.data());
+  const auto oracle = be.topk(oracle_scores.data(), static_cast<Index64>(oracle_scores.size()), k_groups);
+  rec.token_recall = token_recall(sel, G, exact);
+  rec.block_recall = block_recall(sel, oracle);
+  if (w.has_attention()) {
+    const auto dense = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
+    rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
+    rec.output_error = output_error(sparse_out, dense.out.mat());
+  }
+}
+
 RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
   if (p.extended()) return run_request_extended(be, w, p);
   validate_pipeline(p, w);
@@ -146,17 +167,9 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     if (p.fidelity) {
       IP_RANGE(fidelity);
       t0 = Clock::now();
-      be.score_tokens(keys, iq, token_scores.data());
-      const auto exact = be.topk(token_scores.data(), T, p.topk_tokens);
-      group_max_scores(token_scores.data(), T, G, oracle_scores.data());
-      const auto oracle = be.topk(oracle_scores.data(), res.groups, res.k_groups);
-      rec.token_recall = token_recall(sel, G, exact);
-      rec.block_recall = block_recall(sel, oracle);
-      if (w.has_attention()) {
-        const auto dense = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
-        rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
-        rec.output_error = output_error(sparse.out.mat(), dense.out.mat());
-      }
+      measure_step_fidelity(be, w, q, keys, sel, sel_tokens, G, p.topk_tokens, res.k_groups,
+                            w.has_attention() ? sparse.out.mat() : MatrixView<const float>(), token_scores,
+                            oracle_scores, rec);
       rec.fidelity_ms = ms_since(t0);
     }
 

@@ -82,6 +82,17 @@ struct RequestResult {
 void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::span<const Index64> sel_tokens,
                          Index64 T, std::vector<float>& step_mass);
 
+// The fidelity of step q's selection `sel` (group ids, best first, G tokens each; `sel_tokens` their tokens,
+// ascending) on `be`: token and block recall against the exact indexer (top-k of topk_tokens over `keys`)
+// and the block oracle (top-k_groups of each group's best token score) into rec.token_recall and
+// rec.block_recall; with an attention stage, attention-mass recall and the output error of `sparse_out`
+// ([Ha, Dv]) against dense attention into rec.mass_recall and rec.output_error. token_scores ([T]) and
+// oracle_scores are scratch. run_request and the batched runner (experiments/batched_run.cc) measure with it.
+void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, MatrixView<const float> keys,
+                           std::span<const std::int32_t> sel, std::span<const Index64> sel_tokens, int G,
+                           Index64 topk_tokens, Index64 k_groups, MatrixView<const float> sparse_out,
+                           std::vector<float>& token_scores, std::vector<float>& oracle_scores, StepRecord& rec);
+
 RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p);
 // Checks of the issue-7 parameters that need no workload (config validation runs them for every point).
 void validate_extended_params(const PipelineParams& p, bool has_attention);

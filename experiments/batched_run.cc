@@ -8,7 +8,6 @@
 #include <span>
 
 #include "core/error.h"
-#include "core/metrics.h"
 #include "core/ranges.h"
 #include "core/score.h"
 #include "core/topk.h"
@@ -169,26 +168,15 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
       RequestResult& r = res[static_cast<std::size_t>(b)];
       const Index64 T = r.tokens;
       const HeldInputs held(fidelity);  // this request's keys and values stay on the device for its steps
-      token_scores.resize(static_cast<std::size_t>(T));
-      oracle_scores.resize(static_cast<std::size_t>(r.groups));
       for (Index64 q = 0; q < Q; ++q) {
         IP_RANGE(fidelity);
         StepRecord& rec = r.steps[static_cast<std::size_t>(q)];
         const std::span<const std::int32_t> sel(r.selected.data() + q * kg, static_cast<std::size_t>(kg));
         const auto sel_tokens = tokens_of_groups(sel, G, T);
-        const IndexQuery query{w.index_queries.slice(q), w.head_weights.data() + q * H};
-        fidelity.score_tokens(w.index_keys.mat(), query, token_scores.data());
-        const auto exact = fidelity.topk(token_scores.data(), T, p.topk_tokens);
-        group_max_scores(token_scores.data(), T, G, oracle_scores.data());
-        const auto oracle = fidelity.topk(oracle_scores.data(), r.groups, kg);
-        rec.token_recall = token_recall(sel, G, exact);
-        rec.block_recall = block_recall(sel, oracle);
-        const auto dense = fidelity.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
-        rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
-        Tensor<float> out({Ha, Dv});
         const std::vector<float>& o = outs[static_cast<std::size_t>(q)];
-        std::copy_n(o.begin() + b * Ha * Dv, Ha * Dv, out.data());
-        rec.output_error = output_error(out.mat(), dense.out.mat());
+        measure_step_fidelity(fidelity, w, q, w.index_keys.mat(), sel, sel_tokens, G, p.topk_tokens, kg,
+                              MatrixView<const float>(o.data() + b * Ha * Dv, Ha, Dv), token_scores, oracle_scores,
+                              rec);
         rec.layer_output_error = rec.output_error;
         rec.layer_mass_recall = rec.mass_recall;
       }
