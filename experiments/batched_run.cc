@@ -68,20 +68,22 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   }
   cuda::BatchedDecoder dec(c, 0);
 
-  // The B contexts back to back (host copies: the decoder uploads them in one piece).
-  const auto total = static_cast<std::size_t>(c.total_tokens);
-  std::vector<float> ik(total * D), ak(total * Da), vv(total * Dv);
-  for (Index64 b = 0; b < B; ++b) {
-    const Workload& w = reqs[static_cast<std::size_t>(b)];
-    const auto at = static_cast<std::size_t>(offset[static_cast<std::size_t>(b)]);
-    std::copy(w.index_keys.data(), w.index_keys.data() + w.index_keys.size(), ik.begin() + at * D);
-    std::copy(w.attn_keys.data(), w.attn_keys.data() + w.attn_keys.size(), ak.begin() + at * Da);
-    std::copy(w.values.data(), w.values.data() + w.values.size(), vv.begin() + at * Dv);
+  // The decoder copies each request's arrays into its rows on the device: no packed host copy.
+  std::vector<const float*> ik, ak, vv;
+  for (const Workload& w : reqs) {
+    ik.push_back(w.index_keys.data());
+    ak.push_back(w.attn_keys.data());
+    vv.push_back(w.values.data());
   }
   float pool_ms = 0;
   {
     IP_RANGE(pool);
-    pool_ms = dec.load(cuda::BatchedContext{offset, ik.data(), ak.data(), vv.data()});
+    cuda::BatchedContext ctx;
+    ctx.token_offset = offset;
+    ctx.request_index_keys = ik;
+    ctx.request_attn_keys = ak;
+    ctx.request_values = vv;
+    pool_ms = dec.load(ctx);
   }
 
   const int G = effective_group_size(p.pool);

@@ -749,11 +749,11 @@ double estimate_point_bytes(const Point& p) {
   const double k_groups = std::ceil(static_cast<double>(p.pipeline.topk_tokens) / G);
   double per_selection = 8.0 + (p.cache.enabled && p.cache.relevance == "cosine" ? 4.0 : 0.0);
   if (p.cache.enabled) per_selection += sizeof(cache::Access) + (p.cache.opt_bound ? 8.0 : 0.0);
-  // select.batched on cuda packs the B contexts back to back once more (experiments/batched_run.cc), and
-  // keeps each step's attention outputs for the fidelity pass.
+  // select.batched on cuda keeps each step's attention outputs for the fidelity pass (counted for auto too,
+  // which may run the point on the cpu, one request after another, without them).
   const bool batched = p.batched && p.backend != "cpu";
-  const double packed = batched ? workload + B * Q * 4.0 * s.attn_heads * s.value_dim : 0.0;
-  return workload + kept + work + queries + B * Q * k_groups * per_selection + packed;
+  const double outputs = batched && p.pipeline.fidelity ? B * Q * 4.0 * s.attn_heads * s.value_dim : 0.0;
+  return workload + kept + work + queries + B * Q * k_groups * per_selection + outputs;
 }
 
 }  // namespace ip::exp

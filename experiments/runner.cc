@@ -114,8 +114,7 @@ void write_cache_trace(const Point& p, const cache::Trace& trace) {
   IP_REQUIRE(!ec, "output.cache_trace '{}': cannot rename '{}' over it: {}", path, tmp, ec.message());
 }
 
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
-                      const std::function<void(std::size_t, std::size_t)>& on_request) {
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request) {
   PointRecord rec;
   rec.index = p.index;
   rec.key = p.key;
@@ -195,7 +194,10 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   try {
     if (p.batched && plan.backend == "cuda") {  // select.batched: the B requests decode together
       std::string why;
-      results = run_batched(reqs, pipeline, *backend, why, on_request);  // progress: steps of the batch
+      const auto on_step = [&](std::size_t done, std::size_t total) {
+        if (on_request) on_request(done, total, "batched step");
+      };
+      results = run_batched(reqs, pipeline, *backend, why, on_step);
       if (!why.empty()) return skip(why);
     } else {
       for (const auto& w : reqs) {
@@ -207,7 +209,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
           std::vector<std::uint8_t>().swap(q.payload);
           std::vector<float>().swap(q.scales);
         }
-        if (on_request) on_request(results.size(), reqs.size());
+        if (on_request) on_request(results.size(), reqs.size(), "request");
       }
     }
   } catch (const Error& e) {
@@ -407,13 +409,13 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
       // Points of many requests report them: on a terminal in the progress line (at most 5 times a
       // second), otherwise a line at most every 30 s.
       auto last = std::chrono::steady_clock::now();
-      const auto on_request = [&](std::size_t done, std::size_t total) {
+      const auto on_request = [&](std::size_t done, std::size_t total, std::string_view unit) {
         const auto now = std::chrono::steady_clock::now();
         if (opt.quiet || total < 2 || done == total || now - last < std::chrono::milliseconds(tty ? 200 : 30000)) return;
         last = now;
         const double since = std::chrono::duration<double>(now - t0).count();
         const std::string line = fmt::format("[{}/{}] {} | {} {}/{} | elapsed {}", i + 1, n, p.key == "-" ? "" : p.key,
-                                             p.batched && p.backend != "cpu" ? "batched step" : "request", done, total,
+                                             unit, done, total,
                                              fmt_duration(since));
         if (tty)
           std::fprintf(stderr, "\r\033[K%s", line.c_str());

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache_sim/trace.h"
@@ -40,10 +41,11 @@ void check_cache_traces(const std::vector<Point>& points, bool replace);
 void write_cache_trace(const Point& p, const cache::Trace& trace);
 
 // Runs one point (or records why it cannot run: k > T, memory estimate over the limit, no backend).
-// `on_request(done, total)`, when given, is called after each of the point's requests has run (with
-// select.batched on cuda: after each decode step of the whole batch).
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
-                      const std::function<void(std::size_t, std::size_t)>& on_request = {});
+// `on_request(done, total, unit)`, when given, is called after each of the point's requests has run
+// (unit "request"; with select.batched on the cuda backend: after each decode step of the whole batch,
+// unit "batched step").
+using ProgressFn = std::function<void(std::size_t done, std::size_t total, std::string_view unit)>;
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request = {});
 
 // Runs `points` in order, skipping those `out` already holds, appending each result to `out` (if
 // any) as soon as it finishes (when it reaches the disk is out's FlushPolicy) and flushing `out` at the

@@ -203,16 +203,44 @@ float BatchedDecoder::load(const BatchedContext& ctx) {
   m.total = off[B];
   m.entries = off[2 * B + 1];
   IP_REQUIRE(m.total <= m.z.total, "batched decode: {} tokens, more than total_tokens = {}", m.total, m.z.total);
-  IP_REQUIRE(ctx.index_keys && ctx.attn_keys && ctx.values, "batched decode: context arrays missing");
   const auto T = static_cast<std::size_t>(m.total);
-  IP_REQUIRE(finite_rows(ctx.index_keys, T * c.dim), "pooling: an index key contains NaN or infinity");
+  const bool packed = ctx.index_keys || ctx.attn_keys || ctx.values;
+  if (packed) {
+    IP_REQUIRE(ctx.index_keys && ctx.attn_keys && ctx.values, "batched decode: context arrays missing");
+    IP_REQUIRE(finite_rows(ctx.index_keys, T * c.dim), "pooling: an index key contains NaN or infinity");
+  } else {
+    const auto nb = static_cast<std::size_t>(B);
+    IP_REQUIRE(ctx.request_index_keys.size() == nb && ctx.request_attn_keys.size() == nb &&
+                   ctx.request_values.size() == nb,
+               "batched decode: context arrays missing (neither packed arrays nor {} per-request pointers each)", B);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const auto n = static_cast<std::size_t>(off[b + 1] - off[b]);
+      IP_REQUIRE(ctx.request_index_keys[b] && ctx.request_attn_keys[b] && ctx.request_values[b],
+                 "batched decode: request {}'s context arrays missing", b);
+      IP_REQUIRE(finite_rows(ctx.request_index_keys[b], n * c.dim),
+                 "pooling: an index key of request {} contains NaN or infinity", b);
+    }
+  }
 
   IP_CUDA_CHECK(cudaSetDevice(m.device));
   cudaStream_t s = m.stream.get();
   m.offsets.upload(off.data(), off.size(), s);
-  m.keys.upload(ctx.index_keys, T * c.dim, s);
-  m.attn_keys.upload(ctx.attn_keys, T * c.attn_dim, s);
-  m.values.upload(ctx.values, T * c.value_dim, s);
+  m.keys.resize(T * c.dim);
+  m.attn_keys.resize(T * c.attn_dim);
+  m.values.resize(T * c.value_dim);
+  if (packed) {
+    m.keys.upload_at(0, ctx.index_keys, T * c.dim, s);
+    m.attn_keys.upload_at(0, ctx.attn_keys, T * c.attn_dim, s);
+    m.values.upload_at(0, ctx.values, T * c.value_dim, s);
+  } else {
+    for (long long b = 0; b < B; ++b) {
+      const auto at = static_cast<std::size_t>(off[b]), n = static_cast<std::size_t>(off[b + 1] - off[b]);
+      const auto i = static_cast<std::size_t>(b);
+      m.keys.upload_at(at * c.dim, ctx.request_index_keys[i], n * c.dim, s);
+      m.attn_keys.upload_at(at * c.attn_dim, ctx.request_attn_keys[i], n * c.attn_dim, s);
+      m.values.upload_at(at * c.value_dim, ctx.request_values[i], n * c.value_dim, s);
+    }
+  }
 
   const WeightParams& wp = c.pool.weights;
   PoolArgs a;

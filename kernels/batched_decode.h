@@ -42,11 +42,16 @@ std::size_t estimate_device_bytes(const BatchedDecodeConfig& c);
 std::string check_fits(const BatchedDecodeConfig& c, int device = 0, std::size_t reserve_bytes = 256ull << 20);
 
 // The contexts of the B requests (host arrays). Request b owns rows [token_offset[b], token_offset[b+1]).
+// Either packed (the three arrays of all B back to back) or per request (B pointers each, request b's
+// [T_b, D] rows): load() copies each request into its rows on the device, so a caller holding separate
+// requests needs no packed host copy. Both give the same bits.
 struct BatchedContext {
   std::span<const long long> token_offset;  // [B + 1], token_offset[0] = 0
   const float* index_keys = nullptr;        // [total, D]
   const float* attn_keys = nullptr;         // [total, Da]
   const float* values = nullptr;            // [total, Dv]
+  // Per request, used when the packed pointers above are null: [B] pointers to [T_b, D], [T_b, Da], [T_b, Dv].
+  std::span<const float* const> request_index_keys, request_attn_keys, request_values;
 };
 
 // One decode query per request (host arrays).

@@ -56,6 +56,12 @@ class DeviceBuffer {
     if (n) IP_CUDA_CHECK(cudaMemcpyAsync(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice, s));
   }
   void upload(const std::vector<T>& host, cudaStream_t s = nullptr) { upload(host.data(), host.size(), s); }
+  // Copies n elements into [at, at + n) without resizing (the range must lie inside size()).
+  void upload_at(std::size_t at, const T* host, std::size_t n, cudaStream_t s = nullptr) {
+    IP_REQUIRE(at <= size_ && n <= size_ - at, "device buffer: upload of [{}, {}) outside its {} elements", at, at + n,
+               size_);
+    if (n) IP_CUDA_CHECK(cudaMemcpyAsync(ptr_ + at, host, n * sizeof(T), cudaMemcpyHostToDevice, s));
+  }
   void download(T* host, std::size_t n, cudaStream_t s = nullptr) const {
     if (n) IP_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, n * sizeof(T), cudaMemcpyDeviceToHost, s));
   }

@@ -296,6 +296,18 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
                    4 * 512 * (24 + 8));
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(off.points[0]) - ip::exp::estimate_point_bytes(no_opt.points[0]),
                    4 * 512 * 8);
+  // select.batched on cuda keeps each step's attention output of every request for the fidelity pass
+  // (4 requests x 1 step x 4 heads x 128 values x 4 B), and nothing else: each request is copied to the
+  // device from where it lies. Without fidelity, or on the cpu, nothing more.
+  const auto cuda = load_sweep(b, {"backend=cuda"}), batched = load_sweep(b, {"backend=cuda", "select.batched=true"});
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(batched.points[0]) - ip::exp::estimate_point_bytes(cuda.points[0]),
+                   4 * 1 * 4 * 128 * 4);
+  const auto no_fid = load_sweep(b, {"backend=cuda", "select.fidelity=false"}),
+             batched_no_fid = load_sweep(b, {"backend=cuda", "select.fidelity=false", "select.batched=true"}),
+             cpu_batched = load_sweep(b, {"select.batched=true"});
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(batched_no_fid.points[0]),
+                   ip::exp::estimate_point_bytes(no_fid.points[0]));
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(cpu_batched.points[0]), ip::exp::estimate_point_bytes(off.points[0]));
 }
 
 TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -151,6 +154,33 @@ TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
   EXPECT_EQ(sw.points[0].workload.gate_decay, 0.5);
   EXPECT_TRUE(std::isfinite(err[0]) && std::isfinite(err[1]));
   EXPECT_NE(err[0], err[1]);  // the local branch ran with the point's gates
+}
+
+// Progress names what was done: with select.batched on backend = auto, one "request" per request when the
+// point runs on the cpu (no device: one request after another), one "batched step" per decode step when
+// it runs batched on a device.
+TEST_F(RunnerTest, ProgressNamesRequestsOrBatchedStepsByWhereThePointRan) {
+  const Sweep sw = sweep(
+      "backend = auto\nthreads = 1\n[workload]\ntokens = 1Ki\nsteps = 3\nrequests = 4\n[select]\ntopk_tokens = 64\n"
+      "batched = true\n[cache]\nenabled = false\n");
+  ASSERT_EQ(sw.points.size(), 1u);
+  std::vector<std::string> units;
+  std::vector<std::size_t> done, totals;
+  WorkloadCache cache;
+  const PointRecord r = run_point(sw.points[0], 1e15, cache, [&](std::size_t d, std::size_t t, std::string_view u) {
+    units.emplace_back(u);
+    done.push_back(d);
+    totals.push_back(t);
+  });
+  ASSERT_EQ(r.summary.status, "ok") << r.summary.reason;
+  const bool batched = r.summary.backend == "cuda";
+  const std::size_t n = batched ? 3 : 4;
+  ASSERT_EQ(units.size(), n) << r.summary.backend;
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(units[i], batched ? "batched step" : "request");
+    EXPECT_EQ(done[i], i + 1);
+    EXPECT_EQ(totals[i], n);
+  }
 }
 
 }  // namespace

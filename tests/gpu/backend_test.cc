@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -205,7 +206,12 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
   const auto ak = cat([](const Workload& w) -> const Tensor<float>& { return w.attn_keys; });
   const auto vv = cat([](const Workload& w) -> const Tensor<float>& { return w.values; });
   cuda::BatchedDecoder dec(c);
-  dec.load({off, ik.data(), ak.data(), vv.data()});
+  cuda::BatchedContext packed;
+  packed.token_offset = off;
+  packed.index_keys = ik.data();
+  packed.attn_keys = ak.data();
+  packed.values = vv.data();
+  dec.load(packed);
   std::vector<float> iq, hw, aq;
   for (const auto& w : ws) {
     const auto s = w.index_queries.slice(0);
@@ -217,6 +223,30 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
   const cuda::BatchedStep st = dec.step({iq.data(), hw.data(), aq.data()});
   const Index64 kg = st.k_groups, G = 4, Ha = spec.attn_heads, Dv = spec.value_dim;
   ASSERT_EQ(kg, expect_k_groups);
+  {  // The same contexts given per request (no packed host copy): the same index and step, bit for bit.
+    std::vector<const float*> rik, rak, rvv;
+    for (const auto& w : ws) {
+      rik.push_back(w.index_keys.data());
+      rak.push_back(w.attn_keys.data());
+      rvv.push_back(w.values.data());
+    }
+    cuda::BatchedContext ctx;
+    ctx.token_offset = off;
+    ctx.request_index_keys = rik;
+    ctx.request_attn_keys = rak;
+    ctx.request_values = rvv;
+    cuda::BatchedDecoder per(c);
+    per.load(ctx);
+    EXPECT_EQ(per.index_payload(), dec.index_payload());
+    const cuda::BatchedStep ps = per.step({iq.data(), hw.data(), aq.data()});
+    EXPECT_EQ(ps.selected, st.selected);
+    EXPECT_EQ(0, std::memcmp(ps.out.data(), st.out.data(), st.out.size() * sizeof(float)));
+    ASSERT_EQ(ps.probs.size(), st.probs.size());
+    EXPECT_EQ(0, std::memcmp(ps.probs.data(), st.probs.data(), st.probs.size() * sizeof(float)));
+    // One pointer short: refused with a message, before any copy.
+    ctx.request_values = std::span<const float* const>(rvv.data(), rvv.size() - 1);
+    EXPECT_THROW(per.load(ctx), Error);
+  }
   for (int b = 0; b < spec.requests; ++b) {
     SCOPED_TRACE(testing::Message() << "request " << b);
     const Workload& w = ws[b];
