@@ -764,8 +764,22 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 namespace {
-constexpr std::size_t kTotalMem = 16ull << 30;  // what the emulated device reports
+// What the emulated device reports: 16 GiB, or CUEMU_DEVICE_MEMORY bytes (tests of what fits a device).
+std::size_t total_mem() {
+  static const std::size_t total = [] {
+    const char* v = std::getenv("CUEMU_DEVICE_MEMORY");
+    if (!v || !*v) return std::size_t{16} << 30;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*end || n == 0) {
+      std::fprintf(stderr, "cuemu: CUEMU_DEVICE_MEMORY = '%s' is not a positive number of bytes\n", v);
+      std::abort();
+    }
+    return static_cast<std::size_t>(n);
+  }();
+  return total;
 }
+}  // namespace
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   if (d != 0) return cuemu::set_error(cudaErrorInvalidDevice);
@@ -773,7 +787,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   std::snprintf(p->name, sizeof p->name, "cuemu (CPU emulation, sm_90 limits)");
   p->major = 9;
   p->minor = 0;
-  p->totalGlobalMem = kTotalMem;
+  p->totalGlobalMem = total_mem();
   p->multiProcessorCount = 132;
   p->l2CacheSize = 50 << 20;
   p->sharedMemPerBlock = 48 * 1024;
@@ -821,7 +835,7 @@ cudaError_t cudaMalloc(void** p, std::size_t n) {
     *p = nullptr;
     return ok();
   }
-  if (emu().device_bytes + n > kTotalMem) return cuemu::set_error(cudaErrorMemoryAllocation);
+  if (emu().device_bytes + n > total_mem()) return cuemu::set_error(cudaErrorMemoryAllocation);
   *p = cuemu::guarded_alloc(n, true);
   return *p ? ok() : cuemu::set_error(cudaErrorMemoryAllocation);
 }
@@ -838,8 +852,8 @@ cudaError_t cudaFreeHost(void* p) {
   return cuemu::guarded_free(p, false) ? ok() : cuemu::set_error(cudaErrorInvalidValue);
 }
 cudaError_t cudaMemGetInfo(std::size_t* free_b, std::size_t* total) {
-  *total = kTotalMem;
-  *free_b = kTotalMem - emu().device_bytes;
+  *total = total_mem();
+  *free_b = total_mem() - emu().device_bytes;
   return ok();
 }
 

@@ -11,6 +11,7 @@
 #include "core/ranges.h"
 #include "core/score.h"
 #include "core/topk.h"
+#include "experiments/device_plan.h"
 #include "indexpool/build_config.h"
 
 #if IP_HAVE_CUDA
@@ -21,20 +22,19 @@ namespace ip::exp {
 
 #if IP_HAVE_CUDA
 
-std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
-                                       std::string& skip_reason,
-                                       const std::function<void(std::size_t, std::size_t)>& on_step) {
-  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+namespace {
+
+// The decoder's configuration for the point, and the requests' offsets; or why the batch cannot run.
+std::string batched_config(const std::vector<Workload>& reqs, const PipelineParams& p, cuda::BatchedDecodeConfig& c,
+                           std::vector<long long>& offset) {
   IP_REQUIRE(!reqs.empty(), "select.batched: a point with no requests");
   const Workload& w0 = reqs.front();
-  if (!w0.has_attention()) {  // config validation refuses generated ones; an import may have no attention stage
-    skip_reason = "select.batched: the workload has no attention stage, which the batched decoder needs";
-    return {};
-  }
+  if (!w0.has_attention())  // config validation refuses generated ones; an import may have no attention stage
+    return "select.batched: the workload has no attention stage, which the batched decoder needs";
   const auto B = static_cast<Index64>(reqs.size());
   const Index64 D = w0.dim(), H = w0.index_heads(), Q = w0.steps();
   const Index64 Ha = w0.attn_queries.dim(1), Da = w0.attn_keys.dim(1), Dv = w0.values.dim(1);
-  cuda::BatchedDecodeConfig c;
+  c = cuda::BatchedDecodeConfig{};
   c.requests = static_cast<int>(B);
   c.dim = static_cast<int>(D);
   c.index_heads = static_cast<int>(H);
@@ -44,28 +44,55 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   c.pool = p.pool;
   c.topk_tokens = p.topk_tokens;
   c.want_probs = true;  // the mass each selected group got (the cache model's relevance)
-  std::vector<long long> offset(static_cast<std::size_t>(B) + 1, 0);
+  offset.assign(static_cast<std::size_t>(B) + 1, 0);
   for (Index64 b = 0; b < B; ++b) {
     const Workload& w = reqs[static_cast<std::size_t>(b)];
     if (!(w.dim() == D && w.index_heads() == H && w.steps() == Q && w.has_attention() && w.attn_queries.dim(1) == Ha &&
-          w.attn_keys.dim(1) == Da && w.values.dim(1) == Dv)) {  // imported requests may differ; generated ones do not
-      skip_reason = fmt::format(
+          w.attn_keys.dim(1) == Da && w.values.dim(1) == Dv))  // imported requests may differ; generated ones do not
+      return fmt::format(
           "select.batched: request {} differs from request 0 in dims, heads or steps (the batched decoder needs one "
           "shape for all)",
           b);
-      return {};
-    }
     IP_REQUIRE(p.topk_tokens <= w.tokens(), "select.topk_tokens = {} exceeds request {}'s context of {} tokens",
                p.topk_tokens, b, w.tokens());
     offset[static_cast<std::size_t>(b) + 1] = offset[static_cast<std::size_t>(b)] + w.tokens();
     c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
   }
   c.total_tokens = offset.back();
-  skip_reason = cuda::check_fits(c, 0);
-  if (!skip_reason.empty()) {
-    skip_reason = "select.batched: the batch does not fit the device: " + skip_reason;
-    return {};
+  // The fidelity pass holds one request at a time on the device beside the decoder.
+  std::size_t reserve = std::size_t{256} << 20;
+  if (p.fidelity) {
+    const Workload* longest = &w0;
+    for (const Workload& w : reqs)
+      if (w.tokens() > longest->tokens()) longest = &w;
+    reserve += static_cast<std::size_t>(estimate_device_bytes(device_shape(*longest), p).total());
   }
+  const std::string fit = cuda::check_fits(c, 0, reserve);
+  if (fit.empty()) return fit;
+  return fmt::format("select.batched: the batch does not fit the device: {}{}", fit,
+                     p.fidelity ? "; the reserve is one request's fidelity work and 0.25 GiB" : "");
+}
+
+}  // namespace
+
+std::string batched_skip_reason(const std::vector<Workload>& reqs, const PipelineParams& p) {
+  cuda::BatchedDecodeConfig c;
+  std::vector<long long> offset;
+  return batched_config(reqs, p, c, offset);
+}
+
+std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
+                                       std::string& skip_reason,
+                                       const std::function<void(std::size_t, std::size_t)>& on_step) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  cuda::BatchedDecodeConfig c;
+  std::vector<long long> offset;
+  skip_reason = batched_config(reqs, p, c, offset);
+  if (!skip_reason.empty()) return {};
+  const Workload& w0 = reqs.front();
+  const auto B = static_cast<Index64>(reqs.size());
+  const Index64 D = w0.dim(), H = w0.index_heads(), Q = w0.steps();
+  const Index64 Ha = w0.attn_queries.dim(1), Da = w0.attn_keys.dim(1), Dv = w0.values.dim(1);
   cuda::BatchedDecoder dec(c, 0);
 
   // The decoder copies each request's arrays into its rows on the device: no packed host copy.
@@ -188,6 +215,10 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
 }
 
 #else
+
+std::string batched_skip_reason(const std::vector<Workload>&, const PipelineParams&) {
+  return "select.batched: this build has no CUDA";
+}
 
 std::vector<RequestResult> run_batched(const std::vector<Workload>&, const PipelineParams&, Backend&, std::string&,
                                        const std::function<void(std::size_t, std::size_t)>&) {

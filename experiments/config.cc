@@ -229,7 +229,8 @@ std::vector<KeyInfo> make_keys() {
        "backend = cuda: decode the point's requests together, one launch per stage and step for all of them "
        "(batched decoder; the cpu backend runs them one after another, same selections). Needs a scheme that "
        "does not learn (exact, uniform, positional, maxmin, cosine with group_mean), the plain sparse layer and "
-       "an attention stage; stage times are then those of the whole batch",
+       "an attention stage; stage times are then those of the whole batch. A batch that does not fit the device "
+       "is skipped (backend = auto: runs on the cpu, saying why)",
        [](P& p, const std::string& v) { p.batched = parse_bool(v); }},
       {"cache.enabled", "true", "replay each point's selections through the cache hierarchy",
        [](P& p, const std::string& v) { p.cache.enabled = parse_bool(v); }},

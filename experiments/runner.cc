@@ -171,6 +171,14 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (p.pipeline.topk_tokens > w.tokens())
       return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
                               p.pipeline.topk_tokens, w.tokens()));
+  if (p.batched && plan.backend == "cuda") {  // the whole batch on the device: auto runs it on the cpu when it cannot
+    const std::string why = batched_skip_reason(reqs, p.pipeline);
+    if (!why.empty()) {
+      if (p.backend != "auto") return skip("backend = cuda: " + why);
+      plan.backend = out.backend = "cpu";
+      out.reason = "backend = auto: " + why + "; running on the CPU";
+    }
+  }
   std::unique_ptr<Backend> backend;
   if (plan.backend == "cuda") {
 #if IP_HAVE_CUDA

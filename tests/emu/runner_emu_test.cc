@@ -107,4 +107,41 @@ TEST(RunnerOnEmulator, BatchedCudaPointsMatchSequentialCpuPoints) {
   fs::remove_all(dir);
 }
 
+// A batch that does not fit the device (the emulated one made 320 MiB): backend = auto runs that point on
+// the cpu, one request after another, saying why; backend = cuda skips it with the same reason. A
+// single request still runs batched on the device.
+TEST(RunnerOnEmulator, BatchedPointThatDoesNotFitRunsOnTheCpuUnderAutoAndIsSkippedUnderCuda) {
+  const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_fit_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "sweep.ini").string();
+  std::ofstream(cfg) << "[workload]\ntokens = 16Ki\nsteps = 2\nindex_heads = 8\nattn_heads = 2\nrequests = 1, 4\n"
+                        "[select]\ntopk_tokens = 256\nbatched = true\n[cache]\nenabled = false\n";
+  for (const std::string backend : {"auto", "cuda"}) {
+    SCOPED_TRACE("backend = " + backend);
+    const std::string h5 = (dir / (backend + ".h5")).string();
+    std::string out;
+    ASSERT_EQ(run("CUEMU_DEVICE_MEMORY=335544320 " IP_INDEXPOOL_EMU_BIN,
+                  "run " + cfg + " --quiet --set backend=" + backend + " --set output.path=" + h5, out),
+              0)
+        << out;
+    ip::h5::File f(h5, "r");
+    const ip::h5::Table t = f.read_table("points");
+    ASSERT_EQ(t.rows(), 2u);
+    EXPECT_EQ(t.column("status").strings[0], "ok") << t.column("reason").strings[0];
+    EXPECT_EQ(t.column("run_backend").strings[0], "cuda");
+    const std::string why = t.column("reason").strings[1];
+    EXPECT_NE(why.find("select.batched: the batch does not fit the device: needs "), std::string::npos) << why;
+    if (backend == "auto") {
+      EXPECT_EQ(t.column("status").strings[1], "ok");
+      EXPECT_EQ(t.column("run_backend").strings[1], "cpu");
+      EXPECT_NE(why.find("running on the CPU"), std::string::npos) << why;
+      EXPECT_EQ(t.column("tokens").floats[1], t.column("tokens").floats[0]);
+    } else {
+      EXPECT_EQ(t.column("status").strings[1], "skipped");
+      EXPECT_EQ(why.rfind("backend = cuda: select.batched", 0), 0u) << why;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
