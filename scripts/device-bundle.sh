@@ -70,6 +70,9 @@ for t in "${gpu_targets[@]}"; do
 done
 cp "$BUILD/bench/kernel_bench" "$B/build/bench/" && progs+=("$B/build/bench/kernel_bench")
 cp "$BUILD/experiments/indexpool" "$B/build/experiments/" && progs+=("$B/build/experiments/indexpool")
+# What ptxas said of each kernel of this build (registers, spills), for the device run's record.
+/usr/bin/python3 "$ROOT/scripts/kernel_resources.py" "$BUILD" >"$B/kernel_resources.txt" ||
+  { echo "device-bundle: scripts/kernel_resources.py $BUILD failed" >&2; exit 1; }
 {
   echo "# IndexPool device bundle: the GPU tests only (label gpu)."
   for t in "${gpu_targets[@]}"; do echo "include(\"@IP_BUNDLE_BUILD@/tests/${t}_tests.cmake\")"; done

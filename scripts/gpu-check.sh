@@ -13,8 +13,8 @@
 #   7. runs the kernel benchmark (table + JSON),
 #   8. runs a small sweep with backend = cuda through the runner, and configs/batched.ini at B = 1 and 64,
 #   9. the profiling check (scripts/gpu-profile-check.sh: CUPTI counters vs declared bytes),
-# and prints a final table (step, status, time, key figures). Everything (logs, JSON, results) goes to
-# the output directory. Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
+# and prints a final table (step, status, time, key figures). Everything (logs, JSON, results, and
+# kernel_resources.txt: ptxas's registers and spills of the build that ran) goes to the output directory. Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
 #
 # usage: scripts/gpu-check.sh [OUTPUT_DIR]      (default: $OUT, else ./gpu-check-out)
 # environment:
@@ -204,6 +204,9 @@ build_from_source() {
     abort gpu-tests sanitizer kernel-bench runner-cuda profile
   fi
   record build ok $(($(now) - t0)) "${#gpu_targets[@]} GPU test programs, kernel_bench, indexpool"
+  if command -v python3 >/dev/null; then  # ptxas's registers and spills of this build
+    python3 "$ROOT/scripts/kernel_resources.py" "$BUILD" >"$OUT_DIR/kernel_resources.txt" 2>&1 || true
+  fi
 
 }
 
@@ -219,6 +222,7 @@ unpack_bundle() {
   m=$B/MANIFEST.txt
   [[ -f "$m" ]] || { bundle_why="$BUNDLE has no MANIFEST.txt"; return 1; }
   cp "$m" "$OUT_DIR/bundle-MANIFEST.txt"
+  if [[ -f "$B/kernel_resources.txt" ]]; then cp "$B/kernel_resources.txt" "$OUT_DIR/"; fi  # registers, spills
   BUILD=$B/build
   for f in "$BUILD"/tests/*.in; do sed "s|@IP_BUNDLE_BUILD@|$BUILD|g" "$f" >"${f%.in}"; done
   bundle_arch=$(sed -n 's/^cuda_architectures: //p' "$m")
