@@ -1,7 +1,7 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
-# Other targets: build, bench, figures, report, venv, device-bundle, test-emu, clean.
+# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, test-emu, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -17,7 +17,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle
+.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle kernel-resources
 
 all: build
 
@@ -67,6 +67,10 @@ bench: build
 	$(BUILD_DIR)/bench/nvtx_bench
 	@if [ -x $(BUILD_DIR)/bench/kernel_bench ]; then $(BUILD_DIR)/bench/kernel_bench; \
 	  else echo "kernel_bench: not built (no CUDA toolkit at configure time)"; fi
+
+# Registers, spills and shared memory of every CUDA kernel, as ptxas reported them (no GPU needed).
+kernel-resources: build
+	$(PYTHON) scripts/kernel_resources.py $(BUILD_DIR)
 
 # Prebuilt GPU programs and their libraries for a device machine (kernels/DEVICE_RUNS.md).
 device-bundle: deps

@@ -11,7 +11,8 @@ it needs no GPU and nothing beyond the Python standard library (c++filt, when pr
   scripts/kernel_resources.py BUILD_DIR --check ALLOWED --expect a.cu,b.cu
         exit 1 when a kernel spills registers and ALLOWED (kernels/spills_allowed.txt) does not list it,
         when an ALLOWED entry no longer matches a spilling kernel, or when an expected source has no report
-        (a source without kernels has an empty one)
+        (a source without kernels has an empty one). Only the architectures of ALLOWED's
+        `architectures` line that the build compiled are judged.
 
 Registers bound occupancy: a warp is given its registers in units of 256 (8 per thread), and an SM of
 sm_80/sm_90 has 65,536 registers and at most 64 resident warps, so "warps/SM" is
@@ -106,20 +107,30 @@ def load(build_dir):
 
 
 def read_allowed(path):
-    """Lines `sm_NN <kernel as this script prints it>  # why`; blank lines and # comments ignored."""
-    allowed = []
+    """One line `architectures sm_NN ...` (those the file judges), then lines `sm_NN <kernel as this
+    script prints it>  # why`; blank lines and # comments ignored. Returns (architectures, entries)."""
+    allowed, judged = [], None
     with open(path, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):
             text = line.split("#", 1)[0].strip()
             if not text:
+                continue
+            if text.startswith("architectures"):
+                judged = set(text.split()[1:])
+                if not judged or not all(re.fullmatch(r"sm_\d+a?", x) for x in judged):
+                    sys.exit(f"{path}:{no}: expected 'architectures sm_NN ...', got: {line.rstrip()}")
                 continue
             arch, _, name = text.partition(" ")
             if not re.fullmatch(r"sm_\d+a?", arch) or not name.strip():
                 sys.exit(f"{path}:{no}: expected 'sm_NN <kernel>  # why', got: {line.rstrip()}")
             if "#" not in line:
                 sys.exit(f"{path}:{no}: say why the spill is allowed after a '#'")
+            if judged is None or arch not in judged:
+                sys.exit(f"{path}:{no}: {arch} is not in the file's 'architectures' line, which must come first")
             allowed.append((path, no, arch, name.strip()))
-    return allowed
+    if judged is None:
+        sys.exit(f"{path}: no 'architectures sm_NN ...' line (the architectures whose spills it judges)")
+    return judged, allowed
 
 
 def table(rows):
@@ -163,9 +174,16 @@ def main():
     for src in filter(None, a.expect.split(",")):
         if src not in have:
             problems.append(f"{src}: no ptxas report (expected {src}.o.resources.txt beside its object)")
-    allowed = read_allowed(a.check)
+    judged, allowed = read_allowed(a.check)
+    # Only the architectures ALLOWED judges, and of those only the ones this build compiled: a build for
+    # sm_90 alone (CMAKE_CUDA_ARCHITECTURES=90) or for another device passes on what it cannot judge.
+    checked = judged & set(archs)
+    unchecked = sorted(set(archs) - checked)
+    if unchecked:
+        print(f"note: {a.check} does not judge {', '.join(unchecked)}; spills there are shown, not judged")
+    allowed = [e for e in allowed if e[2] in checked]
     used = set()
-    for k in spilling:
+    for k in (k for k in spilling if k["arch"] in checked):
         hit = [e for e in allowed if e[2] == k["arch"] and e[3] == k["name"]]
         if hit:
             used.update((e[0], e[1]) for e in hit)
