@@ -13,19 +13,20 @@
 
 namespace ip::exp {
 
-// One RequestResult per request, as run_request would give for a scheme that does not learn, except that
-// every request of a step carries the batch's times: pool_ms (step 0) is the one pool launch of all B,
-// score_ms, topk_ms and attention_ms are the three launches of the step for all B (CUDA events), layer_ms
-// their sum. With p.fidelity the exact indexer and dense attention run per request on `fidelity` (the
-// runner passes the point's backend). Returns an empty vector and sets `skip_reason` when the batch does
-// not fit the device, or its requests (imported ones) differ in shape or have no attention stage. Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc)
-// has refused what the batched decoder cannot do: learning schemes, the issue-7 features, no attention.
 // Why the point's batch cannot run batched (empty when it can): its requests differ in shape or have no
 // attention stage, or the decoder's estimate, with one request's fidelity work beside it, exceeds the free
 // device memory. The runner asks before it starts the backend, so that backend = auto can run the point
 // on the cpu instead. Needs a device to answer "fits"; without CUDA it says so.
 std::string batched_skip_reason(const std::vector<Workload>& reqs, const PipelineParams& p);
 
+// One RequestResult per request, as run_request would give for a scheme that does not learn, except that
+// every request of a step carries the batch's times: pool_ms (step 0) is the one pool launch of all B,
+// score_ms, topk_ms and attention_ms are the three launches of the step for all B (CUDA events), layer_ms
+// their sum. With p.fidelity the exact indexer and dense attention run per request on `fidelity` (the
+// runner passes the point's backend). Returns an empty vector and sets `skip_reason` for the reasons of
+// batched_skip_reason. Each request's arrays are copied to the device from where they lie (no packed
+// host copy). Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc) has
+// refused what the batched decoder cannot do: learning schemes, the issue-7 features, no attention.
 std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
                                        std::string& skip_reason,
                                        const std::function<void(std::size_t, std::size_t)>& on_step = {});

@@ -171,7 +171,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (p.pipeline.topk_tokens > w.tokens())
       return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
                               p.pipeline.topk_tokens, w.tokens()));
-  if (p.batched && plan.backend == "cuda") {  // the whole batch on the device: auto runs it on the cpu when it cannot
+  // select.batched puts the whole batch on the device at once: auto runs it on the cpu when it cannot.
+  if (p.batched && plan.backend == "cuda") {
     const std::string why = batched_skip_reason(reqs, p.pipeline);
     if (!why.empty()) {
       if (p.backend != "auto") return skip("backend = cuda: " + why);
@@ -423,8 +424,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
         last = now;
         const double since = std::chrono::duration<double>(now - t0).count();
         const std::string line = fmt::format("[{}/{}] {} | {} {}/{} | elapsed {}", i + 1, n, p.key == "-" ? "" : p.key,
-                                             unit, done, total,
-                                             fmt_duration(since));
+                                             unit, done, total, fmt_duration(since));
         if (tty)
           std::fprintf(stderr, "\r\033[K%s", line.c_str());
         else
