@@ -81,6 +81,26 @@ std::string batched_skip_reason(const std::vector<Workload>& reqs, const Pipelin
   return batched_config(reqs, p, c, offset);
 }
 
+double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p) {
+  cuda::BatchedDecodeConfig c;
+  c.requests = s.requests;
+  c.dim = s.dim;
+  c.index_heads = s.index_heads;
+  c.attn_dim = s.attn_dim;
+  c.attn_heads = s.attn_heads;
+  c.value_dim = s.value_dim;
+  c.pool = p.pool;
+  c.topk_tokens = p.topk_tokens;
+  c.want_probs = true;
+  for (int b = 0; b < s.requests; ++b) {
+    const Index64 T = request_tokens(s, b);
+    c.total_tokens += T;
+    c.max_tokens = std::max<long long>(c.max_tokens, T);
+  }
+  const double fidelity = p.fidelity ? estimate_device_bytes(device_shape(s), p).total() : 0.0;
+  return static_cast<double>(cuda::estimate_device_bytes(c)) + fidelity;
+}
+
 std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
                                        std::string& skip_reason,
                                        const std::function<void(std::size_t, std::size_t)>& on_step) {
@@ -218,6 +238,10 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
 
 std::string batched_skip_reason(const std::vector<Workload>&, const PipelineParams&) {
   return "select.batched: this build has no CUDA";
+}
+
+double batched_device_bytes(const WorkloadSpec&, const PipelineParams&) {
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 std::vector<RequestResult> run_batched(const std::vector<Workload>&, const PipelineParams&, Backend&, std::string&,

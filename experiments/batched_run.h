@@ -19,6 +19,11 @@ namespace ip::exp {
 // on the cpu instead. Needs a device to answer "fits"; without CUDA it says so.
 std::string batched_skip_reason(const std::vector<Workload>& reqs, const PipelineParams& p);
 
+// Device bytes a batched point of generated requests needs: the decoder's allocation for the B requests
+// (kernels/batched_decode.h) plus, with p.fidelity, one request's work on the cuda backend beside it. NaN
+// in a build without CUDA. Throws ip::Error for a configuration the decoder refuses.
+double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p);
+
 // One RequestResult per request, as run_request would give for a scheme that does not learn, except that
 // every request of a step carries the batch's times: pool_ms (step 0) is the one pool launch of all B,
 // score_ms, topk_ms and attention_ms are the three launches of the step for all B (CUDA events), layer_ms

@@ -1,6 +1,7 @@
 // indexpool: the command-line entry point. Subcommands grow here (run today; list, merge, cache-sim,
 // inspect with the runner and the cache simulator).
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -16,8 +17,10 @@
 #include <boost/program_options.hpp>
 
 #include "core/error.h"
+#include "experiments/batched_run.h"
 #include "experiments/cache_sim_cmd.h"
 #include "experiments/config.h"
+#include "experiments/device_plan.h"
 #include "experiments/profiling.h"
 #include "experiments/results.h"
 #include "experiments/runner.h"
@@ -208,6 +211,21 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   return 0;
 }
 
+// What a cuda or auto point needs on the device (the estimate the runner checks against free memory):
+// the batched decoder's for all B requests with select.batched, else one request's.
+std::string device_note(const Point& p) {
+  try {
+    if (p.batched) {
+      const double b = batched_device_bytes(p.workload, p.pipeline);
+      return std::isnan(b) ? std::string() : fmt::format("; device ~{:.2f} GiB for the batch", b / (1 << 30));
+    }
+    const double r = estimate_device_bytes(device_shape(p.workload), p.pipeline).total();
+    return fmt::format("; device ~{:.2f} GiB per request", r / (1 << 30));
+  } catch (const ip::Error& e) {
+    return fmt::format("; device estimate refused: {}", e.what());
+  }
+}
+
 int cmd_list(const std::vector<std::string>& args) {
   po::options_description opts("indexpool list CONFIG [options]");
   opts.add_options()("help,h", "describe this command");
@@ -215,7 +233,9 @@ int cmd_list(const std::vector<std::string>& args) {
   const auto vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << "Prints the exact points a run of CONFIG would execute (after --set and --shard), one per line,\n"
-                 "with the reason for any point already known to be skipped; runs nothing.\n\n"
+                 "with the host memory estimate (GiB), for backend = cuda or auto the device memory estimate (per\n"
+                 "request, or for the whole batch with select.batched), and the reason for any point already known\n"
+                 "to be skipped; runs nothing.\n\n"
               << opts;
     return 0;
   }
@@ -226,10 +246,12 @@ int cmd_list(const std::vector<std::string>& args) {
                            shards, sweep.sweep_id);
   for (const auto& p : points) {
     const double mem = estimate_point_bytes(p);
-    std::string note = fmt::format("~{:.2f} GiB", mem / (1 << 30));
+    std::string note = fmt::format("host ~{:.2f} GiB", mem / (1 << 30));
     if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
     if (p.source == "synthetic" && p.pipeline.topk_tokens > p.workload.tokens)
       note += " (will be skipped: select.topk_tokens > workload.tokens)";
+    else if (p.source == "synthetic" && p.backend != "cpu")
+      note += device_note(p);
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,9 +15,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "experiments/batched_run.h"
+#include "experiments/config.h"
 #include "experiments/device_plan.h"
 #include "experiments/h5.h"
 #include "experiments/results.h"
+#include "indexpool/build_config.h"
 
 namespace {
 
@@ -126,6 +130,35 @@ TEST_F(CliTest, ListPrintsPointsWithoutRunning) {
   EXPECT_FALSE(fs::exists(dir_ / "never.h5"));
   const auto s = run("list " + cfg + " --shard 1/4");
   EXPECT_NE(s.out.find("# 2 of 6 points (shard 1/4)"), std::string::npos) << s.out;  // points 1 and 5
+}
+
+// For backend = cuda or auto, list also prints the device memory estimate the runner checks: one
+// request's, or with select.batched the whole batch's (a build with CUDA only).
+TEST_F(CliTest, ListPrintsTheDeviceEstimateOfCudaPoints) {
+  const auto cfg = file("list_device.ini", "[workload]\ntokens = 16Ki\nrequests = 4\nlength_spread = 0.5\n"
+                                           "[select]\ntopk_tokens = 256\nbatched = false, true\n");
+  const auto cpu = run("list " + cfg);
+  EXPECT_EQ(cpu.code, 0) << cpu.out;
+  EXPECT_NE(cpu.out.find("host ~"), std::string::npos) << cpu.out;
+  EXPECT_EQ(cpu.out.find("device ~"), std::string::npos) << cpu.out;  // backend = cpu: no device
+  const auto r = run("list " + cfg + " --set backend=cuda");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const auto sw = ip::exp::load_sweep(cfg, {"backend=cuda"});
+  ASSERT_EQ(sw.points.size(), 2u);
+  const ip::exp::Point& one = sw.points[0];
+  const double per_request =
+      ip::exp::estimate_device_bytes(ip::exp::device_shape(one.workload), one.pipeline).total() / (1 << 30);
+  EXPECT_NE(r.out.find(fmt::format("device ~{:.2f} GiB per request", per_request)), std::string::npos) << r.out;
+  const double batch = ip::exp::batched_device_bytes(sw.points[1].workload, sw.points[1].pipeline);
+  if (IP_HAVE_CUDA) {
+    // The decoder holds all four contexts at once: more than one request's work.
+    EXPECT_GT(batch / (1 << 30), per_request);
+    EXPECT_NE(r.out.find(fmt::format("device ~{:.2f} GiB for the batch", batch / (1 << 30))), std::string::npos)
+        << r.out;
+  } else {
+    EXPECT_TRUE(std::isnan(batch));
+    EXPECT_EQ(r.out.find("for the batch"), std::string::npos) << r.out;
+  }
 }
 
 TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
