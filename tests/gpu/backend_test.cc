@@ -8,6 +8,9 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+
+#include <cuda_runtime.h>
 
 #include "core/attention.h"
 #include "core/backend.h"
@@ -273,6 +276,80 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
         }
       for (; i < len; ++i) EXPECT_EQ(row[i], 0.0f);
     }
+  }
+}
+
+std::size_t free_device_bytes() {
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return free;
+}
+
+// The decoder takes its device memory in the constructor, as much as estimate_device_bytes says (the
+// runner's fit check and `indexpool list` rest on it), and nothing more in load() or step(). On the
+// emulator, which counts bytes exactly, equal; on a device, cudaMalloc's granularity may add up to
+// 2 MiB for each of the decoder's allocations (fewer than 20) and cudaMemGetInfo reports in pages.
+TEST(BatchedDecoder, DeviceMemoryIsTheEstimateAndAllOfItIsTakenAtConstruction) {
+  IP_REQUIRE_GPU();
+  WorkloadSpec spec = small_spec(8192, 6);
+  std::vector<Workload> ws;
+  std::vector<long long> off = {0};
+  std::vector<const float*> ik, ak, vv;
+  for (int b = 0; b < spec.requests; ++b) {
+    ws.push_back(generate_request(spec, b));
+    off.push_back(off.back() + ws.back().tokens());
+  }
+  for (const auto& w : ws) {
+    ik.push_back(w.index_keys.data());
+    ak.push_back(w.attn_keys.data());
+    vv.push_back(w.values.data());
+  }
+  cuda::BatchedDecodeConfig c;
+  c.requests = spec.requests;
+  c.total_tokens = off.back();
+  for (const auto& w : ws) c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
+  c.dim = spec.dim;
+  c.index_heads = spec.index_heads;
+  c.attn_dim = spec.attn_dim;
+  c.attn_heads = spec.attn_heads;
+  c.value_dim = spec.value_dim;
+  c.pool.group_size = 4;
+  c.pool.precision = Precision::int8;  // per-row scales: one more allocation
+  c.topk_tokens = 512;
+  c.want_probs = true;
+  cuda::BatchedContext ctx;
+  ctx.token_offset = off;
+  ctx.request_index_keys = ik;
+  ctx.request_attn_keys = ak;
+  ctx.request_values = vv;
+  std::vector<float> iq, hw, aq;
+  for (const auto& w : ws) {
+    const auto s = w.index_queries.slice(0);
+    iq.insert(iq.end(), s.data, s.data + s.rows * s.cols);
+    hw.insert(hw.end(), w.head_weights.data(), w.head_weights.data() + w.index_heads());
+    const auto a = w.attn_queries.slice(0);
+    aq.insert(aq.end(), a.data, a.data + a.rows * a.cols);
+  }
+  {  // Warm-up: a device loads kernel code on first launch (lazy module loading), which takes memory too.
+    cuda::BatchedDecoder warm(c);
+    warm.load(ctx);
+    warm.step({iq.data(), hw.data(), aq.data()});
+  }
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const bool emulated = std::string(prop.name).find("cuemu") != std::string::npos;
+  const std::size_t estimate = cuda::estimate_device_bytes(c), before = free_device_bytes();
+  cuda::BatchedDecoder dec(c);
+  const std::size_t taken = before - free_device_bytes();
+  dec.load(ctx);
+  dec.step({iq.data(), hw.data(), aq.data()});
+  dec.step({iq.data(), hw.data(), aq.data()});
+  EXPECT_EQ(before - free_device_bytes(), taken) << "load() or step() allocated device memory";
+  if (emulated) {
+    EXPECT_EQ(taken, estimate);
+  } else {
+    EXPECT_GE(taken, estimate);
+    EXPECT_LE(taken, estimate + (std::size_t{20} << 21) + (std::size_t{2} << 20)) << "estimate " << estimate;
   }
 }
 
