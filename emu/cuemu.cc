@@ -140,7 +140,7 @@ struct Emu {
     bool device;
   };
   std::map<std::uintptr_t, Alloc> allocs;  // by user address
-  std::size_t device_bytes = 0;
+  std::size_t device_bytes = 0, peak_device_bytes = 0;
   unsigned char* smem_buf = nullptr;
   std::size_t smem_cap = 0;
   std::set<void*> streams, events;
@@ -166,6 +166,15 @@ Emu& emu() {
     }
     x->shuffle_state = 0x9E3779B97F4A7C15ull;
     if (const char* s = std::getenv("CUEMU_SEED")) x->shuffle_state ^= std::strtoull(s, nullptr, 10);
+    // CUEMU_STATS_LOG=<file>: at exit, the most device memory held at once ("peak_device_bytes N"), so a
+    // test can hold the runner's device estimates against what the kernels' host code really allocates.
+    if (const char* path = std::getenv("CUEMU_STATS_LOG"); path && *path)
+      std::atexit([] {
+        if (FILE* f = std::fopen(std::getenv("CUEMU_STATS_LOG"), "w")) {
+          std::fprintf(f, "peak_device_bytes %zu\n", emu().peak_device_bytes);
+          std::fclose(f);
+        }
+      });
     return x;
   }();
   return *e;
@@ -403,7 +412,10 @@ void* guarded_alloc(std::size_t bytes, bool device) {
   unsigned char* user = map + map_bytes - kPage - span;  // 256-aligned, ends at the upper guard page
   std::memset(user, 0xFF, span);  // cudaMalloc does not clear memory; a read before a write shows as NaN / -1
   e.allocs[reinterpret_cast<std::uintptr_t>(user)] = {map, map_bytes, user, bytes, device};
-  if (device) e.device_bytes += bytes;
+  if (device) {
+    e.device_bytes += bytes;
+    e.peak_device_bytes = std::max(e.peak_device_bytes, e.device_bytes);
+  }
   return user;
 }
 

@@ -71,8 +71,9 @@ Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, do
 }  // namespace
 
 DeviceShape device_shape(const WorkloadSpec& s) {
-  return DeviceShape{static_cast<double>(s.tokens), s.dim, s.index_heads, s.attn_dim, s.attn_heads,
-                     s.attn_dim > 0 ? s.value_dim : 0};
+  // generate_request makes tokens + steps x append_per_step rows (a growing context's last step sees all).
+  const double T = static_cast<double>(s.tokens) + static_cast<double>(s.steps) * static_cast<double>(s.append_per_step);
+  return DeviceShape{T, s.dim, s.index_heads, s.attn_dim, s.attn_heads, s.attn_dim > 0 ? s.value_dim : 0};
 }
 
 DeviceShape device_shape(const Workload& w) {
@@ -108,14 +109,37 @@ DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p)
     b.attention = T * (Da + Dv) * 4.0 + Ha * Da * 4.0 + Ha * Dv * 4.0 + Ha * T * 4.0 + groups * 4.0 + ws.attention;
   }
   b.stats = T * 4.0 * 3 + groups * 16.0;
+  if (p.extended() && !p.adaptive.enabled) {
+    // kernels/cuda_update.cc: keys [T, D] and the index slots in use (composites and per-token weights;
+    // two when asynchronous updates double-buffer, else one), each grown with 1.5x headroom (grow_keep);
+    // while a growing context grows one of them, its old allocation (at most the final size; the keys are
+    // the largest) is held beside the new one. Snapshot mass and counts [T].
+    const double keys = T * D * 4.0;
+    const double slots = (p.async_updates ? 2.0 : 1.0) * (b.composites + T * 4.0);
+    b.updates = 1.5 * (keys + slots) + (p.append_per_step > 0 ? keys : 0.0) + T * 8.0 + G * 4.0 + D * 4.0 + 256.0;
+  }
+  if (p.adaptive.enabled || p.append_per_step > 0) {
+    // The backend keeps four resident matrices (kernels/cuda_backend.cc: index keys, attention keys, values
+    // and a spare). Without a hold (adaptive groups are rebuilt on the host) or with views that change every
+    // step (a growing context), uploads rotate through all four, so the spare may hold the largest one.
+    b.keys += T * std::max({D, static_cast<double>(s.attn_dim), static_cast<double>(s.value_dim)}) * 4.0;
+  }
+  if (p.hybrid.enabled && s.attn_dim > 0) {
+    // kernels/local_branch.cc over the first step's window: raw keys and values, the prepared keys,
+    // values (with a ones column) and gates, the state, the queries and the output.
+    const double n = std::min(T, static_cast<double>(p.hybrid.window));
+    const double Ha = std::max(1, s.attn_heads), Da = s.attn_dim, Dv = s.value_dim;
+    b.local = n * (3.0 * Da + 2.0 * Dv + 1.0) * 4.0 + Da * (Dv + 1.0) * 4.0 + Ha * (Da + Dv) * 4.0;
+  }
   return b;
 }
 
 std::string DeviceBytes::describe() const {
   return fmt::format(
       "keys {:.2f} GiB, composites {:.2f} GiB, scores {:.2f} GiB, top-k {:.2f} GiB, attention {:.2f} GiB, "
-      "stats {:.2f} GiB; total {:.2f} GiB",
-      keys / kGiB, composites / kGiB, scores / kGiB, topk / kGiB, attention / kGiB, stats / kGiB, total() / kGiB);
+      "stats {:.2f} GiB, index updates {:.2f} GiB, local branch {:.2f} GiB; total {:.2f} GiB",
+      keys / kGiB, composites / kGiB, scores / kGiB, topk / kGiB, attention / kGiB, stats / kGiB, updates / kGiB,
+      local / kGiB, total() / kGiB);
 }
 
 double device_headroom_bytes(double free_bytes) { return 0.05 * std::max(0.0, free_bytes) + 256.0 * (1 << 20); }

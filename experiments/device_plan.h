@@ -14,7 +14,8 @@ namespace ip::exp {
 
 // The sizes of one request that the device holds at once.
 struct DeviceShape {
-  double tokens = 0;   // T (the longest request: the CUDA backend runs a point's requests one after another)
+  double tokens = 0;   // T (the longest request at its last step: the CUDA backend runs a point's requests
+                       // one after another, and a growing context appends steps x append_per_step tokens)
   int dim = 0;         // D, index key dimension
   int index_heads = 0; // H
   int attn_dim = 0;    // Da (0: no attention stage)
@@ -29,13 +30,19 @@ DeviceShape device_shape(const Workload& longest);
 // (topk_workspace_bytes for the largest top-k call, attention_workspace_bytes for the dense call);
 // without it, allowances of the same order.
 struct DeviceBytes {
-  double keys = 0;        // index keys [T, D] fp32, and the per-token weights [T]
+  double keys = 0;        // index keys [T, D] fp32, the per-token weights [T] (and a spare resident copy
+                          // of the largest input matrix with adaptive groups or a growing context)
   double composites = 0;  // stored index rows (payload + per-row scales)
   double scores = 0;      // exact scores [T], compressed scores [rows], queries and head weights
   double topk = 0;        // ids and values [k] and the radix-select workspace
   double attention = 0;   // keys [T, Da], values [T, Dv], probabilities [Ha, T], output, workspace
   double stats = 0;       // access statistics: mass [T] fp32, counts [T] u32, step mass [T], ranges
-  double total() const { return keys + composites + scores + topk + attention + stats; }
+  // Issue 7's decode loop (pipeline.extended(), without adaptive): the index updater's own copy of the
+  // keys, its index slots and the statistics snapshot (kernels/cuda_update.cc; 1.5x headroom, and with a
+  // growing context one old buffer beside its replacement); and the hybrid layer's local branch.
+  double updates = 0;
+  double local = 0;
+  double total() const { return keys + composites + scores + topk + attention + stats + updates + local; }
   std::string describe() const;  // "keys 0.50 GiB, composites ... (total X GiB)"
 };
 DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p);

@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "experiments/config.h"
+#include "experiments/device_plan.h"
 #include "experiments/h5.h"
 
 namespace {
@@ -140,6 +143,64 @@ TEST(RunnerOnEmulator, BatchedPointThatDoesNotFitRunsOnTheCpuUnderAutoAndIsSkipp
       EXPECT_EQ(t.column("status").strings[1], "skipped");
       EXPECT_EQ(why.rfind("backend = cuda: select.batched", 0), 0u) << why;
     }
+  }
+  fs::remove_all(dir);
+}
+
+// The device memory a cuda point takes (cuemu's peak, CUEMU_STATS_LOG) against the estimate the runner
+// checks before it starts the point (experiments/device_plan.h): the estimate must not be below it, or a
+// point "that fits" could fail to allocate on a device; nor far above it. Every scheme and precision
+// family, fidelity off, and each issue-7 feature (which the estimate did not cover before 2026-12-04:
+// the hybrid layer's point took 1.55x its estimate).
+TEST(RunnerOnEmulator, DeviceEstimateCoversWhatAPointTakes) {
+  const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_peak_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Case {
+    const char* name;
+    std::string config;
+  };
+  const std::string base = "[select]\ntopk_tokens = 512\n[workload]\ntokens = 6Ki\nsteps = 3\nindex_heads = 8\n"
+                           "attn_heads = 2\n";
+  const std::vector<Case> cases = {
+      {"uniform fp32", base + "[pool]\nweighting = uniform\nprecision = fp32\n"},
+      {"tfidf int8", base + "[pool]\nweighting = tfidf\nprecision = int8\n"},
+      {"hybrid fp8", base + "[pool]\nweighting = hybrid\nprecision = fp8\n"},
+      {"cosine bf16", base + "[pool]\nweighting = cosine\nprecision = bf16\n"},
+      {"maxmin fp16", base + "[pool]\nweighting = maxmin\nprecision = fp16\n"},
+      {"exact", base + "[pool]\nweighting = exact\n"},
+      {"no fidelity", base + "[select]\nfidelity = false\n[pool]\nweighting = uniform\n"},
+      // Issue 7: the hybrid layer's local branch, incremental re-pooling, growing contexts, asynchronous
+      // updates on a second stream, adaptive group sizes.
+      {"hybrid layer", base + "[pool]\nweighting = tfidf\n[hybrid]\nenabled = true\nwindow = 256\nchunk = 64\n"},
+      {"repool tau", base + "[pool]\nweighting = hybrid\nrepool_tau = 0.05\n"},
+      {"growing", base + "append_per_step = 16\n[pool]\nweighting = tfidf\nrepool_tau = 0\n"},
+      {"async int8", base + "[pool]\nweighting = tfidf\nprecision = int8\nasync_updates = true\nrepool_tau = 0.05\n"},
+      {"adaptive", base + "[pool]\nweighting = tfidf\nprecision = fp32\n[adaptive]\nenabled = true\nbudget = 128\n"
+                         "segment = 256\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string cfg = (dir / "sweep.ini").string(), log = (dir / "stats.txt").string();
+    std::ofstream(cfg) << c.config;
+    fs::remove(log);
+    std::string out;
+    ASSERT_EQ(run("CUEMU_STATS_LOG=" + log + " " IP_INDEXPOOL_EMU_BIN,
+                  "run " + cfg + " --quiet --overwrite --set backend=cuda --set output.path=" + (dir / "r.h5").string(),
+                  out),
+              0)
+        << out;
+    std::ifstream in(log);
+    std::string key;
+    double peak = -1;
+    in >> key >> peak;
+    ASSERT_EQ(key, "peak_device_bytes");
+    const auto sw = ip::exp::load_sweep(cfg, {"backend=cuda"});
+    ASSERT_EQ(sw.points.size(), 1u);
+    const auto& p = sw.points[0];
+    const double est = ip::exp::estimate_device_bytes(ip::exp::device_shape(p.workload), p.pipeline).total();
+    std::printf("%-12s peak %.0f B, estimate %.0f B (%.3f)\n", c.name, peak, est, est / peak);
+    EXPECT_GE(est, peak);
+    EXPECT_LE(est, 1.3 * peak);  // and not so far above it that points that fit are skipped
   }
   fs::remove_all(dir);
 }

@@ -52,7 +52,9 @@ TEST(DevicePlan, EstimateArithmeticByPart) {
   EXPECT_DOUBLE_EQ(b.attention, attn_arrays + 4.0 * 1 * (64 + 2) * 4);  // ceil(1000 / 1024) = 1 slice
 #endif
   EXPECT_DOUBLE_EQ(b.stats, 1000.0 * 12 + 250.0 * 16);
-  EXPECT_DOUBLE_EQ(b.total(), b.keys + b.composites + b.scores + b.topk + b.attention + b.stats);
+  EXPECT_DOUBLE_EQ(b.total(), b.keys + b.composites + b.scores + b.topk + b.attention + b.stats + b.updates + b.local);
+  EXPECT_EQ(b.updates, 0.0);  // the plain decode loop: no index updater, no local branch
+  EXPECT_EQ(b.local, 0.0);
   EXPECT_NE(b.describe().find("GiB"), std::string::npos);
 }
 
