@@ -72,7 +72,8 @@ Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, do
 
 DeviceShape device_shape(const WorkloadSpec& s) {
   // generate_request makes tokens + steps x append_per_step rows (a growing context's last step sees all).
-  const double T = static_cast<double>(s.tokens) + static_cast<double>(s.steps) * static_cast<double>(s.append_per_step);
+  const double T =
+      static_cast<double>(s.tokens) + static_cast<double>(s.steps) * static_cast<double>(s.append_per_step);
   return DeviceShape{T, s.dim, s.index_heads, s.attn_dim, s.attn_heads, s.attn_dim > 0 ? s.value_dim : 0};
 }
 

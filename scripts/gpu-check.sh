@@ -14,7 +14,8 @@
 #   8. runs a small sweep with backend = cuda through the runner, and configs/batched.ini at B = 1 and 64,
 #   9. the profiling check (scripts/gpu-profile-check.sh: CUPTI counters vs declared bytes),
 # and prints a final table (step, status, time, key figures). Everything (logs, JSON, results, and
-# kernel_resources.txt: ptxas's registers and spills of the build that ran) goes to the output directory. Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
+# kernel_resources.txt: ptxas's registers and spills of the build that ran) goes to the output directory.
+# Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
 #
 # usage: scripts/gpu-check.sh [OUTPUT_DIR]      (default: $OUT, else ./gpu-check-out)
 # environment:

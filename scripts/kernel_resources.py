@@ -152,7 +152,8 @@ def main():
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("build_dir", help="the CMake build directory (holds kernels/CMakeFiles/indexpool_kernels.dir)")
     ap.add_argument("--spills", action="store_true", help="list only the kernels that spill registers")
-    ap.add_argument("--check", metavar="ALLOWED", help="fail on a spill that ALLOWED does not list (and on stale entries)")
+    ap.add_argument("--check", metavar="ALLOWED",
+                    help="fail on a spill that ALLOWED does not list (and on stale entries)")
     ap.add_argument("--expect", metavar="A.cu,B.cu", default="",
                     help="with --check: the CUDA sources that must have a report")
     a = ap.parse_args()
