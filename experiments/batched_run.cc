@@ -24,6 +24,22 @@ namespace ip::exp {
 
 namespace {
 
+// The decoder's configuration for B requests of these dims under p (token counts left to the caller).
+cuda::BatchedDecodeConfig decoder_config(Index64 B, Index64 D, Index64 H, Index64 Da, Index64 Ha, Index64 Dv,
+                                         const PipelineParams& p) {
+  cuda::BatchedDecodeConfig c;
+  c.requests = static_cast<int>(B);
+  c.dim = static_cast<int>(D);
+  c.index_heads = static_cast<int>(H);
+  c.attn_dim = static_cast<int>(Da);
+  c.attn_heads = static_cast<int>(Ha);
+  c.value_dim = static_cast<int>(Dv);
+  c.pool = p.pool;
+  c.topk_tokens = p.topk_tokens;
+  c.want_probs = true;  // the mass each selected group got (the cache model's relevance)
+  return c;
+}
+
 // The decoder's configuration for the point, and the requests' offsets; or why the batch cannot run.
 std::string batched_config(const std::vector<Workload>& reqs, const PipelineParams& p, cuda::BatchedDecodeConfig& c,
                            std::vector<long long>& offset) {
@@ -34,16 +50,7 @@ std::string batched_config(const std::vector<Workload>& reqs, const PipelinePara
   const auto B = static_cast<Index64>(reqs.size());
   const Index64 D = w0.dim(), H = w0.index_heads(), Q = w0.steps();
   const Index64 Ha = w0.attn_queries.dim(1), Da = w0.attn_keys.dim(1), Dv = w0.values.dim(1);
-  c = cuda::BatchedDecodeConfig{};
-  c.requests = static_cast<int>(B);
-  c.dim = static_cast<int>(D);
-  c.index_heads = static_cast<int>(H);
-  c.attn_dim = static_cast<int>(Da);
-  c.attn_heads = static_cast<int>(Ha);
-  c.value_dim = static_cast<int>(Dv);
-  c.pool = p.pool;
-  c.topk_tokens = p.topk_tokens;
-  c.want_probs = true;  // the mass each selected group got (the cache model's relevance)
+  c = decoder_config(B, D, H, Da, Ha, Dv, p);
   offset.assign(static_cast<std::size_t>(B) + 1, 0);
   for (Index64 b = 0; b < B; ++b) {
     const Workload& w = reqs[static_cast<std::size_t>(b)];
@@ -82,16 +89,8 @@ std::string batched_skip_reason(const std::vector<Workload>& reqs, const Pipelin
 }
 
 double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p) {
-  cuda::BatchedDecodeConfig c;
-  c.requests = s.requests;
-  c.dim = s.dim;
-  c.index_heads = s.index_heads;
-  c.attn_dim = s.attn_dim;
-  c.attn_heads = s.attn_heads;
-  c.value_dim = s.value_dim;
-  c.pool = p.pool;
-  c.topk_tokens = p.topk_tokens;
-  c.want_probs = true;
+  cuda::BatchedDecodeConfig c =
+      decoder_config(s.requests, s.dim, s.index_heads, s.attn_dim, s.attn_heads, s.value_dim, p);
   for (int b = 0; b < s.requests; ++b) {
     const Index64 T = request_tokens(s, b);
     c.total_tokens += T;

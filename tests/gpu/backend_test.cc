@@ -174,27 +174,59 @@ TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
   for (Index64 t = 0; t < half.rows; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
 }
 
+// spec.requests generated requests as the batched decoder takes them: its configuration (G = 4), the
+// contexts per request and the first step's queries, back to back.
+struct BatchInputs {
+  std::vector<Workload> ws;
+  std::vector<long long> off = {0};
+  cuda::BatchedDecodeConfig c;
+  std::vector<const float*> ik, ak, vv;  // per request
+  std::vector<float> iq, hw, aq;         // step 0, [B, ...]
+
+  BatchInputs(const WorkloadSpec& spec, long long topk_tokens) {
+    for (int b = 0; b < spec.requests; ++b) {
+      ws.push_back(generate_request(spec, b));
+      off.push_back(off.back() + ws.back().tokens());
+    }
+    c.requests = spec.requests;
+    c.total_tokens = off.back();
+    for (const auto& w : ws) c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
+    c.dim = spec.dim;
+    c.index_heads = spec.index_heads;
+    c.attn_dim = spec.attn_dim;
+    c.attn_heads = spec.attn_heads;
+    c.value_dim = spec.value_dim;
+    c.pool.group_size = 4;
+    c.topk_tokens = topk_tokens;
+    c.want_probs = true;
+    for (const auto& w : ws) {
+      ik.push_back(w.index_keys.data());
+      ak.push_back(w.attn_keys.data());
+      vv.push_back(w.values.data());
+      const auto s = w.index_queries.slice(0);
+      iq.insert(iq.end(), s.data, s.data + s.rows * s.cols);
+      hw.insert(hw.end(), w.head_weights.data(), w.head_weights.data() + w.index_heads());
+      const auto a = w.attn_queries.slice(0);
+      aq.insert(aq.end(), a.data, a.data + a.rows * a.cols);
+    }
+  }
+  cuda::BatchedContext per_request() const {
+    cuda::BatchedContext ctx;
+    ctx.token_offset = off;
+    ctx.request_index_keys = ik;
+    ctx.request_attn_keys = ak;
+    ctx.request_values = vv;
+    return ctx;
+  }
+  cuda::BatchedQueries queries() const { return {iq.data(), hw.data(), aq.data()}; }
+};
+
 // One decode step of spec.requests requests in one launch sequence against per-request CPU results:
 // the selected groups (where the CPU scores are well separated), the attention output and probabilities.
 void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Index64 expect_k_groups) {
-  std::vector<Workload> ws;
-  std::vector<long long> off = {0};
-  for (int b = 0; b < spec.requests; ++b) {
-    ws.push_back(generate_request(spec, b));
-    off.push_back(off.back() + ws.back().tokens());
-  }
-  cuda::BatchedDecodeConfig c;
-  c.requests = spec.requests;
-  c.total_tokens = off.back();
-  for (const auto& w : ws) c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
-  c.dim = spec.dim;
-  c.index_heads = spec.index_heads;
-  c.attn_dim = spec.attn_dim;
-  c.attn_heads = spec.attn_heads;
-  c.value_dim = spec.value_dim;
-  c.pool.group_size = 4;
-  c.topk_tokens = topk_tokens;
-  c.want_probs = true;
+  const BatchInputs in(spec, topk_tokens);
+  const std::vector<Workload>& ws = in.ws;
+  const cuda::BatchedDecodeConfig& c = in.c;
   EXPECT_GT(cuda::estimate_device_bytes(c), static_cast<std::size_t>(c.total_tokens) * 192 * sizeof(float));
   EXPECT_EQ(cuda::check_fits(c), "");
   auto cat = [&](auto get) {
@@ -210,44 +242,26 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
   const auto vv = cat([](const Workload& w) -> const Tensor<float>& { return w.values; });
   cuda::BatchedDecoder dec(c);
   cuda::BatchedContext packed;
-  packed.token_offset = off;
+  packed.token_offset = in.off;
   packed.index_keys = ik.data();
   packed.attn_keys = ak.data();
   packed.values = vv.data();
   dec.load(packed);
-  std::vector<float> iq, hw, aq;
-  for (const auto& w : ws) {
-    const auto s = w.index_queries.slice(0);
-    iq.insert(iq.end(), s.data, s.data + s.rows * s.cols);
-    hw.insert(hw.end(), w.head_weights.data(), w.head_weights.data() + w.index_heads());
-    const auto a = w.attn_queries.slice(0);
-    aq.insert(aq.end(), a.data, a.data + a.rows * a.cols);
-  }
-  const cuda::BatchedStep st = dec.step({iq.data(), hw.data(), aq.data()});
+  const cuda::BatchedStep st = dec.step(in.queries());
   const Index64 kg = st.k_groups, G = 4, Ha = spec.attn_heads, Dv = spec.value_dim;
   ASSERT_EQ(kg, expect_k_groups);
   {  // The same contexts given per request (no packed host copy): the same index and step, bit for bit.
-    std::vector<const float*> rik, rak, rvv;
-    for (const auto& w : ws) {
-      rik.push_back(w.index_keys.data());
-      rak.push_back(w.attn_keys.data());
-      rvv.push_back(w.values.data());
-    }
-    cuda::BatchedContext ctx;
-    ctx.token_offset = off;
-    ctx.request_index_keys = rik;
-    ctx.request_attn_keys = rak;
-    ctx.request_values = rvv;
+    cuda::BatchedContext ctx = in.per_request();
     cuda::BatchedDecoder per(c);
     per.load(ctx);
     EXPECT_EQ(per.index_payload(), dec.index_payload());
-    const cuda::BatchedStep ps = per.step({iq.data(), hw.data(), aq.data()});
+    const cuda::BatchedStep ps = per.step(in.queries());
     EXPECT_EQ(ps.selected, st.selected);
     EXPECT_EQ(0, std::memcmp(ps.out.data(), st.out.data(), st.out.size() * sizeof(float)));
     ASSERT_EQ(ps.probs.size(), st.probs.size());
     EXPECT_EQ(0, std::memcmp(ps.probs.data(), st.probs.data(), st.probs.size() * sizeof(float)));
     // One pointer short: refused with a message, before any copy.
-    ctx.request_values = std::span<const float* const>(rvv.data(), rvv.size() - 1);
+    ctx.request_values = std::span<const float* const>(in.vv.data(), in.vv.size() - 1);
     EXPECT_THROW(per.load(ctx), Error);
   }
   for (int b = 0; b < spec.requests; ++b) {
@@ -291,49 +305,14 @@ std::size_t free_device_bytes() {
 // 2 MiB for each of the decoder's allocations (fewer than 20) and cudaMemGetInfo reports in pages.
 TEST(BatchedDecoder, DeviceMemoryIsTheEstimateAndAllOfItIsTakenAtConstruction) {
   IP_REQUIRE_GPU();
-  WorkloadSpec spec = small_spec(8192, 6);
-  std::vector<Workload> ws;
-  std::vector<long long> off = {0};
-  std::vector<const float*> ik, ak, vv;
-  for (int b = 0; b < spec.requests; ++b) {
-    ws.push_back(generate_request(spec, b));
-    off.push_back(off.back() + ws.back().tokens());
-  }
-  for (const auto& w : ws) {
-    ik.push_back(w.index_keys.data());
-    ak.push_back(w.attn_keys.data());
-    vv.push_back(w.values.data());
-  }
-  cuda::BatchedDecodeConfig c;
-  c.requests = spec.requests;
-  c.total_tokens = off.back();
-  for (const auto& w : ws) c.max_tokens = std::max<long long>(c.max_tokens, w.tokens());
-  c.dim = spec.dim;
-  c.index_heads = spec.index_heads;
-  c.attn_dim = spec.attn_dim;
-  c.attn_heads = spec.attn_heads;
-  c.value_dim = spec.value_dim;
-  c.pool.group_size = 4;
-  c.pool.precision = Precision::int8;  // per-row scales: one more allocation
-  c.topk_tokens = 512;
-  c.want_probs = true;
-  cuda::BatchedContext ctx;
-  ctx.token_offset = off;
-  ctx.request_index_keys = ik;
-  ctx.request_attn_keys = ak;
-  ctx.request_values = vv;
-  std::vector<float> iq, hw, aq;
-  for (const auto& w : ws) {
-    const auto s = w.index_queries.slice(0);
-    iq.insert(iq.end(), s.data, s.data + s.rows * s.cols);
-    hw.insert(hw.end(), w.head_weights.data(), w.head_weights.data() + w.index_heads());
-    const auto a = w.attn_queries.slice(0);
-    aq.insert(aq.end(), a.data, a.data + a.rows * a.cols);
-  }
+  BatchInputs in(small_spec(8192, 6), 512);
+  in.c.pool.precision = Precision::int8;  // per-row scales: one more allocation
+  const cuda::BatchedDecodeConfig& c = in.c;
+  const cuda::BatchedContext ctx = in.per_request();
   {  // Warm-up: a device loads kernel code on first launch (lazy module loading), which takes memory too.
     cuda::BatchedDecoder warm(c);
     warm.load(ctx);
-    warm.step({iq.data(), hw.data(), aq.data()});
+    warm.step(in.queries());
   }
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
@@ -342,8 +321,8 @@ TEST(BatchedDecoder, DeviceMemoryIsTheEstimateAndAllOfItIsTakenAtConstruction) {
   cuda::BatchedDecoder dec(c);
   const std::size_t taken = before - free_device_bytes();
   dec.load(ctx);
-  dec.step({iq.data(), hw.data(), aq.data()});
-  dec.step({iq.data(), hw.data(), aq.data()});
+  dec.step(in.queries());
+  dec.step(in.queries());
   EXPECT_EQ(before - free_device_bytes(), taken) << "load() or step() allocated device memory";
   if (emulated) {
     EXPECT_EQ(taken, estimate);
