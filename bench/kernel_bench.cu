@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -96,26 +97,32 @@ std::string fmt_bytes(double b) {
   return fmt::format("{:.1f} KB", b / 1e3);
 }
 
-void print_table(const std::vector<Row>& rows) {
-  const auto head = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", "group",
-                                "case", "params", "median", "min..max", "bytes", "GB/s", "% copy", "figures",
-                                "target", "verdict");
+constexpr char kRowFormat[] = "{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}";
+
+void print_header() {
+  const auto head = fmt::format(kRowFormat, "group", "case", "params", "median", "min..max", "bytes", "GB/s", "% copy",
+                                "figures", "target", "verdict");
   std::printf("%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
-  for (const auto& r : rows) {
-    std::string line;
-    if (r.t.runs == 0) {
-      line = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", r.group, r.name,
-                         r.params, "-", "-", r.bytes > 0 ? fmt_bytes(r.bytes) : "-", "-", "-", r.extra, r.target,
-                         r.verdict);
-    } else {
-      line = fmt::format("{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}", r.group, r.name,
-                         r.params, fmt_ms(r.t.median_ms), fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms),
-                         r.bytes > 0 ? fmt_bytes(r.bytes) : "-", r.bytes > 0 ? fmt::format("{:.0f}", r.gbs) : "-",
-                         r.frac >= 0 ? fmt::format("{:.1f} %", 100 * r.frac) : "-", r.extra, r.target, r.verdict);
-    }
-    std::printf("%s\n", line.c_str());
-    if (!r.note.empty() && (r.verdict == "error" || r.verdict == "skipped")) std::printf("          %s\n", r.note.c_str());
+}
+
+void print_row(const Row& r) {
+  std::string line;
+  if (r.t.runs == 0) {
+    line = fmt::format(kRowFormat, r.group, r.name, r.params, "-", "-", r.bytes > 0 ? fmt_bytes(r.bytes) : "-", "-", "-",
+                       r.extra, r.target, r.verdict);
+  } else {
+    line = fmt::format(kRowFormat, r.group, r.name, r.params, fmt_ms(r.t.median_ms),
+                       fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms), r.bytes > 0 ? fmt_bytes(r.bytes) : "-",
+                       r.bytes > 0 ? fmt::format("{:.0f}", r.gbs) : "-",
+                       r.frac >= 0 ? fmt::format("{:.1f} %", 100 * r.frac) : "-", r.extra, r.target, r.verdict);
   }
+  std::printf("%s\n", line.c_str());
+  if (!r.note.empty() && (r.verdict == "error" || r.verdict == "skipped")) std::printf("          %s\n", r.note.c_str());
+}
+
+void print_table(const std::vector<Row>& rows) {
+  print_header();
+  for (const auto& r : rows) print_row(r);
 }
 
 void write_json(const std::string& path, const std::string& device, const Options& o, const Env& env,
@@ -300,12 +307,19 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("copy bandwidth (reference): %.0f GB/s (read + write bytes)\n", env.copy_gbs);
+    std::printf("\nas each group ends:\n");
+    print_header();
+    std::fflush(stdout);
 
     // A group that leaves the CUDA context broken (a sticky error) stops the remaining groups.
     auto want = [&](const char* g) { return o.only.empty() || o.only == g; };
     bool broken = false;
+    // Each group's rows are printed as soon as it ends (with its wall time), so a run stopped by a time
+    // limit still shows what it measured; the full table follows at the end.
     auto guarded = [&](const char* group, auto&& fn) {
       if (broken) return;
+      const std::size_t first = rows.size();
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         fn();
       } catch (const std::exception& e) {
@@ -315,6 +329,14 @@ int main(int argc, char** argv) {
         r.note = e.what();
         rows.push_back(r);
       }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (o.smoke)  // at 1/256 of the sizes a target means nothing
+        for (std::size_t i = first; i < rows.size(); ++i)
+          if (rows[i].verdict == "met" || rows[i].verdict == "not met" || rows[i].verdict == "pending")
+            rows[i].verdict = "not judged";
+      std::printf("[%s: %zu cases in %.1f s wall]\n", group, rows.size() - first, s);
+      for (std::size_t i = first; i < rows.size(); ++i) print_row(rows[i]);
+      std::fflush(stdout);
     };
     if (want("pool")) guarded("pool", [&] { pool_cases(env, rows); });
     if (want("score") || want("indexer"))
@@ -334,9 +356,6 @@ int main(int argc, char** argv) {
     if (want("attention")) guarded("attention", [&] { attention_cases(env, rows); });
     if (want("gla")) guarded("gla", [&] { gla_cases(env, rows); });
 
-    if (o.smoke)  // at 1/256 of the sizes a target means nothing
-      for (auto& r : rows)
-        if (r.verdict == "met" || r.verdict == "not met" || r.verdict == "pending") r.verdict = "not judged";
     int met = 0, targets = 0, errors = 0;
     for (const auto& r : rows) {
       if (r.verdict == "met" || r.verdict == "not met") ++targets;
