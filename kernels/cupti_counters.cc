@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "kernels/cuda_check.h"
 
@@ -37,10 +39,26 @@ std::string result_name(CUptiResult r) {
   return s;
 }
 
+// INDEXPOOL_CUPTI_TRACE=1 prints each CUPTI call of the device path to stderr before it is made and its
+// result after, so a call that crashes inside CUPTI is named by the last line printed.
+bool tracing() {
+  static const bool on = [] {
+    const char* v = std::getenv("INDEXPOOL_CUPTI_TRACE");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+void trace(const char* call) {
+  if (tracing()) std::fprintf(stderr, "cupti: %s ...\n", call), std::fflush(stderr);
+}
+
 // Throws CountersUnavailable with the explanation of a failed CUPTI call.
 void check(CUptiResult r, const char* call) {
+  if (tracing()) std::fprintf(stderr, "cupti: %s -> %s\n", call, result_name(r).c_str()), std::fflush(stderr);
   if (r != CUPTI_SUCCESS) throw CountersUnavailable(explain(r, call));
 }
+// trace + call + check in one: CALL(cuptiX, &params).
+#define IP_CUPTI_CALL(fn, arg) (trace(#fn), check(fn(arg), #fn))
 
 // The profiler host object for one chip (and, on a device, its counter availability image).
 class HostObject {
@@ -188,16 +206,42 @@ MetricPlan plan_metrics(const std::string& chip, const std::vector<std::string>&
   return make_plan(host, chip, metrics, config);
 }
 
-std::string device_chip(int device) {
+namespace {
+
+void require_device(int device) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n) {
     cudaGetLastError();
     throw CountersUnavailable(fmt::format("no CUDA device {} (counters need a GPU and the cuda backend)", device));
   }
+}
+
+// The chip name of a device; the profiler interface must be initialized (CUPTI's samples call
+// cuptiProfilerInitialize first, and the call is not documented to work without it).
+std::string chip_name(int device) {
   auto p = params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
   p.deviceIndex = static_cast<std::size_t>(device);
-  check(cuptiDeviceGetChipName(&p), "cuptiDeviceGetChipName");
+  IP_CUPTI_CALL(cuptiDeviceGetChipName, &p);
   return p.pChipName;
+}
+
+}  // namespace
+
+std::string device_chip(int device) {
+  require_device(device);
+  auto init = params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
+  IP_CUPTI_CALL(cuptiProfilerInitialize, &init);
+  std::string chip;
+  try {
+    chip = chip_name(device);
+  } catch (...) {
+    auto de = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+    cuptiProfilerDeInitialize(&de);
+    throw;
+  }
+  auto de = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+  cuptiProfilerDeInitialize(&de);
+  return chip;
 }
 
 struct RangeProfiler::Impl {
@@ -208,34 +252,51 @@ struct RangeProfiler::Impl {
   std::vector<std::uint8_t> config, counter_data;
   CUpti_RangeProfiler_Object* obj = nullptr;
   bool profiler_initialized = false;
+  // Also runs when the constructor throws halfway, so a failed start leaves CUPTI as it found it.
+  ~Impl() {
+    if (obj) {
+      auto p = params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
+      p.pRangeProfilerObject = obj;
+      cuptiRangeProfilerDisable(&p);
+    }
+    if (profiler_initialized) {
+      auto p = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+      cuptiProfilerDeInitialize(&p);
+    }
+  }
 };
 
 RangeProfiler::RangeProfiler(int device, const std::vector<std::string>& metrics) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.metrics = metrics;
-  const std::string chip = device_chip(device);
+  require_device(device);
   IP_CUDA_CHECK(cudaSetDevice(device));
   IP_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
   m.ctx = current_context();
 
+  // The order of CUPTI's range-profiling samples: initialize, chip name, counter availability, host
+  // configuration, enable, counter data image, set config.
   auto init = params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
+  IP_CUPTI_CALL(cuptiProfilerInitialize, &init);
   m.profiler_initialized = true;
+  const std::string chip = chip_name(device);
 
   // Which counters this context may use right now (another profiler or a busy device shows here).
   auto av = params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   av.ctx = m.ctx;
-  check(cuptiProfilerGetCounterAvailability(&av), "cuptiProfilerGetCounterAvailability");
+  IP_CUPTI_CALL(cuptiProfilerGetCounterAvailability, &av);
   std::vector<std::uint8_t> availability(av.counterAvailabilityImageSize);
   av.pCounterAvailabilityImage = availability.data();
-  check(cuptiProfilerGetCounterAvailability(&av), "cuptiProfilerGetCounterAvailability");
+  IP_CUPTI_CALL(cuptiProfilerGetCounterAvailability, &av);
 
+  trace("cuptiProfilerHostInitialize (with the counter availability image)");
   m.host = std::make_unique<HostObject>(chip, &availability);
+  trace("host configuration (cuptiProfilerHostGetMetricProperties, ConfigAddMetrics, GetConfigImage, GetNumOfPasses)");
   m.plan = make_plan(*m.host, chip, metrics, m.config);
 
   auto en = params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
   en.ctx = m.ctx;
-  check(cuptiRangeProfilerEnable(&en), "cuptiRangeProfilerEnable");
+  IP_CUPTI_CALL(cuptiRangeProfilerEnable, &en);
   m.obj = en.pRangeProfilerObject;
 
   std::vector<const char*> names;
@@ -246,21 +307,11 @@ RangeProfiler::RangeProfiler(int device, const std::vector<std::string>& metrics
   sz.numMetrics = names.size();
   sz.maxNumOfRanges = 1;  // one range per measure()
   sz.maxNumRangeTreeNodes = 1;
-  check(cuptiRangeProfilerGetCounterDataSize(&sz), "cuptiRangeProfilerGetCounterDataSize");
+  IP_CUPTI_CALL(cuptiRangeProfilerGetCounterDataSize, &sz);
   m.counter_data.assign(sz.counterDataSize, 0);
 }
 
-RangeProfiler::~RangeProfiler() {
-  if (impl_ && impl_->obj) {
-    auto p = params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
-    p.pRangeProfilerObject = impl_->obj;
-    cuptiRangeProfilerDisable(&p);
-  }
-  if (impl_ && impl_->profiler_initialized) {
-    auto p = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
-    cuptiProfilerDeInitialize(&p);
-  }
-}
+RangeProfiler::~RangeProfiler() = default;  // Impl's destructor disables and deinitializes
 
 const MetricPlan& RangeProfiler::plan() const { return impl_->plan; }
 
@@ -272,7 +323,7 @@ std::vector<double> RangeProfiler::measure(const std::string& range, const std::
   ci.pRangeProfilerObject = m.obj;
   ci.counterDataSize = m.counter_data.size();
   ci.pCounterData = m.counter_data.data();
-  check(cuptiRangeProfilerCounterDataImageInitialize(&ci), "cuptiRangeProfilerCounterDataImageInitialize");
+  IP_CUPTI_CALL(cuptiRangeProfilerCounterDataImageInitialize, &ci);
 
   auto sc = params<CUpti_RangeProfiler_SetConfig_Params>(CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
   sc.pRangeProfilerObject = m.obj;
@@ -287,7 +338,7 @@ std::vector<double> RangeProfiler::measure(const std::string& range, const std::
   sc.minNestingLevel = 1;
   sc.passIndex = 0;
   sc.targetNestingLevel = 1;
-  check(cuptiRangeProfilerSetConfig(&sc), "cuptiRangeProfilerSetConfig");
+  IP_CUPTI_CALL(cuptiRangeProfilerSetConfig, &sc);
 
   bool all_submitted = false;
   for (std::size_t pass = 0; !all_submitted; ++pass) {
@@ -297,30 +348,30 @@ std::vector<double> RangeProfiler::measure(const std::string& range, const std::
     IP_CUDA_CHECK(cudaDeviceSynchronize());  // nothing from before the range may count in it
     auto st = params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     st.pRangeProfilerObject = m.obj;
-    check(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart");
+    IP_CUPTI_CALL(cuptiRangeProfilerStart, &st);
     auto push = params<CUpti_RangeProfiler_PushRange_Params>(CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
     push.pRangeProfilerObject = m.obj;
     push.pRangeName = range.c_str();
-    check(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange");
+    IP_CUPTI_CALL(cuptiRangeProfilerPushRange, &push);
     run();
     IP_CUDA_CHECK(cudaDeviceSynchronize());
     auto pop = params<CUpti_RangeProfiler_PopRange_Params>(CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
     pop.pRangeProfilerObject = m.obj;
-    check(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange");
+    IP_CUPTI_CALL(cuptiRangeProfilerPopRange, &pop);
     auto stop = params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     stop.pRangeProfilerObject = m.obj;
-    check(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
+    IP_CUPTI_CALL(cuptiRangeProfilerStop, &stop);
     all_submitted = stop.isAllPassSubmitted != 0;
   }
   auto dd = params<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   dd.pRangeProfilerObject = m.obj;
-  check(cuptiRangeProfilerDecodeData(&dd), "cuptiRangeProfilerDecodeData");
+  IP_CUPTI_CALL(cuptiRangeProfilerDecodeData, &dd);
   if (dd.numOfRangeDropped > 0)
     throw CountersUnavailable(fmt::format("CUPTI dropped {} range(s) of '{}'", dd.numOfRangeDropped, range));
   auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = m.counter_data.data();
   info.counterDataImageSize = m.counter_data.size();
-  check(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
+  IP_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo, &info);
   if (info.numTotalRanges < 1)
     throw CountersUnavailable(fmt::format("CUPTI recorded no range for '{}' (did it launch any kernel?)", range));
 
@@ -335,7 +386,7 @@ std::vector<double> RangeProfiler::measure(const std::string& range, const std::
   ev.ppMetricNames = names.data();
   ev.numMetrics = names.size();
   ev.pMetricValues = values.data();
-  check(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues");
+  IP_CUPTI_CALL(cuptiProfilerHostEvaluateToGpuValues, &ev);
   return values;
 }
 

@@ -99,7 +99,16 @@ KernelRecorder::KernelRecorder() {
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "cuptiActivityEnable(EXTERNAL_CORRELATION)");
+    // CUPTI writes an external-correlation record only in front of an API record (cupti_activity.h,
+    // cuptiActivityPushExternalCorrelationId), so the runtime and driver API kinds must be on for tags to
+    // reach the kernels: without them every tag read 0 on an H200 (2026-12-04). The API records
+    // themselves are skipped when the buffers are parsed.
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "cuptiActivityEnable(RUNTIME)");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable(DRIVER)");
   } catch (...) {
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     g_active = false;
     throw;
@@ -109,6 +118,8 @@ KernelRecorder::KernelRecorder() {
 KernelRecorder::~KernelRecorder() {
   cudaDeviceSynchronize();
   cuptiActivityFlushAll(1);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   Collected& c = collected();
