@@ -5,8 +5,9 @@
 #   1. the GPU CUPTI tests (label gpu): DRAM bytes of a copy kernel within +-5% of the bytes it moves,
 #      replay with restored inputs, kernel records;
 #   2. the runner with profile.counters = on, backend = cuda: DRAM bytes CUPTI reports for the pool
-#      stage within +-5% of the bytes the benchmark declares for pooling (keys read + index written,
-#      bench/indexpool_bench.cc), for a working set >= 4x L2 (1Mi tokens x 128 dims x 4 B = 512 MiB of keys).
+#      stage within +-5% of its declared bytes: keys read + index written (what bench/indexpool_bench.cc
+#      declares for pooling) + index read back by the stage's copy to the host (scripts/pool_dram_check.sh),
+#      for a working set >= 4x L2 (1Mi tokens x 128 dims x 4 B = 512 MiB of keys).
 # Exit status 0 when every check passes.
 set -uo pipefail
 PROFILE_CHECK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # before any cd: pool_dram_check.sh lies beside

@@ -1,6 +1,6 @@
 // Writes a results file like the one scripts/gpu-profile-check.sh makes on a GPU (1Mi tokens, D = 128, fp32
 // keys, G = 4; points fp32 and fp16, one index build each), with pool-stage DRAM counters set to FACTOR x
-// the declared bytes, for scripts/pool_dram_check.py (tests experiments.PoolDramCheck.*).
+// the declared bytes, for scripts/pool_dram_check.sh (tests experiments.PoolDramCheck.*).
 // Usage: make_counters_file OUT.h5 FACTOR [--no-counters]   (an existing OUT is replaced)
 #include <cstdio>
 #include <cstdlib>
@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
         rec.profile.counters_status = "ok";
         rec.profile.chip = "GH100";
         rec.profile.passes = 2;
-        rec.profile.counters = {{"pool", "dram__bytes_read.sum", factor * keys, "byte", 1, "sum"},
-                                {"pool", "dram__bytes_write.sum", factor * index_per_token[i] * tokens, "byte", 1, "sum"},
+        const double index = index_per_token[i] * tokens;  // written by the kernel, read back by the download
+        rec.profile.counters = {{"pool", "dram__bytes_read.sum", factor * (keys + index), "byte", 1, "sum"},
+                                {"pool", "dram__bytes_write.sum", factor * index, "byte", 1, "sum"},
                                 {"pool", "lts__t_sector_hit_rate.pct", 3.5, "percent", 1, "mean"},
                                 {"score", "dram__bytes_read.sum", 1e6, "byte", 1, "sum"}};
       } else {
