@@ -288,6 +288,8 @@ rc=$?
 tail -25 "$OUT_DIR/ctest-gpu.log"
 total=$(grep -oE 'out of [0-9]+' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '[0-9]+')
 nfail=$(grep -oE '[0-9]+ tests failed' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '^[0-9]+')
+# CTest 4 prints "100% tests passed out of N", without "0 tests failed", when nothing failed.
+[[ -z "$nfail" && $rc -eq 0 && -n "$total" ]] && nfail=0
 nskip=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUT_DIR/ctest-gpu.log")
 figs="${total:-0} tests, ${nfail:-?} failed, ${nskip} skipped"
 if ((rc != 0)) || [[ -z "$total" ]]; then
