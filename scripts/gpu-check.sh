@@ -29,6 +29,8 @@
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
+#   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
+#                                     score kernels of kernel_bench; about 2 x 60 s at most)
 set -u -o pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -412,6 +414,19 @@ ratio=$(grep -m1 -oE 'ratio [0-9.]+' "$OUT_DIR/profile_check.txt")
 if ((rc == 124)); then record profile FAIL $(($(now) - t0)) "timed out after ${box}s"
 elif ((rc != 0)); then record profile FAIL $(($(now) - t0)) "exit $rc; ${ratio:-see profile_check.txt}"
 else record profile ok $(($(now) - t0)) "pool DRAM bytes measured/declared ${ratio:-?}"
+fi
+
+# ---- optional: Nsight Compute summary of the top-k and score kernels ---------------------------------
+if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
+  say "ncu summary (scripts/gpu-ncu-summary.sh; GPU_CHECK_NCU=1)"
+  t0=$(now)
+  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" topk score \
+    >"$OUT_DIR/ncu_summary.txt" 2>&1
+  rc=$?
+  cat "$OUT_DIR/ncu_summary.txt"
+  if ((rc == 0)); then record ncu ok $(($(now) - t0)) "per-kernel summary in ncu_summary.txt"
+  else record ncu FAIL $(($(now) - t0)) "exit $rc (see ncu_summary.txt)"
+  fi
 fi
 
 final_table
