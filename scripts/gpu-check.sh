@@ -29,6 +29,8 @@
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
+#   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
+#                                     the claims report on it (python3 with h5py, pandas, matplotlib)
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
 #                                     score kernels of kernel_bench; about 2 x 60 s at most)
 set -u -o pipefail
@@ -426,6 +428,27 @@ if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
   cat "$OUT_DIR/ncu_summary.txt"
   if ((rc == 0)); then record ncu ok $(($(now) - t0)) "per-kernel summary in ncu_summary.txt"
   else record ncu FAIL $(($(now) - t0)) "exit $rc (see ncu_summary.txt)"
+  fi
+fi
+
+# ---- optional: the article's latency claim at 1Mi tokens through the runner and the claims report ------
+if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
+  say "claims at 1Mi tokens (configs/claims_1m.ini on cuda, then python3 -m analysis report; GPU_CHECK_CLAIMS=1)"
+  t0=$(now)
+  box=$(($(left) > 210 ? 150 : ($(left) > 90 ? $(left) - 60 : 30)))
+  timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/claims_1m.ini" --quiet --overwrite \
+    --set backend=cuda --set output.path="$OUT_DIR/claims_1m.h5" >"$OUT_DIR/claims_1m.txt" 2>&1
+  rc=$?
+  cat "$OUT_DIR/claims_1m.txt"
+  if ((rc != 0)); then
+    record claims FAIL $(($(now) - t0)) "indexpool run exit $rc (see claims_1m.txt)"
+  elif ! (cd "$ROOT" && timeout 60 python3 -m analysis report "$OUT_DIR/claims_1m.h5" --out "$OUT_DIR/report") \
+    >"$OUT_DIR/claims_report.txt" 2>&1; then
+    cat "$OUT_DIR/claims_report.txt"
+    record claims partial $(($(now) - t0)) "run ok (claims_1m.h5); the report failed here (see claims_report.txt)"
+  else
+    cat "$OUT_DIR/claims_report.txt"
+    record claims ok $(($(now) - t0)) "latency: $(awk -F'|' '/Query latency/ { print $5 "->" $7; exit }' "$OUT_DIR/report/claims.md")"
   fi
 fi
 
