@@ -189,6 +189,10 @@ TEST_F(ConfigTest, ShippedConfigsLoad) {
   EXPECT_EQ(load_sweep(dir + "precision.ini").points.size(), 15u);           // 3 x 5
   EXPECT_EQ(load_sweep(dir + "zip_example.ini").points.size(), 6u);          // 3 zipped x 2
   EXPECT_EQ(load_sweep(dir + "import_trace.ini").points.size(), 5u);
+  const auto claims = load_sweep(dir + "claims_1m.ini");  // exact, hybrid, tfidf at 1Mi tokens, 64 heads, fp8
+  ASSERT_EQ(claims.points.size(), 3u);
+  EXPECT_EQ(claims.points[0].workload.tokens, 1ll << 20);
+  EXPECT_EQ(claims.points[1].pipeline.pool.precision, ip::Precision::fp8);
 }
 
 TEST_F(ConfigTest, Pow2AndRangeItems) {
