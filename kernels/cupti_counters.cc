@@ -57,7 +57,7 @@ void check(CUptiResult r, const char* call) {
   if (tracing()) std::fprintf(stderr, "cupti: %s -> %s\n", call, result_name(r).c_str()), std::fflush(stderr);
   if (r != CUPTI_SUCCESS) throw CountersUnavailable(explain(r, call));
 }
-// trace + call + check in one: CALL(cuptiX, &params).
+// trace + call + check in one: IP_CUPTI_CALL(cuptiX, &params).
 #define IP_CUPTI_CALL(fn, arg) (trace(#fn), check(fn(arg), #fn))
 
 // The profiler host object for one chip (and, on a device, its counter availability image).
@@ -231,17 +231,13 @@ std::string device_chip(int device) {
   require_device(device);
   auto init = params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
   IP_CUPTI_CALL(cuptiProfilerInitialize, &init);
-  std::string chip;
-  try {
-    chip = chip_name(device);
-  } catch (...) {
-    auto de = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
-    cuptiProfilerDeInitialize(&de);
-    throw;
-  }
-  auto de = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
-  cuptiProfilerDeInitialize(&de);
-  return chip;
+  struct Deinitialize {  // on return and on a throw alike
+    ~Deinitialize() {
+      auto de = params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+      cuptiProfilerDeInitialize(&de);
+    }
+  } deinitialize;
+  return chip_name(device);
 }
 
 struct RangeProfiler::Impl {

@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/numeric.h"
 #include "core/quant.h"
 #include "core/score_math.h"
+#include "kernels/launch.h"
 #include "kernels/score.h"
+#include "kernels/score.cuh"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/score_reference.h"
 
@@ -290,6 +293,35 @@ TEST(Score, BadArgumentsAreRejectedOnTheHost) {
   a.math = cuda::ScoreMath::bf16;
   a.rows = reinterpret_cast<const void*>(std::uintptr_t{4100});
   expect_error(a, "aligned");
+}
+
+// Element i of out: the pair decode of the code pair i (low byte first), as the scoring kernels use it.
+__global__ void fp8_pairs_kernel(float2* out) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < 65536) out[i] = cuda::detail::fp8x2_to_float2(static_cast<std::uint16_t>(i));
+}
+
+// Every pair of e4m3 codes: the pair decode (on sm_89+ the hardware conversion) gives the bits of
+// core/numeric.h's decode, NaN for NaN.
+TEST(Score, Fp8PairDecodeEqualsTheSoftwareDecode) {
+  IP_REQUIRE_GPU();
+  auto d = test::poisoned<float2>(65536);
+  IP_LAUNCH(256, 256, 0, nullptr, fp8_pairs_kernel)(d.data());
+  IP_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float2> h = d.to_host();
+  int wrong = 0;
+  for (int i = 0; i < 65536 && wrong < 10; ++i) {
+    const float want[2] = {fp8e4m3_to_float(static_cast<std::uint8_t>(i & 0xFF)),
+                           fp8e4m3_to_float(static_cast<std::uint8_t>(i >> 8))};
+    const float got[2] = {h[i].x, h[i].y};
+    for (int j = 0; j < 2; ++j) {
+      const bool ok = std::isnan(want[j]) ? std::isnan(got[j]) : f32_bits(got[j]) == f32_bits(want[j]);
+      if (!ok) {
+        ++wrong;
+        ADD_FAILURE() << "pair 0x" << std::hex << i << " element " << j << ": " << got[j] << ", want " << want[j];
+      }
+    }
+  }
 }
 
 }  // namespace
