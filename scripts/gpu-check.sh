@@ -30,7 +30,8 @@
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
-#                                     the claims report on it (python3 with h5py, pandas, matplotlib)
+#                                     the claims report on it (python3 with h5py, pandas, matplotlib), and
+#                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
 #                                     score kernels of kernel_bench; about 2 x 60 s at most)
 set -u -o pipefail
@@ -450,6 +451,26 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
     cat "$OUT_DIR/claims_report.txt"
     record claims ok $(($(now) - t0)) "latency: $(awk -F'|' '/Query latency/ { print $5 "->" $7; exit }' "$OUT_DIR/report/claims.md")"
   fi
+  # Issue 7 on the device: configs/hybrid.ini (hybrid vs pure sparse at matched budgets) and configs/edge.ini
+  # (int8, asynchronous updates) on cuda; a few seconds each on two CPU cores. Per point: the layer's time,
+  # the scoring time and the hidden part of the asynchronous update (pool_hidden_ms).
+  for c in hybrid edge; do
+    t1=$(now)
+    timeout 60 "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
+      --set output.path="$OUT_DIR/$c.h5" >"$OUT_DIR/$c.txt" 2>&1
+    rc=$?
+    if ((rc == 0)) && "$BUILD/experiments/indexpool" inspect "$OUT_DIR/$c.h5" --table points >"$OUT_DIR/$c.points.tsv"; then
+      awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        { printf "   %-52s %-7s %-6s layer %s ms, score %s ms, pool %s ms, hidden %s ms\n", $c["key"], $c["status"],
+          $c["run_backend"], $c["layer_ms"], $c["score_ms"], $c["pool_ms"], $c["pool_hidden_ms"] }' "$OUT_DIR/$c.points.tsv"
+      n=$(grep -c 'skipped:' "$OUT_DIR/$c.txt")
+      if ((n)); then record "$c.ini" FAIL $(($(now) - t1)) "$n points skipped (see $c.txt)"
+      else record "$c.ini" ok $(($(now) - t1)) "on cuda; per point in $c.points.tsv"
+      fi
+    else
+      record "$c.ini" FAIL $(($(now) - t1)) "exit $rc (see $c.txt)"
+    fi
+  done
 fi
 
 final_table
