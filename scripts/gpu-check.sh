@@ -449,7 +449,8 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
     record claims partial $(($(now) - t0)) "run ok (claims_1m.h5); the report failed here (see claims_report.txt)"
   else
     cat "$OUT_DIR/claims_report.txt"
-    record claims ok $(($(now) - t0)) "latency: $(awk -F'|' '/Query latency/ { print $5 "->" $7; exit }' "$OUT_DIR/report/claims.md")"
+    latency=$(awk -F'|' '/Query latency/ { print $5 "->" $7; exit }' "$OUT_DIR/report/claims.md")
+    record claims ok $(($(now) - t0)) "latency: $latency"
   fi
   # Issue 7 on the device: configs/hybrid.ini (hybrid vs pure sparse at matched budgets) and configs/edge.ini
   # (int8, asynchronous updates) on cuda; a few seconds each on two CPU cores. Per point: the layer's time,
@@ -459,10 +460,11 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
     timeout 60 "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
       --set output.path="$OUT_DIR/$c.h5" >"$OUT_DIR/$c.txt" 2>&1
     rc=$?
-    if ((rc == 0)) && "$BUILD/experiments/indexpool" inspect "$OUT_DIR/$c.h5" --table points >"$OUT_DIR/$c.points.tsv"; then
+    tsv="$OUT_DIR/$c.points.tsv"
+    if ((rc == 0)) && "$BUILD/experiments/indexpool" inspect "$OUT_DIR/$c.h5" --table points >"$tsv"; then
       awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         { printf "   %-52s %-7s %-6s layer %s ms, score %s ms, pool %s ms, hidden %s ms\n", $c["key"], $c["status"],
-          $c["run_backend"], $c["layer_ms"], $c["score_ms"], $c["pool_ms"], $c["pool_hidden_ms"] }' "$OUT_DIR/$c.points.tsv"
+          $c["run_backend"], $c["layer_ms"], $c["score_ms"], $c["pool_ms"], $c["pool_hidden_ms"] }' "$tsv"
       n=$(grep -c 'skipped:' "$OUT_DIR/$c.txt")
       if ((n)); then record "$c.ini" FAIL $(($(now) - t1)) "$n points skipped (see $c.txt)"
       else record "$c.ini" ok $(($(now) - t1)) "on cuda; per point in $c.points.tsv"
