@@ -34,7 +34,7 @@ long long compact_cap(long long max_row) {
 }
 
 struct Layout {
-  std::size_t state, hist, ties, cand, clist, total;
+  std::size_t state, hist, ties, cand, clist, tlist, total;
 };
 
 Layout layout(int rows, long long max_row, int k) {
@@ -45,7 +45,8 @@ Layout layout(int rows, long long max_row, int k) {
   l.ties = l.hist + align_up(r * detail::kTopkHistBins * sizeof(std::uint32_t));
   l.cand = l.ties + align_up(r * static_cast<std::size_t>(bpr_cap(max_row)) * sizeof(std::uint32_t));
   l.clist = l.cand + align_up(r * static_cast<std::size_t>(k) * sizeof(std::uint64_t));
-  l.total = l.clist + align_up(r * static_cast<std::size_t>(compact_cap(max_row)) * sizeof(std::uint64_t));
+  l.tlist = l.clist + align_up(r * static_cast<std::size_t>(compact_cap(max_row)) * sizeof(std::uint64_t));
+  l.total = l.tlist + align_up(r * static_cast<std::size_t>(detail::kTopkTieListCap) * sizeof(std::uint32_t));
   return l;
 }
 
@@ -94,6 +95,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                reinterpret_cast<std::uint64_t*>(ws + l.cand),
                reinterpret_cast<std::uint64_t*>(ws + l.clist),
                static_cast<std::uint32_t>(compact_cap(a.max_row)),
+               reinterpret_cast<std::uint32_t*>(ws + l.tlist),
                a.ids,
                a.values};
   // Row states and histograms start at zero; the passes leave the histograms zero.

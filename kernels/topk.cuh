@@ -7,11 +7,15 @@
 //      holds exactly the keys still needed ends the search early (take_all).
 //      Compaction: when the pass-0 bucket and the keys above it number at most `compact_cap`, pass 1
 //      also appends them (as composites with their ids) to a per-row list, and pass 2 and the gather
-//      read that list instead of the row (two full reads of the row instead of four).
+//      read that list instead of the row (two full reads of the row instead of four). When the pass-0
+//      bucket is too large (scores uniform in [0, 1): one 11-bit digit holds 1/8 of the row), pass 2
+//      compacts the pass-1 bucket instead, and the gather reads the list (three full reads, not four).
 //   2. gather: keys above the prefix (and, with take_all, those equal to it under the mask) claim
-//      candidate slots with an integer atomic; otherwise each block counts its ties (key == T).
-//   3. ties (only rows that need a subset of the ties): the lowest-id ties, by an ordered scan of each
-//      block's chunk offset by the tie counts of the blocks before it.
+//      candidate slots with an integer atomic. A row that takes only some of its ties (key == T) lists
+//      their ids when they number at most kTopkTieListCap; otherwise each block counts its ties.
+//   3. ties (only rows that need a subset of the ties): the lowest-id ties. Listed ties: one block sorts
+//      the ids. Otherwise an ordered scan of each block's chunk that holds ties, offset by the tie counts
+//      of the blocks before it.
 //   4. sort: one block per row sorts the k candidates (key, id) packed as topk_composite by a bitonic
 //      sort in shared memory, descending: score descending, ties to the lower id.
 // Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
@@ -32,6 +36,7 @@ constexpr int kTopkSortThreads = 512;
 constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 4;
+constexpr int kTopkTieListCap = 2048;  // ties (key == T) of a row listed by id; more: the ordered scan
 
 struct TopkRowState {
   std::uint32_t prefix;        // digits found so far
@@ -41,10 +46,12 @@ struct TopkRowState {
   std::uint32_t take_all;      // every key matching the prefix is taken (search over)
   std::uint32_t done_blocks;   // ticket counter of the running pass
   std::uint32_t slots;         // candidate slots claimed by the gather
-  std::uint32_t compact;       // pass 1 wrote the pass-0 bucket to the compact list
+  std::uint32_t compact;       // pass 1 or 2 wrote its bucket (and the keys above) to the compact list
   std::uint32_t ccount;        // entries of the compact list
+  std::uint32_t tcount;        // ids in the tie list
   std::uint32_t pad[6];
 };
+static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 
 struct TopkParams {
   int rows;
@@ -59,6 +66,7 @@ struct TopkParams {
   std::uint64_t* cand;       // [rows, k]
   std::uint64_t* clist;      // [rows, compact_cap] compact list (composites)
   std::uint32_t compact_cap;
+  std::uint32_t* tlist;      // [rows, kTopkTieListCap] ids of the ties at T (listed rows only)
   std::int32_t* ids;
   float* values;
 };
@@ -91,6 +99,28 @@ __device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, st
   }
   total = all;
   return before + inc - v;
+}
+
+// Sorts v[0, n2) (n2 a power of two) in shared memory by a bitonic network, descending or ascending.
+// Every thread of the block must call it; each compare-exchange step gives every thread a pair.
+template <bool kDescending, class T>
+__device__ __forceinline__ void block_bitonic_sort(T* v, int n2) {
+  for (int size = 2; size <= n2; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int q = threadIdx.x; q < (n2 >> 1); q += blockDim.x) {
+        const int i = ((q & ~(stride - 1)) << 1) | (q & (stride - 1));  // bit `stride` of i is 0
+        const int j = i + stride;
+        const T a = v[i], b = v[j];
+        // Runs of `size` alternate direction; the last run (size == n2) is the wanted one.
+        const bool big_first = ((i & size) == 0) == kDescending;
+        if (big_first ? a < b : a > b) {
+          v[i] = b;
+          v[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
 }
 
 // Calls f(key, i) for every i in [begin, end), the block's threads striding; kCompactUnroll loads are
@@ -139,12 +169,14 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   const float* s = p.scores + off;
   std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
-  // The list holds the pass-0 bucket and the (fewer than k) keys above it: everything pass 2 and the
-  // gather can still take. The same decision in every block.
+  // The list holds the bucket found by the previous pass and the (fewer than k) keys above it:
+  // everything the later passes and the gather can still take. Pass 1 compacts the pass-0 bucket when
+  // it fits, else pass 2 the pass-1 bucket. The same decision in every block.
+  const bool listed = PASS == 2 && st->compact != 0;
   const bool compacting =
-      PASS == 1 && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
+      PASS >= 1 && !listed && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
   long long begin, end;
-  if (PASS == 2 && st->compact) {  // the surviving keys are all in the compact list
+  if (listed) {  // the surviving keys are all in the compact list
     block_chunk(st->ccount, blockIdx.y, p.bpr, begin, end);
     for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
@@ -245,45 +277,58 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       st->bucket_count = found_count;
       st->take_all = found_count == found_rem ? 1u : 0u;
     }
-    if (PASS == 1) st->compact = compacting ? 1u : 0u;
+    if (compacting) st->compact = 1;  // read by every block of this pass before the ticket
     st->done_blocks = 0;
   }
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
 }
 
-// Step 2. Grid (rows, bpr). Candidates from the compact list or the row; tie counts (when only some
-// ties are taken) always over the block's chunk of the row, the order step 3 needs.
+// Step 2. Grid (rows, bpr). Candidates from the compact list or the row. A row that takes only some of
+// its ties lists their ids (at most kTopkTieListCap of them) or, with more, has each block count the
+// ties in its chunk of the row, the order step 3's scan needs.
 __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const bool take_all = st->take_all != 0, compact = st->compact != 0;
+  // Without take_all the search went through all three passes: bucket_count is the number of keys == T.
+  const bool list_ties = !take_all && st->bucket_count <= static_cast<std::uint32_t>(kTopkTieListCap);
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   const float* s = p.scores + off;
   std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k;
+  std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
   auto take = [&](std::uint64_t c) {
     const std::uint32_t slot = atomicAdd(&st->slots, 1u);
     if (slot < static_cast<std::uint32_t>(p.k)) cand[slot] = c;
   };
+  auto list_tie = [&](std::uint32_t id) {
+    const std::uint32_t t = atomicAdd(&st->tcount, 1u);
+    if (t < static_cast<std::uint32_t>(kTopkTieListCap)) tlist[t] = id;
+  };
   long long begin, end;
   block_chunk(n, blockIdx.y, p.bpr, begin, end);
   std::uint32_t ties = 0;
-  if (compact) {
+  if (compact) {  // the list holds every key that can still be taken, ties included
     long long cb, ce;
     block_chunk(st->ccount, blockIdx.y, p.bpr, cb, ce);
     const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
     for (long long i = cb + threadIdx.x; i < ce; i += blockDim.x) {
       const std::uint64_t c = clist[i];
       const std::uint32_t mk = static_cast<std::uint32_t>(c >> 32) & mask;
-      if (mk > prefix || (mk == prefix && take_all)) take(c);
+      if (mk > prefix || (mk == prefix && take_all))
+        take(c);
+      else if (mk == prefix && list_ties)
+        list_tie(static_cast<std::uint32_t>(topk_composite_id(c)));
     }
-    if (!take_all)
+    if (!take_all && !list_ties)
       for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) ties += topk_key(__ldg(s + i)) == prefix;
   } else {
     for_each_key(s, begin, end, [&](std::uint32_t key, long long i) {
       const std::uint32_t mk = key & mask;
       if (mk > prefix || (mk == prefix && take_all))
         take(topk_composite(key, static_cast<std::uint32_t>(i)));
+      else if (mk == prefix && list_ties)
+        list_tie(static_cast<std::uint32_t>(i));
       else if (mk == prefix)
         ++ties;
     });
@@ -293,15 +338,31 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
   if (threadIdx.x == 0) p.tie_count[static_cast<long long>(row) * p.bpr_cap + blockIdx.y] = total;
 }
 
-// Step 3. Grid (rows, bpr). Only rows that take a strict subset of the ties at the threshold T.
+// Step 3. Grid (rows, bpr). Only rows that take a strict subset of the ties at the threshold T: the
+// `need` lowest ids among them fill the last `need` candidate slots.
 __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
   if (st->take_all) return;
   const std::uint32_t T = st->prefix, need = st->k_rem;
+  std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k + (p.k - need);
+  if (st->bucket_count <= static_cast<std::uint32_t>(kTopkTieListCap)) {  // listed: one block sorts the ids
+    if (blockIdx.y != 0) return;
+    __shared__ std::uint32_t tie_ids[kTopkTieListCap];
+    const int m = static_cast<int>(min(st->tcount, static_cast<std::uint32_t>(kTopkTieListCap)));
+    int n2 = 1;
+    while (n2 < m) n2 <<= 1;
+    const std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
+    for (int i = threadIdx.x; i < n2; i += blockDim.x) tie_ids[i] = i < m ? tlist[i] : 0xFFFFFFFFu;
+    __syncthreads();
+    block_bitonic_sort<false>(tie_ids, n2);
+    for (int i = threadIdx.x; i < static_cast<int>(need); i += blockDim.x) cand[i] = topk_composite(T, tie_ids[i]);
+    return;
+  }
+  const std::uint32_t* counts = p.tie_count + static_cast<long long>(row) * p.bpr_cap;
+  if (counts[blockIdx.y] == 0) return;  // no ties in this chunk (block-uniform)
   std::uint32_t before = 0;
-  for (int b = threadIdx.x; b < static_cast<int>(blockIdx.y); b += blockDim.x)
-    before += p.tie_count[static_cast<long long>(row) * p.bpr_cap + b];
+  for (int b = threadIdx.x; b < static_cast<int>(blockIdx.y); b += blockDim.x) before += counts[b];
   std::uint32_t offset;
   block_exclusive_sum(before, offset);  // offset = ties in the chunks before this one
   if (offset >= need) return;           // block-uniform
@@ -309,7 +370,6 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   long long begin, end;
   block_chunk(n, blockIdx.y, p.bpr, begin, end);
   const float* s = p.scores + off;
-  std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k + (p.k - need);
   for (long long i0 = begin; i0 < end && offset < need; i0 += blockDim.x) {
     const long long i = i0 + threadIdx.x;
     const bool tie = i < end && topk_key(__ldg(s + i)) == T;
@@ -332,22 +392,7 @@ __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams 
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
   for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
   __syncthreads();
-  for (int size = 2; size <= n2; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < n2; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const std::uint64_t a = v[i], b = v[j];
-          const bool desc = (i & size) == 0;
-          if (desc ? a < b : a > b) {
-            v[i] = b;
-            v[j] = a;
-          }
-        }
-      }
-      __syncthreads();
-    }
-  }
+  block_bitonic_sort<true>(v, n2);
   const long long off = p.row_offset[row];
   for (int i = threadIdx.x; i < k; i += blockDim.x) {
     const std::uint64_t c = v[i];

@@ -1,5 +1,6 @@
 // ip::cuda::topk against the CPU's ip::topk (a full stable sort): sizes {1, 19, 111, 989, 100000, 2M},
-// batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores,
+// batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores, ties at
+// the k-th score (a few, listed by id, and more than the list holds), kernel_bench's uniform scores,
 // k = 1, k = n, k = 4096, poisoned outputs; argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -18,8 +19,11 @@ namespace ip {
 namespace {
 
 // rounded: normal to 2 decimals, so the k-th score is tied with dozens of others even in a long row
-// (a partial take of ties after compaction).
-enum class Dist { normal, few_values, all_equal, signed_zeros, ascending, rounded };
+// (a partial take of ties after compaction). uniform24: kernel_bench's scores, 24-bit uniform in [0, 1):
+// one 11-bit digit holds 1/8 of the row, too many for pass 1's compaction, so pass 2 compacts.
+// clustered_ties: 1.0 at every 8th id of the second half (n/16 ties, more than the tie list holds), the
+// rest below: a partial take by the ordered scan, which the first half's blocks skip.
+enum class Dist { normal, few_values, all_equal, signed_zeros, ascending, rounded, uniform24, clustered_ties };
 
 std::vector<float> make_row(long long n, Dist dist, std::mt19937& rng) {
   std::vector<float> s(static_cast<std::size_t>(n));
@@ -36,7 +40,26 @@ std::vector<float> make_row(long long n, Dist dist, std::mt19937& rng) {
       }
       case Dist::ascending: s[i] = static_cast<float>(i % 1000); break;  // ties spread over the row
       case Dist::rounded: s[i] = std::round(normal(rng) * 100.0f) / 100.0f; break;
+      case Dist::uniform24: s[i] = static_cast<float>(rng() >> 8) * (1.0f / 16777216.0f); break;
+      case Dist::clustered_ties: s[i] = i >= n / 2 && i % 8 == 0 ? 1.0f : normal(rng) * 0.1f - 5.0f; break;
     }
+  }
+  return s;
+}
+
+// Distinct scores (a permutation of 0 .. n-1), then the k-th largest value copied over `copies` ids
+// below it spread over the whole row: the k-th score is tied `copies` + 1 times and only the lowest id
+// is taken (a partial take of a few ties, listed by id; from the compact list when `base` = normal).
+std::vector<float> threshold_ties(long long n, int k, int copies, std::mt19937& rng) {
+  IP_REQUIRE(copies <= n - k, "threshold_ties: {} copies, but only {} scores lie below the k-th", copies, n - k);
+  std::vector<float> s(static_cast<std::size_t>(n));
+  for (long long i = 0; i < n; ++i) s[i] = static_cast<float>(i);
+  std::shuffle(s.begin(), s.end(), rng);
+  const float v = static_cast<float>(n - k);
+  for (int c = 0; c < copies; ++c) {
+    long long i = static_cast<long long>(rng() % static_cast<unsigned>(n));
+    while (s[i] >= v) i = (i + 1) % n;
+    s[i] = v;
   }
   return s;
 }
@@ -92,7 +115,8 @@ TEST(Topk, SizesAndDistributions) {
   IP_REQUIRE_GPU();
   std::mt19937 rng(3);
   for (long long n : {1LL, 19LL, 111LL, 989LL, 100000LL})
-    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending, Dist::rounded})
+    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending, Dist::rounded,
+                   Dist::uniform24, Dist::clustered_ties})
       for (long long k : {1LL, 7LL, n, 2048LL, 4096LL}) {
         if (k > n || k > 4096) continue;
         check({make_row(n, d, rng)}, static_cast<int>(k));
@@ -122,6 +146,25 @@ TEST(Topk, LongRows) {
   check({make_row(2 * 1024 * 1024, Dist::few_values, rng)}, 4096);
   check({make_row(2 * 1024 * 1024, Dist::rounded, rng), make_row(1 << 20, Dist::rounded, rng)}, 2048);
   check({make_row(2 * 1024 * 1024 + 17, Dist::ascending, rng), make_row(3000000, Dist::normal, rng)}, 1000);
+  // kernel_bench's distribution (pass 2 compacts), and ties at the k-th score: a few (listed), many
+  // (the ordered scan).
+  check({make_row(1 << 20, Dist::uniform24, rng), make_row(3 << 19, Dist::uniform24, rng)}, 2048);
+  check({threshold_ties(1 << 20, 2048, 40, rng), threshold_ties(300000, 2048, 2047, rng)}, 2048);
+  check({make_row(1 << 20, Dist::clustered_ties, rng)}, 4096);
+}
+
+TEST(Topk, TiesAtTheThreshold) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (long long n : {5000LL, 100000LL})
+    for (int k : {1, 100, 2048, 4096}) {
+      check({threshold_ties(n, k, 3, rng)}, k);
+      if (n - k >= 2500) check({threshold_ties(n, k, 2500, rng)}, k);  // more ties than the tie list holds
+    }
+  // Rows of one batch on different paths: listed ties, the ordered scan, no ties, compacted or not.
+  check({threshold_ties(200000, 512, 10, rng), make_row(200000, Dist::clustered_ties, rng),
+         make_row(150000, Dist::uniform24, rng), make_row(70000, Dist::normal, rng)},
+        512);
 }
 
 TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
