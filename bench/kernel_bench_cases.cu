@@ -260,12 +260,17 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     long long n;
     int k;
     double target_us;
+    cuda::TopkSampling sampling = cuda::TopkSampling::automatic;
   };
-  // The issue's two targets, then the compressed indexer's row (1Mi tokens / G = 4, k = 2048 / 4) and the
-  // decode step's batch (1024 rows of 32Ki / 4 composites, k = 512).
-  for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{1, kMi / 4, 512, 0}, C{1024, 8 * kKi, 512, 0}}) {
+  // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
+  // compressed indexer's row (1Mi tokens / G = 4, k = 2048 / 4) and the decode step's batch (1024 rows
+  // of 32Ki / 4 composites, k = 512).
+  for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, cuda::TopkSampling::off},
+              C{1, kMi / 4, 512, 0}, C{1024, 8 * kKi, 512, 0}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
-    Row row{"topk", fmt::format("top-{}", c.k), fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
+    const bool no_sampling = c.sampling == cuda::TopkSampling::off;
+    Row row{"topk", fmt::format("top-{}{}", c.k, no_sampling ? " (no sampling)" : ""),
+            fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
       const double in_bytes = c.rows * c.n * 4.0;
       r.bytes = in_bytes + c.rows * c.k * 8.0;
@@ -291,6 +296,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.values = vals.data();
       a.workspace = ws.data();
       a.workspace_bytes = ws.size();
+      a.sampling = c.sampling;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

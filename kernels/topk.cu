@@ -22,6 +22,7 @@ constexpr long long kBlocksPerSm = 8;     // target blocks per SM over the whole
 constexpr std::size_t kAlign = 256;
 constexpr long long kCompactMin = 8192;   // compact list capacity: max(kCompactMin, max_row / 16), <= max_row
 constexpr long long kCompactDiv = 16;
+constexpr long long kSampleMinRow = 16LL * kTopkSamples;  // automatic sampling: rows at least this long
 
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -69,6 +70,9 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_REQUIRE(a.row_offset != nullptr, "top-k: row_offset is null");
   IP_REQUIRE(a.scores != nullptr, "top-k: scores is null");
   IP_REQUIRE(a.ids != nullptr, "top-k: ids is null");
+  IP_REQUIRE(a.sampling == TopkSampling::automatic || a.sampling == TopkSampling::off ||
+                 a.sampling == TopkSampling::on,
+             "top-k: sampling = {} is not automatic, off or on", static_cast<int>(a.sampling));
   const Layout l = layout(a.rows, a.max_row, a.k);
   IP_REQUIRE(a.workspace != nullptr, "top-k: workspace is null");
   IP_REQUIRE(a.workspace_bytes >= l.total, "top-k: workspace_bytes = {} < {} needed (topk_workspace_bytes)",
@@ -96,11 +100,23 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                reinterpret_cast<std::uint64_t*>(ws + l.clist),
                static_cast<std::uint32_t>(compact_cap(a.max_row)),
                reinterpret_cast<std::uint32_t*>(ws + l.tlist),
+               0,
                a.ids,
                a.values};
   // Row states and histograms start at zero; the passes leave the histograms zero.
   IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));
+  // Step 0 when the batch would be read from DRAM on every pass (or when asked for).
+  int l2 = 0;
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const double batch_bytes = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float);
+  const bool sample = a.sampling == TopkSampling::on ||
+                      (a.sampling == TopkSampling::automatic && batch_bytes > l2 && a.max_row >= kSampleMinRow);
+  p.sample_min_row = a.sampling == TopkSampling::on ? 0 : kSampleMinRow;
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
+  if (sample) {
+    IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkThreads, 0, stream, detail::topk_sample_kernel)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+  }
   IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
   IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<1>)(p);

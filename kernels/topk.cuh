@@ -1,5 +1,10 @@
 // Exact batched top-k by radix select (launcher: kernels/topk.cu). Per row, on the order-preserving
 // keys of core/topk_order.h:
+//   0. sample (large batches, see the launcher): one block per row sorts kTopkSamples evenly spaced keys
+//      and takes as threshold `lo` a sample rank that, for scores in random order, leaves at least k
+//      keys >= lo with overwhelming probability and about rank * n / samples of them. Pass 0 then also
+//      compacts the keys >= lo; when they number between k and compact_cap (checked, so any input is
+//      still exact), passes 1 and 2 and the gather read that list: one full read of the row, not 2-3.
 //   1. up to three histogram passes (digits of 11, 11 and 10 bits, high first) over the elements that
 //      match the prefix found so far; each block histograms its chunk of the row in shared memory and
 //      adds it to the row's global histogram; the last block of the row to finish (ticket counter)
@@ -37,6 +42,8 @@ constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 4;
 constexpr int kTopkTieListCap = 2048;  // ties (key == T) of a row listed by id; more: the ordered scan
+// kernels/topk.h
+constexpr int kTopkSamples = ::ip::cuda::kTopkSamples;
 
 struct TopkRowState {
   std::uint32_t prefix;        // digits found so far
@@ -49,7 +56,9 @@ struct TopkRowState {
   std::uint32_t compact;       // pass 1 or 2 wrote its bucket (and the keys above) to the compact list
   std::uint32_t ccount;        // entries of the compact list
   std::uint32_t tcount;        // ids in the tie list
-  std::uint32_t pad[6];
+  std::uint32_t sampled;       // step 0 set lo: pass 0 compacts the keys >= lo
+  std::uint32_t lo;
+  std::uint32_t pad[4];
 };
 static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 
@@ -67,6 +76,7 @@ struct TopkParams {
   std::uint64_t* clist;      // [rows, compact_cap] compact list (composites)
   std::uint32_t compact_cap;
   std::uint32_t* tlist;      // [rows, kTopkTieListCap] ids of the ties at T (listed rows only)
+  long long sample_min_row;  // step 0 samples rows at least this long
   std::int32_t* ids;
   float* values;
 };
@@ -150,6 +160,32 @@ struct Digit {
   static constexpr std::uint32_t mask = (1u << bits) - 1u;
 };
 
+// Step 0. Grid (rows). The sampled threshold (row state lo, sampled); rows too short, or a k too large
+// for the list, are left unsampled.
+__global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p) {
+  const int row = blockIdx.x;
+  TopkRowState* st = p.state + row;
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
+  if (n < p.sample_min_row || n < 1) return;
+  const int S = static_cast<int>(min(n, static_cast<long long>(kTopkSamples)));
+  // Samples >= the k-th largest key: about Binomial(S, k / n), mean mu. Rank r is mu + 4 sd + 16 above.
+  const double mu = static_cast<double>(p.k) * S / static_cast<double>(n);
+  const int r = static_cast<int>(ceil(mu + 4.0 * sqrt(mu) + 16.0));
+  if (r > S || static_cast<double>(r) * static_cast<double>(n) / S > 0.5 * p.compact_cap) return;  // uniform
+  __shared__ std::uint32_t v[kTopkSamples];
+  int n2 = 1;
+  while (n2 < S) n2 <<= 1;
+  const float* s = p.scores + off;
+  for (int i = threadIdx.x; i < n2; i += blockDim.x)
+    v[i] = i < S ? topk_key(__ldg(s + (2 * static_cast<long long>(i) + 1) * n / (2LL * S))) : 0u;
+  __syncthreads();
+  block_bitonic_sort<true>(v, n2);
+  if (threadIdx.x == 0) {
+    st->lo = v[r - 1];
+    st->sampled = 1;
+  }
+}
+
 // Step 1, pass PASS. Grid (rows, bpr).
 template <int PASS>
 __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
@@ -169,12 +205,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   const float* s = p.scores + off;
   std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
-  // The list holds the bucket found by the previous pass and the (fewer than k) keys above it:
-  // everything the later passes and the gather can still take. Pass 1 compacts the pass-0 bucket when
-  // it fits, else pass 2 the pass-1 bucket. The same decision in every block.
-  const bool listed = PASS == 2 && st->compact != 0;
+  // The list holds every key >= lo: pass 0 takes lo from step 0's sample (the list is kept if it holds
+  // between k and compact_cap keys); passes 1 and 2 take the bucket found by the previous pass (keys
+  // matching prefix, and the fewer than k keys above: key >= prefix) when it fits. Pass 1 compacts the
+  // pass-0 bucket, else pass 2 the pass-1 bucket. The same decision in every block.
+  const bool listed = PASS >= 1 && st->compact != 0;
   const bool compacting =
-      PASS >= 1 && !listed && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
+      PASS == 0 ? st->sampled != 0
+                : !listed && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
+  const std::uint32_t lo = PASS == 0 ? st->lo : prefix;
   long long begin, end;
   if (listed) {  // the surviving keys are all in the compact list
     block_chunk(st->ccount, blockIdx.y, p.bpr, begin, end);
@@ -194,10 +233,8 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       for (int u = 0; u < kCompactUnroll; ++u) {
         const long long i = i0 + u * 32 + lane;
         keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
-        if (i < end && (keys[u] & mask) >= prefix) {  // in the bucket or above it
-          if ((keys[u] & mask) == prefix) atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
-          ++mine;
-        }
+        if (i < end && (keys[u] & mask) == prefix) atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
+        mine += i < end && keys[u] >= lo;  // pass 1, 2: in the bucket or above it
       }
       std::uint32_t inc = mine;
 #pragma unroll
@@ -212,7 +249,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
 #pragma unroll
       for (int u = 0; u < kCompactUnroll; ++u) {
         const long long i = i0 + u * 32 + lane;
-        if (i < end && (keys[u] & mask) >= prefix) {
+        if (i < end && keys[u] >= lo) {
           if (base < p.compact_cap) clist[base] = topk_composite(keys[u], static_cast<std::uint32_t>(i));
           ++base;
         }
@@ -277,7 +314,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       st->bucket_count = found_count;
       st->take_all = found_count == found_rem ? 1u : 0u;
     }
-    if (compacting) st->compact = 1;  // read by every block of this pass before the ticket
+    if (PASS == 0 && compacting) {  // keep the sampled list if it holds the top k and fits
+      const std::uint32_t c = __ldcg(&st->ccount);
+      if (c >= static_cast<std::uint32_t>(p.k) && c <= p.compact_cap)
+        st->compact = 1;
+      else
+        st->ccount = 0;  // pass 1 or 2 may compact anew
+    } else if (compacting) {
+      st->compact = 1;  // read by every block of this pass before the ticket
+    }
     st->done_blocks = 0;
   }
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass

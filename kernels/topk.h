@@ -13,6 +13,16 @@
 namespace ip::cuda {
 
 constexpr int kTopkMaxK = 4096;  // the largest k topk() takes
+// Keys per row the sampling step sorts.
+constexpr int kTopkSamples = 4096;
+
+// The sampling step (kernels/topk.cuh, step 0): a threshold from evenly spaced keys of each row lets the
+// first pass also compact the few keys that can make the top k, so the rest of the search reads that
+// list instead of the row (one full read of each row instead of two or three). The answer is the same either
+// way: a list that misses a top-k key or overflows is dropped and the search goes on over the row.
+// automatic: on when the batch's scores do not fit the L2 cache (rows * max_row * 4 bytes > L2 size;
+// smaller batches are read again from L2) and only for rows of at least 16 * kTopkSamples scores.
+enum class TopkSampling { automatic, off, on };
 
 struct TopkArgs {
   int rows = 1;
@@ -24,6 +34,7 @@ struct TopkArgs {
   float* values = nullptr;                // optional [rows, k]
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  TopkSampling sampling = TopkSampling::automatic;  // on: every row (tests and benchmarks)
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

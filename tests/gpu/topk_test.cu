@@ -64,7 +64,8 @@ std::vector<float> threshold_ties(long long n, int k, int copies, std::mt19937& 
   return s;
 }
 
-void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true) {
+void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true,
+           cuda::TopkSampling sampling = cuda::TopkSampling::automatic) {
   std::vector<long long> off = {0};
   std::vector<float> all;
   long long max_row = 0;
@@ -73,7 +74,7 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
     off.push_back(off.back() + static_cast<long long>(r.size()));
     max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
   }
-  SCOPED_TRACE(fmt::format("rows={} max_row={} k={}", rows.size(), max_row, k));
+  SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={}", rows.size(), max_row, k, static_cast<int>(sampling)));
   const int R = static_cast<int>(rows.size());
   auto d_s = test::to_device(all);
   auto d_off = test::to_device(off);
@@ -91,6 +92,7 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   a.values = with_values ? d_val.data() : nullptr;
   a.workspace = d_ws.data();
   a.workspace_bytes = ws_bytes;
+  a.sampling = sampling;
   for (int rep = 0; rep < 2; ++rep) {  // a second call on the used workspace gives the same answer
     cuda::topk(a, nullptr);
     IP_CUDA_CHECK(cudaDeviceSynchronize());
@@ -151,6 +153,45 @@ TEST(Topk, LongRows) {
   check({make_row(1 << 20, Dist::uniform24, rng), make_row(3 << 19, Dist::uniform24, rng)}, 2048);
   check({threshold_ties(1 << 20, 2048, 40, rng), threshold_ties(300000, 2048, 2047, rng)}, 2048);
   check({make_row(1 << 20, Dist::clustered_ties, rng)}, 4096);
+}
+
+// The largest scores sit exactly where the sampling step looks (with rows of n >= kTopkSamples keys,
+// samples at (2i + 1) n / (2 kTopkSamples)): its threshold keeps fewer than k keys, and the list is dropped.
+std::vector<float> sample_spikes(long long n, std::mt19937& rng) {
+  std::vector<float> s = make_row(n, Dist::normal, rng);
+  const long long S = std::min<long long>(n, cuda::kTopkSamples);
+  for (long long i = 0; i < S; ++i) s[(2 * i + 1) * n / (2 * S)] = 100.0f + static_cast<float>(i % 97);
+  return s;
+}
+
+// Step 0 on for every row: the list is kept (random orders), dropped for holding fewer than k keys (spikes)
+// or more than it can (heavy ties), and rows with and without it share a batch; the same ids as the CPU.
+TEST(Topk, SampledThreshold) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  const auto on = cuda::TopkSampling::on;
+  for (long long n : {19LL, 5000LL, 100000LL, 300000LL})
+    for (Dist d : {Dist::normal, Dist::few_values, Dist::all_equal, Dist::ascending, Dist::rounded, Dist::uniform24,
+                   Dist::clustered_ties})
+      for (int k : {1, 100, 2048, 4096}) {
+        if (k > n) continue;
+        check({make_row(n, d, rng)}, k, true, on);
+      }
+  for (int k : {1, 512, 4096}) {
+    check({threshold_ties(300000, k, 7, rng)}, k, true, on);
+    check({sample_spikes(100000, rng), sample_spikes(300000, rng)}, k, true, on);
+  }
+  std::vector<std::vector<float>> mixed;
+  for (int r = 0; r < 12; ++r) {
+    const long long n = 40000 + 7919LL * r;
+    const Dist d = r % 3 == 1 ? Dist::uniform24 : Dist::few_values;
+    mixed.push_back(r % 3 == 0 ? sample_spikes(n, rng) : make_row(n, d, rng));
+  }
+  check(mixed, 2048, false, on);
+  // automatic: one 2Mi-key row fits the L2 cache (no sampling); 8 of them do not (sampled)
+  std::vector<std::vector<float>> big;
+  for (int r = 0; r < 8; ++r) big.push_back(make_row(2 * 1024 * 1024, r % 2 ? Dist::uniform24 : Dist::normal, rng));
+  check(big, 2048);
 }
 
 TEST(Topk, TiesAtTheThreshold) {
