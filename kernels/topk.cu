@@ -117,7 +117,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
     IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkThreads, 0, stream, detail::topk_sample_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
   }
-  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0>)(p);
+  if (sample) {  // then pass 0 again, over every key, for the rows whose sampled list was dropped
+    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, true, false>)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, false, true>)(p);
+  } else {
+    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0>)(p);
+  }
   IP_CUDA_CHECK(cudaGetLastError());
   IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<1>)(p);
   IP_CUDA_CHECK(cudaGetLastError());

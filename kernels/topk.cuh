@@ -2,9 +2,11 @@
 // keys of core/topk_order.h:
 //   0. sample (large batches, see the launcher): one block per row sorts kTopkSamples evenly spaced keys
 //      and takes as threshold `lo` a sample rank that, for scores in random order, leaves at least k
-//      keys >= lo with overwhelming probability and about rank * n / samples of them. Pass 0 then also
-//      compacts the keys >= lo; when they number between k and compact_cap (checked, so any input is
-//      still exact), passes 1 and 2 and the gather read that list: one full read of the row, not 2-3.
+//      keys >= lo with overwhelming probability and about rank * n / samples of them. Pass 0 then
+//      compacts the keys >= lo and histograms only them (few shared-memory atomics); when they number
+//      between k and compact_cap (checked), passes 1 and 2 and the gather read that list: one full read
+//      of the row, not 2-3. Otherwise (inputs built against the sample) a second launch of pass 0
+//      histograms every key of those rows and the search goes on as without step 0: exact either way.
 //   1. up to three histogram passes (digits of 11, 11 and 10 bits, high first) over the elements that
 //      match the prefix found so far; each block histograms its chunk of the row in shared memory and
 //      adds it to the row's global histogram; the last block of the row to finish (ticket counter)
@@ -58,7 +60,8 @@ struct TopkRowState {
   std::uint32_t tcount;        // ids in the tie list
   std::uint32_t sampled;       // step 0 set lo: pass 0 compacts the keys >= lo
   std::uint32_t lo;
-  std::uint32_t pad[4];
+  std::uint32_t redo;          // the sampled list was dropped: pass 0 runs again over every key
+  std::uint32_t pad[3];
 };
 static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 
@@ -187,12 +190,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
 }
 
 // Step 1, pass PASS. Grid (rows, bpr).
-template <int PASS>
+// Pass 0 comes in three variants: plain (no step 0), SAMPLED (after step 0: rows it sampled compact),
+// and REDO (launched after the SAMPLED one: the plain pass 0 again, for the rows whose sampled list was
+// dropped, their first pass having counted only the keys >= lo).
+template <int PASS, bool SAMPLED = false, bool REDO = false>
 __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
+  static_assert(PASS == 0 || (!SAMPLED && !REDO), "only pass 0 is sampled or redone");
+  static_assert(!(SAMPLED && REDO), "one variant at a time");
   using Dg = Digit<PASS>;
   constexpr int bins = 1 << Dg::bits;
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
+  if (REDO && !st->redo) return;
   if (st->take_all) return;  // the same for every block of the row
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
@@ -209,14 +218,17 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   // between k and compact_cap keys); passes 1 and 2 take the bucket found by the previous pass (keys
   // matching prefix, and the fewer than k keys above: key >= prefix) when it fits. Pass 1 compacts the
   // pass-0 bucket, else pass 2 the pass-1 bucket. The same decision in every block.
+  // A sampled pass 0 histograms only the keys >= lo (the others cannot be in the top k when the list
+  // is kept; when it is not, the REDO launch counts them all).
+  const bool sampled = SAMPLED && st->sampled != 0;
   const bool listed = PASS >= 1 && st->compact != 0;
   const bool compacting =
-      PASS == 0 ? st->sampled != 0
+      PASS == 0 ? sampled
                 : !listed && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
-  const std::uint32_t lo = PASS == 0 ? st->lo : prefix;
+  const std::uint32_t lo = PASS == 0 ? st->lo : prefix;  // st->lo: 0 unless sampled
   long long begin, end;
   if (listed) {  // the surviving keys are all in the compact list
-    block_chunk(st->ccount, blockIdx.y, p.bpr, begin, end);
+    block_chunk(min(st->ccount, p.compact_cap), blockIdx.y, p.bpr, begin, end);  // min: memory-safe
     for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
@@ -233,7 +245,8 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       for (int u = 0; u < kCompactUnroll; ++u) {
         const long long i = i0 + u * 32 + lane;
         keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
-        if (i < end && (keys[u] & mask) == prefix) atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
+        if (i < end && (keys[u] & mask) == prefix && (!sampled || keys[u] >= lo))
+          atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
         mine += i < end && keys[u] >= lo;  // pass 1, 2: in the bucket or above it
       }
       std::uint32_t inc = mine;
@@ -271,6 +284,23 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   __syncthreads();
   if (!last) return;
   __threadfence();
+  if (sampled) {  // keep the list if it holds the top k (and so the histogram counts them) and fits
+    __shared__ bool keep;
+    if (threadIdx.x == 0) {
+      const std::uint32_t c = __ldcg(&st->ccount);
+      keep = c >= static_cast<std::uint32_t>(p.k) && c <= p.compact_cap;
+      if (!keep) {
+        st->redo = 1;
+        st->ccount = 0;  // pass 1 or 2 may compact anew
+        st->done_blocks = 0;
+      }
+    }
+    __syncthreads();
+    if (!keep) {
+      for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;
+      return;
+    }
+  }
 
   // The last block: find the digit of the k_rem-th largest matching key. Thread t owns the `per`
   // buckets [bins - (t+1) per, bins - t per), so lower threads own higher digits.
@@ -314,15 +344,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       st->bucket_count = found_count;
       st->take_all = found_count == found_rem ? 1u : 0u;
     }
-    if (PASS == 0 && compacting) {  // keep the sampled list if it holds the top k and fits
-      const std::uint32_t c = __ldcg(&st->ccount);
-      if (c >= static_cast<std::uint32_t>(p.k) && c <= p.compact_cap)
-        st->compact = 1;
-      else
-        st->ccount = 0;  // pass 1 or 2 may compact anew
-    } else if (compacting) {
-      st->compact = 1;  // read by every block of this pass before the ticket
-    }
+    if (compacting) st->compact = 1;  // read by every block of this pass before the ticket
     st->done_blocks = 0;
   }
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
@@ -355,7 +377,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
   std::uint32_t ties = 0;
   if (compact) {  // the list holds every key that can still be taken, ties included
     long long cb, ce;
-    block_chunk(st->ccount, blockIdx.y, p.bpr, cb, ce);
+    block_chunk(min(st->ccount, p.compact_cap), blockIdx.y, p.bpr, cb, ce);
     const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
     for (long long i = cb + threadIdx.x; i < ce; i += blockDim.x) {
       const std::uint64_t c = clist[i];
