@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,6 +52,25 @@ __global__ void fill_kernel(void* p, unsigned long long n, Fill kind, unsigned l
   }
 }
 
+// NVBench's blocking kernel: one thread spins on a host-mapped flag until the host releases it, or gives
+// up after timeout_ns of the GPU's global timer and says so.
+__global__ void hold_kernel(const volatile int* go, volatile int* timed_out, unsigned long long timeout_ns) {
+#ifndef IP_CUEMU
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*go == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+#else
+  (void)go, (void)timed_out, (void)timeout_ns;
+#endif
+}
+
 __global__ void copy_float4(const float4* __restrict__ src, float4* __restrict__ dst, unsigned long long n) {
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
@@ -72,9 +92,13 @@ void print_help() {
       "  --device N     CUDA device (default 0)\n"
       "  --help         this text\n\n"
       "Each case: CUDA events around every run, median (min..max) of the runs, inputs rotated over copies\n"
-      "whose total exceeds twice the L2 size. GB/s counts the bytes the kernel is declared to move (reads +\n"
-      "writes, in the 'bytes' column), 1 GB = 1e9 B. '% copy' is that over the copy bandwidth (the faster of\n"
-      "cudaMemcpyAsync device-to-device and a float4 copy kernel, counting read + write bytes).\n"
+      "whose total exceeds twice the L2 size. The run's launches are queued behind a blocking kernel (as NVBench\n"
+      "does), so they run back to back and 'median' is the GPU's time; 'sync' is the median of as many runs\n"
+      "more from an idle GPU, the CPU launching each kernel while the GPU runs (what a caller that waits for\n"
+      "each call sees; it also counts launch gaps between a case's kernels). GB/s counts the bytes the kernel\n"
+      "is declared to move (reads + writes, in the 'bytes' column), 1 GB = 1e9 B. '% copy' is that over the\n"
+      "copy bandwidth (the faster of cudaMemcpyAsync device-to-device and a float4 copy kernel, counting read +\n"
+      "write bytes).\n"
       "Exit status: 0 (also with no CUDA device: 'skipped: no CUDA device'), 1 when a case failed, 2 on bad\n"
       "arguments. Targets not met are reported, not an error.");
 }
@@ -97,32 +121,35 @@ std::string fmt_bytes(double b) {
   return fmt::format("{:.1f} KB", b / 1e3);
 }
 
-constexpr char kRowFormat[] = "{:<9} {:<26} {:<34} {:>10} {:>21} {:>9} {:>9} {:>7}  {:<28} {:<18} {}";
+constexpr char kRowFormat[] = "{:<9} {:<26} {:<34} {:>10} {:>21} {:>10} {:>9} {:>9} {:>7}  {:<28} {:<18} {}";
 
 void print_header() {
-  const auto head = fmt::format(kRowFormat, "group", "case", "params", "median", "min..max", "bytes", "GB/s", "% copy",
-                                "figures", "target", "verdict");
+  const auto head = fmt::format(kRowFormat, "group", "case", "params", "median", "min..max", "sync", "bytes", "GB/s",
+                                "% copy", "figures", "target", "verdict");
   std::printf("%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
 }
 
-void print_row(const Row& r) {
+void print_row(const Row& r, bool queued_mode) {
   std::string line;
   if (r.t.runs == 0) {
-    line = fmt::format(kRowFormat, r.group, r.name, r.params, "-", "-", r.bytes > 0 ? fmt_bytes(r.bytes) : "-", "-", "-",
-                       r.extra, r.target, r.verdict);
+    line = fmt::format(kRowFormat, r.group, r.name, r.params, "-", "-", "-", r.bytes > 0 ? fmt_bytes(r.bytes) : "-",
+                       "-", "-", r.extra, r.target, r.verdict);
   } else {
     line = fmt::format(kRowFormat, r.group, r.name, r.params, fmt_ms(r.t.median_ms),
-                       fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms), r.bytes > 0 ? fmt_bytes(r.bytes) : "-",
+                       fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms), fmt_ms(r.t.sync_median_ms),
+                       r.bytes > 0 ? fmt_bytes(r.bytes) : "-",
                        r.bytes > 0 ? fmt::format("{:.0f}", r.gbs) : "-",
                        r.frac >= 0 ? fmt::format("{:.1f} %", 100 * r.frac) : "-", r.extra, r.target, r.verdict);
   }
   std::printf("%s\n", line.c_str());
   if (!r.note.empty() && (r.verdict == "error" || r.verdict == "skipped")) std::printf("          %s\n", r.note.c_str());
+  if (queued_mode && r.t.runs > 0 && !r.t.queued)
+    std::printf("          blocking kernel timed out (a call waited for the device): times of runs from an idle GPU\n");
 }
 
-void print_table(const std::vector<Row>& rows) {
+void print_table(const std::vector<Row>& rows, bool queued_mode) {
   print_header();
-  for (const auto& r : rows) print_row(r);
+  for (const auto& r : rows) print_row(r, queued_mode);
 }
 
 void write_json(const std::string& path, const std::string& device, const Options& o, const Env& env,
@@ -137,13 +164,16 @@ void write_json(const std::string& path, const std::string& device, const Option
     return;
   }
   f << ",\n  \"l2_bytes\": " << json_num(env.l2_bytes) << ",\n  \"copy_gbs\": " << json_num(env.copy_gbs)
-    << ",\n  \"runs\": " << env.runs << ",\n  \"warmup\": " << env.warmup << ",\n  \"cases\": [";
+    << ",\n  \"runs\": " << env.runs << ",\n  \"warmup\": " << env.warmup
+    << ",\n  \"timing\": " << json_str(env.hold ? "queued" : "unqueued") << ",\n  \"cases\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"group\": " << json_str(r.group) << ", \"name\": " << json_str(r.name)
       << ", \"params\": " << json_str(r.params) << ", \"runs\": " << r.t.runs
       << ", \"median_ms\": " << json_num(r.t.median_ms) << ", \"min_ms\": " << json_num(r.t.min_ms)
-      << ", \"max_ms\": " << json_num(r.t.max_ms) << ", \"bytes\": " << json_num(r.bytes)
+      << ", \"max_ms\": " << json_num(r.t.max_ms) << ", \"sync_median_ms\": " << json_num(r.t.sync_median_ms)
+      << ", \"queued\": " << (r.t.queued ? "true" : "false")
+      << ", \"bytes\": " << json_num(r.bytes)
       << ", \"gbs\": " << json_num(r.gbs) << ", \"frac_of_copy\": " << json_num(r.frac >= 0 ? r.frac : NAN);
     for (const auto& [k, v] : r.figures) f << ", " << json_str(k) << ": " << json_num(v);
     f << ", \"target\": " << json_str(r.target) << ", \"verdict\": " << json_str(r.verdict)
@@ -154,6 +184,40 @@ void write_json(const std::string& path, const std::string& device, const Option
 }
 
 }  // namespace
+
+#ifndef IP_CUEMU
+StreamHold::StreamHold() {
+  void* p = nullptr;
+  IP_CUDA_CHECK(cudaHostAlloc(&p, 2 * sizeof(int), cudaHostAllocMapped));
+  flags_ = static_cast<volatile int*>(p);
+  flags_[0] = 0;
+  flags_[1] = 0;
+  void* d = nullptr;
+  IP_CUDA_CHECK(cudaHostGetDevicePointer(&d, p, 0));
+  dev_flags_ = static_cast<int*>(d);
+}
+
+StreamHold::~StreamHold() { cudaFreeHost(const_cast<int*>(flags_)); }
+#else  // the emulator has no mapped host memory, and its launches run at once: nothing to hold
+StreamHold::StreamHold() { throw std::logic_error("kernel_bench: no blocking kernel on the emulator"); }
+StreamHold::~StreamHold() = default;
+#endif
+
+void StreamHold::hold(cudaStream_t stream) {
+  flags_[0] = 0;
+  flags_[1] = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  IP_LAUNCH(1, 1, 0, stream, hold_kernel)(dev_flags_, dev_flags_ + 1, static_cast<unsigned long long>(kTimeoutS * 1e9));
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
+void StreamHold::release() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  flags_[0] = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool StreamHold::timed_out() const { return flags_[1] != 0; }
 
 double Env::free_bytes() const {
   std::size_t fr = 0, tot = 0;
@@ -262,6 +326,10 @@ int main(int argc, char** argv) {
     ip::cuda::Stream stream;
     Env env;
     env.stream = stream;
+#ifndef IP_CUEMU
+    StreamHold hold;  // the emulator runs each launch at once: nothing to queue behind
+    env.hold = &hold;
+#endif
     env.device = o.device;
     env.sms = prop.multiProcessorCount;
     env.l2_bytes = l2;
@@ -274,8 +342,10 @@ int main(int argc, char** argv) {
         fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.1f} MiB, driver {}.{}, runtime {}.{}", prop.name, prop.major,
                     prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, l2 / 1048576.0,
                     driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
-    std::printf("kernel_bench (git %s): %s\n%s mode: %d timed runs per case after %d warm-up runs\n", IP_GIT_REVISION,
-                device.c_str(), o.smoke ? "smoke" : o.quick ? "quick" : "full", env.runs, env.warmup);
+    std::printf("kernel_bench (git %s): %s\n%s mode: %d timed runs per case after %d warm-up runs, %s\n",
+                IP_GIT_REVISION, device.c_str(), o.smoke ? "smoke" : o.quick ? "quick" : "full", env.runs, env.warmup,
+                env.hold ? "launches queued behind a blocking kernel ('sync': as many more from an idle GPU)"
+                         : "each run from an idle GPU (no blocking kernel)");
     if (o.smoke)
       std::printf("smoke: sizes divided by %lld and targets not judged: this run checks that every case runs, "
                   "its times say nothing\n",
@@ -335,7 +405,7 @@ int main(int argc, char** argv) {
           if (rows[i].verdict == "met" || rows[i].verdict == "not met" || rows[i].verdict == "pending")
             rows[i].verdict = "not judged";
       std::printf("[%s: %zu cases in %.1f s wall]\n", group, rows.size() - first, s);
-      for (std::size_t i = first; i < rows.size(); ++i) print_row(rows[i]);
+      for (std::size_t i = first; i < rows.size(); ++i) print_row(rows[i], env.hold != nullptr);
       std::fflush(stdout);
     };
     if (want("pool")) guarded("pool", [&] { pool_cases(env, rows); });
@@ -363,11 +433,12 @@ int main(int argc, char** argv) {
       if (r.verdict == "error") ++errors;
     }
     std::printf("\n");
-    print_table(rows);
+    print_table(rows, env.hold != nullptr);
     std::printf(
-        "\nTimes: median of %d runs (min..max) with CUDA events. bytes: declared per run (reads + writes); GB/s = "
-        "bytes / median, 1 GB = 1e9 B; %% copy: of %.0f GB/s.\n",
-        env.runs, env.copy_gbs);
+        "\nTimes: median of %d runs (min..max) with CUDA events, %s; sync: median of %d runs from an idle GPU. "
+        "bytes: declared per run (reads + writes); GB/s = bytes / median, 1 GB = 1e9 B; %% copy: of %.0f GB/s.\n",
+        env.runs, env.hold ? "launches queued behind a blocking kernel" : "each from an idle GPU", env.runs,
+        env.copy_gbs);
     std::printf("kernel_bench: summary: copy %.0f GB/s; cases %zu; errors %d; targets met %d of %d%s\n", env.copy_gbs,
                 rows.size(), errors, met, targets, o.smoke ? " (smoke run: sizes / 256, targets not judged)" : "");
     if (!o.json.empty()) {

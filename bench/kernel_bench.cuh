@@ -1,6 +1,8 @@
 // The kernel benchmark's measuring kit (NVBench habits): CUDA-event timing of each run after a warm-up,
-// median / min / max of many runs, rotating input buffers whose total exceeds the L2 cache so every run
-// reads from DRAM, device-side random fills, and the report rows (table and JSON).
+// with the run's launches queued behind a blocking kernel so they run back to back (the GPU's time, not
+// the CPU's launch rate), median / min / max of many runs, the same from an idle GPU (what a synchronous
+// caller waits), rotating input buffers whose total exceeds the L2 cache so every run reads from DRAM,
+// device-side random fills, and the report rows (table and JSON).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +28,26 @@ struct Options {
   int runs = 0, warmup = 0;  // 0: the mode's default
 };
 
+// NVBench's blocking kernel: hold() launches a kernel that spins until release() (or a timeout), so the
+// launches made in between queue behind it and then run without gaps. Host-mapped flags.
+class StreamHold {
+ public:
+  static constexpr double kTimeoutS = 2.0;
+  StreamHold();
+  ~StreamHold();
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  void hold(cudaStream_t stream);
+  void release();
+  // After the stream has synchronized: whether the kernel gave up waiting (the run's launches took longer
+  // than kTimeoutS to queue, or blocked on a full queue), which makes the run's time meaningless.
+  bool timed_out() const;
+
+ private:
+  volatile int* flags_ = nullptr;  // [0] go, [1] timed out
+  int* dev_flags_ = nullptr;
+};
+
 // What every case needs: the stream, the device's sizes, the run counts and the reference bandwidth.
 struct Env {
   cudaStream_t stream = nullptr;
@@ -40,6 +62,8 @@ struct Env {
   bool smoke = false;
   long long shrink = 1;
   double copy_gbs = 0;  // reference copy bandwidth (read + write bytes), GB/s
+  // Null on the emulator (its launches run at once): runs are timed unqueued.
+  StreamHold* hold = nullptr;
   // A token (or row) count of a case at this run's size: n, or n / shrink but at least `at_least`.
   long long scaled(long long n, long long at_least = 1) const { return std::max(at_least, n / shrink); }
   // Free device memory now (bytes).
@@ -50,12 +74,21 @@ struct Env {
 };
 
 struct Stats {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0;  // launches queued (env.hold), else as sync_median_ms
+  double sync_median_ms = 0;                     // each run from an idle GPU, the CPU launching while the GPU runs
   int runs = 0;
+  bool queued = false;  // median..max are of queued runs (false: no blocking kernel, or it timed out)
 };
 
+inline double median_of(std::vector<double>& t) {
+  std::sort(t.begin(), t.end());
+  const std::size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 // `warmup` untimed calls, then `runs` calls of fn(i) (i counts every call, so i % rotations picks the
-// buffer), each bracketed by its own pair of events on env.stream. Checks for launch errors.
+// buffer), each bracketed by its own pair of events on env.stream: first with the launches queued behind
+// env.hold (when there is one), then `runs` more from an idle GPU. Checks for launch errors.
 template <class Fn>
 Stats time_runs(const Env& env, int runs, Fn&& fn) {
   cuda::Event a, b;
@@ -63,23 +96,36 @@ Stats time_runs(const Env& env, int runs, Fn&& fn) {
   for (int w = 0; w < env.warmup; ++w) fn(call++);
   IP_CUDA_CHECK(cudaGetLastError());
   IP_CUDA_CHECK(cudaStreamSynchronize(env.stream));
-  std::vector<double> t;
+  std::vector<double> t, u;
   t.reserve(runs);
+  u.reserve(runs);
+  bool queued = env.hold != nullptr;
+  for (int r = 0; queued && r < runs; ++r) {
+    env.hold->hold(env.stream);
+    a.record(env.stream);
+    fn(call++);  // a call that waits for the device (cudaFree, a copy to the host) waits for the timeout
+    b.record(env.stream);
+    env.hold->release();
+    b.sync();
+    queued = !env.hold->timed_out();
+    t.push_back(b.ms_since(a));
+  }
   for (int r = 0; r < runs; ++r) {
     a.record(env.stream);
     fn(call++);
     b.record(env.stream);
     b.sync();
-    t.push_back(b.ms_since(a));
+    u.push_back(b.ms_since(a));
   }
   IP_CUDA_CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  const std::size_t n = t.size();
+  if (!queued) t = u;
   Stats s;
-  s.runs = static_cast<int>(n);
-  s.median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  s.queued = queued;
+  s.runs = static_cast<int>(t.size());
+  s.median_ms = median_of(t);  // sorts t
   s.min_ms = t.front();
   s.max_ms = t.back();
+  s.sync_median_ms = median_of(u);
   return s;
 }
 

@@ -8,6 +8,9 @@ BEFORE / AFTER, and the same ratio taken against each run's own copy bandwidth (
 which discounts a machine that was slower or faster as a whole; then the cases only one file has, and the
 target verdicts that changed. --group keeps one group (pool, score, indexer, topk, decode, attention, gla,
 copy); --min-change hides cases whose speed-up is within PCT percent of 1 (default 0: all).
+Timing: a file's "timing" is "queued" (launches queued behind a blocking kernel; "sync_median_ms" holds the
+runs from an idle GPU) or, in files written before that field existed, "unqueued" (every run from an idle
+GPU). A case queued in both files compares the medians; otherwise the runs from an idle GPU.
 Standard library only. Exit status 2 on bad arguments or files, else 0.
 """
 import argparse
@@ -32,6 +35,10 @@ def key(case):
     return (case["group"], case["name"], case["params"])
 
 
+def timing(data):
+    return data.get("timing", "unqueued")
+
+
 def fmt_time(ms):
     return f"{ms:.3f} ms" if ms >= 1 else f"{ms * 1000:.1f} us"
 
@@ -44,11 +51,24 @@ def compare(before, after, group=None, min_change=0.0, out=sys.stdout):
     print(f"after:  git {after.get('git_revision', '?')}, {after.get('device', '?')}, copy {ca:.0f} GB/s", file=out)
     print("speed-up = before median / after median; vs copy: the same with each run's time scaled by its own copy "
           "bandwidth", file=out)
+    if timing(before) != timing(after):
+        print(f"timing differs (before {timing(before)}, after {timing(after)}): comparing the runs from an idle GPU "
+              "(median_ms of an unqueued file, sync_median_ms of a queued one)", file=out)
+
+    def queued(data, case):  # a case whose blocking kernel timed out was timed from an idle GPU
+        return timing(data) == "queued" and case.get("queued") is not False
+
+    def unqueued(case):  # files without sync_median_ms timed every run from an idle GPU
+        return case.get("sync_median_ms") or case["median_ms"]
+
     rows = []
     for k in b:
         if k not in a or (group and k[0] != group):
             continue
-        tb, ta = b[k]["median_ms"], a[k]["median_ms"]
+        if queued(before, b[k]) and queued(after, a[k]):
+            tb, ta = b[k]["median_ms"], a[k]["median_ms"]
+        else:
+            tb, ta = unqueued(b[k]), unqueued(a[k])
         if tb <= 0 or ta <= 0:
             continue
         speedup = tb / ta

@@ -41,3 +41,28 @@ def test_bad_files_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="not a kernel_bench JSON file"):
         kbc.load(str(bad))
     assert kbc.main(["kbc", str(bad), AFTER]) == 2
+
+
+def test_a_queued_file_is_compared_by_its_runs_from_an_idle_gpu(tmp_path):
+    after = json.load(open(AFTER))
+    assert "timing" not in after  # written before queued timing: every run from an idle GPU
+    queued = dict(after, timing="queued", cases=[])
+    for c in after["cases"]:
+        # a queued run of the same machine: launch gaps gone from the median, the old figure in sync_median_ms
+        queued["cases"].append(dict(c, median_ms=c["median_ms"] / 2, sync_median_ms=c["median_ms"]))
+    path = tmp_path / "queued.json"
+    path.write_text(json.dumps(queued))
+    out = io.StringIO()
+    rows = kbc.compare(kbc.load(AFTER), kbc.load(str(path)), group="topk", out=out)
+    assert rows and all(s == pytest.approx(1.0) for _, _, _, s, _ in rows)
+    assert "timing differs (before unqueued, after queued)" in out.getvalue()
+    # two queued files compare their medians
+    rows = kbc.compare(kbc.load(str(path)), kbc.load(str(path)), group="topk", out=io.StringIO())
+    assert all(tb == ta for _, tb, ta, _, _ in rows)
+    # a case whose blocking kernel timed out ("queued": false) is compared by its runs from an idle GPU
+    queued["cases"] = [dict(c, queued=False) if c["group"] == "topk" else c for c in queued["cases"]]
+    halved = dict(queued, cases=[dict(c, median_ms=c["median_ms"] / 2) for c in queued["cases"]])
+    rows = kbc.compare(queued, halved, group="topk", out=io.StringIO())
+    assert rows and all(s == pytest.approx(1.0) for _, _, _, s, _ in rows)
+    rows = kbc.compare(queued, halved, group="score", out=io.StringIO())
+    assert rows and all(s == pytest.approx(2.0) for _, _, _, s, _ in rows)

@@ -43,6 +43,8 @@ def main() -> int:
             problems.append(f"{what}: {c['runs']} runs, the run says {d['runs']}")
         if not (0 < c["min_ms"] <= c["median_ms"] <= c["max_ms"]):
             problems.append(f"{what}: times out of order: {c['min_ms']} {c['median_ms']} {c['max_ms']} ms")
+        if not c.get("sync_median_ms", 0) > 0:
+            problems.append(f"{what}: no time from an idle GPU (sync_median_ms)")
         if not (c["bytes"] and c["bytes"] > 0 and math.isfinite(c["gbs"]) and c["gbs"] > 0):
             problems.append(f"{what}: declared bytes {c['bytes']}, GB/s {c['gbs']}")
         if c["verdict"] in ("met", "not met"):
