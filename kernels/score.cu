@@ -46,16 +46,20 @@ ScoreMath resolve(const ScoreArgs& a) {
   const bool mma_ok = mma_dim(a.dim) && !a.maxmin && aligned16(a.rows);
   switch (a.math) {
     case ScoreMath::automatic:
-      return (mma_ok && a.heads >= 8 && bf16_exact(a.precision)) ? ScoreMath::bf16x2 : ScoreMath::fp32;
+      if (!mma_ok || a.heads < 8) return ScoreMath::fp32;
+      return bf16_exact(a.precision) ? ScoreMath::bf16x2 : ScoreMath::bf16x3;
     case ScoreMath::fp32:
       return ScoreMath::fp32;
     case ScoreMath::bf16x2:
+    case ScoreMath::bf16x3:
     case ScoreMath::bf16:
       IP_REQUIRE(!a.maxmin, "score: tensor-core math does not support maxmin (use math fp32 or automatic)");
       IP_REQUIRE(mma_dim(a.dim), "score: unsupported dim {} for tensor-core math (64, 128 or 256)", a.dim);
       IP_REQUIRE(aligned16(a.rows), "score: rows must be 16-byte aligned for tensor-core math");
-      IP_REQUIRE(a.math == ScoreMath::bf16 || bf16_exact(a.precision),
-                 "score: math bf16x2 needs rows exact in bf16 (bf16, int8, fp8), not {}", to_string(a.precision));
+      IP_REQUIRE(a.math != ScoreMath::bf16x2 || bf16_exact(a.precision),
+                 "score: math bf16x2 needs rows exact in bf16 (bf16, int8, fp8), not {} (use bf16x3)",
+                 to_string(a.precision));
+      if (a.math == ScoreMath::bf16x3 && bf16_exact(a.precision)) return ScoreMath::bf16x2;  // rows' lo parts: 0
       return a.math;
   }
   throw Error("score: unsupported math value");
@@ -141,7 +145,7 @@ void score(const ScoreArgs& a, cudaStream_t stream) {
   if (a.batch.total_entries == 0) return;
   ScoreParams p{a.batch.requests, a.batch.entry_offset, a.batch.total_entries,
                 static_cast<const unsigned char*>(a.rows), a.scales, a.dim, a.queries, a.head_weights, a.heads,
-                a.scores, math == ScoreMath::bf16x2};
+                a.scores, math == ScoreMath::bf16x2 || math == ScoreMath::bf16x3, math == ScoreMath::bf16x3};
   if (math == ScoreMath::fp32) {
     const bool aligned = aligned16(a.rows);
     switch (a.precision) {

@@ -13,7 +13,8 @@
 //     use the same permutation: in a chunk of KC = 16*C elements, thread t of a quad loads the 4*C
 //     consecutive elements [4Ct, 4Ct+4C) as one 16-byte load, and uses elements 4i..4i+3 of them as
 //     its logical k = (2t, 2t+1, 2t+8, 2t+9) of k-step i. The query of the current request is staged in
-//     shared memory already in fragment order (conflict-free 16-byte reads), hi and lo bf16 parts.
+//     shared memory already in fragment order (conflict-free 16-byte reads), hi and lo bf16 parts. bf16x3
+//     (fp32/fp16 rows) adds a third mma per step: the rows' bf16 residuals times the query's hi part.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,8 @@ struct ScoreParams {
   const float* head_weights;
   int heads;
   float* scores;
-  bool split;  // mma path: hi + lo query parts (bf16x2) or hi only (bf16)
+  bool split;       // mma path: hi + lo query parts (bf16x2, bf16x3) or hi only (bf16)
+  bool split_rows;  // mma path, fp32/fp16 rows: hi + lo row parts too (bf16x3)
 };
 
 // ---- element decoding ----
@@ -296,6 +298,20 @@ __device__ __forceinline__ void to_bf16x2(const unsigned char* buf, int i, std::
   }
 }
 
+// The bf16 residuals (x - bf16(x)) of the same 4 elements, as two bf16x2 registers (bf16x3 math).
+template <Precision P>
+__device__ __forceinline__ void to_bf16x2_lo(const unsigned char* buf, int i, std::uint32_t& r01, std::uint32_t& r23) {
+  using E = Elem<P>;
+  float lo[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float x = E::decode(buf, i + k);
+    lo[k] = x - bf16_to_float(bf16_from_float(x));
+  }
+  r01 = pack_bf16(lo[0], lo[1]);
+  r23 = pack_bf16(lo[2], lo[3]);
+}
+
 // Block: kMmaWarps warps; each warp scores kMmaMTiles * 16 consecutive entries against all heads.
 // Blocks take contiguous ranges of tiles and restage the query only when the request changes.
 template <Precision P, int D, int NT>
@@ -362,11 +378,19 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
           }
 #pragma unroll
         for (int i = 0; i < C; ++i) {
-          std::uint32_t a[kMmaMTiles][4];
+          constexpr bool kSplittable = P == Precision::fp32 || P == Precision::fp16;
+          const bool split_rows = kSplittable && p.split_rows;  // bf16x3: + row lo * query hi
+          std::uint32_t a[kMmaMTiles][4], l[kMmaMTiles][4];
 #pragma unroll
           for (int m = 0; m < kMmaMTiles; ++m) {
             to_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2]);
             to_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3]);
+            if constexpr (kSplittable) {
+              if (split_rows) {
+                to_bf16x2_lo<P>(buf[m][0], 4 * i, l[m][0], l[m][2]);
+                to_bf16x2_lo<P>(buf[m][1], 4 * i, l[m][1], l[m][3]);
+              }
+            }
           }
           const int s = c * C + i;
 #pragma unroll
@@ -376,6 +400,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
             for (int m = 0; m < kMmaMTiles; ++m) {
               mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
               if (p.split) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
+              if (split_rows) mma_bf16(acc[m][nt], l[m][0], l[m][1], l[m][2], l[m][3], b.x, b.y);
             }
           }
         }

@@ -14,11 +14,16 @@ namespace ip::cuda {
 //   bf16x2: tensor cores (mma bf16, fp32 accumulate). Rows must be exact in bf16 (bf16, int8, fp8);
 //           the query is split into two bf16 parts (hi + lo), which carry ~16 of its 24 bits: per head
 //           |error| <= 2^-16 * sum_d |q_d x_d| + fp32 summation error.
+//   bf16x3: tensor cores for rows not exact in bf16 (fp32, fp16): rows and query both split into hi + lo
+//           bf16 parts, three mma per step (hi*hi + hi*lo + lo*hi; lo*lo and the parts' own rounding,
+//           each below 2^-17 of the product, are dropped): per head |error| <= 2^-16 * sum_d |q_d x_d| +
+//           fp32 summation error, as bf16x2. fp16 rows split exactly. On rows exact in bf16 it is bf16x2
+//           (the rows' lo parts are zero), and resolves to it.
 //   bf16:   tensor cores with the query (and fp16/fp32 rows) rounded to bf16, one mma per step:
 //           |error| <= 2^-7 * sum_d |q_d x_d| per head (2^-8 when the rows are exact in bf16). Fastest.
-//   automatic: bf16x2 where it is supported and pays (heads >= 8, dim 64/128/256, rows bf16/int8/fp8,
-//           not maxmin, 16-byte aligned rows), otherwise fp32.
-enum class ScoreMath { automatic, fp32, bf16x2, bf16 };
+//   automatic: where tensor cores are supported and pay (heads >= 8, dim 64/128/256, not maxmin, 16-byte
+//           aligned rows) bf16x2 for rows bf16/int8/fp8 and bf16x3 for fp32/fp16; otherwise fp32.
+enum class ScoreMath { automatic, fp32, bf16x2, bf16, bf16x3 };
 
 struct ScoreArgs {
   Batch batch;  // entries of each request are scored against that request's query

@@ -100,6 +100,7 @@ double tolerance(ScoreMath m) {
   switch (m) {
     case ScoreMath::bf16: return 1.0 / 64;
     case ScoreMath::bf16x2: return 1e-4;
+    case ScoreMath::bf16x3: return 1e-4;
     default: return 1e-5;
   }
 }
@@ -158,13 +159,14 @@ void check(const Case& c, ScoreMath math) {
 }
 
 const Precision kPrecisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8, Precision::fp8};
-const ScoreMath kMaths[] = {ScoreMath::automatic, ScoreMath::fp32, ScoreMath::bf16x2, ScoreMath::bf16};
+const ScoreMath kMaths[] = {ScoreMath::automatic, ScoreMath::fp32, ScoreMath::bf16x2, ScoreMath::bf16,
+                            ScoreMath::bf16x3};
 
 bool supported(const Case& c, ScoreMath m) {
   if (m == ScoreMath::automatic || m == ScoreMath::fp32) return true;
   if (c.maxmin || (c.dim != 64 && c.dim != 128 && c.dim != 256)) return false;
-  return m == ScoreMath::bf16 || c.precision == Precision::bf16 || c.precision == Precision::int8 ||
-         c.precision == Precision::fp8;
+  return m == ScoreMath::bf16 || m == ScoreMath::bf16x3 || c.precision == Precision::bf16 ||
+         c.precision == Precision::int8 || c.precision == Precision::fp8;
 }
 
 TEST(Score, AllPrecisionsHeadsDimsAndBatches) {
@@ -213,8 +215,20 @@ TEST(Score, AutomaticMathChoice) {
   a.heads = 4;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
   a.heads = 64;
-  a.precision = Precision::fp32;
+  a.precision = Precision::fp32;  // not exact in bf16: rows split too
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x3);
+  a.precision = Precision::fp16;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x3);
+  a.heads = 4;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.heads = 64;
+  a.math = cuda::ScoreMath::bf16x3;  // on rows exact in bf16 it is bf16x2
+  a.precision = Precision::int8;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x2);
+  a.precision = Precision::fp16;
+  a.math = cuda::ScoreMath::bf16x2;  // needs rows exact in bf16
+  EXPECT_THROW(cuda::resolve_score_math(a), Error);
+  a.math = cuda::ScoreMath::automatic;
   a.precision = Precision::bf16;
   a.maxmin = true;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
