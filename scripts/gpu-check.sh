@@ -27,6 +27,8 @@
 #   GPU_CHECK_SANITIZER_S=150         time box of the sanitizer step (0: skip it)
 #   GPU_CHECK_SANITIZER_FILTER=...    gtest filter under the sanitizer (default: -*Big*:*Large*:*Huge*:*Stress*)
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
+#   GPU_CHECK_BENCH_REF=FILE          kernel_bench JSON to compare this run with (default: the last of
+#                                     bench/device-runs/*-kernel_bench.json by name; "none": no comparison)
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
@@ -380,6 +382,15 @@ if ((rc == 124)); then record kernel-bench FAIL $(($(now) - t0)) "timed out afte
 elif ((rc != 0)); then record kernel-bench FAIL $(($(now) - t0)) "exit $rc; ${summary:-see kernel_bench.txt}"
 elif [[ "$summary" == skipped* ]]; then record kernel-bench FAIL $(($(now) - t0)) "$summary although a device is present"
 else record kernel-bench ok $(($(now) - t0)) "${summary} ${bench_args[*]}"
+fi
+# Case by case against an earlier device run (information only: scripts/kernel_bench_compare.py).
+ref=${GPU_CHECK_BENCH_REF:-$(ls "$ROOT"/bench/device-runs/*-kernel_bench.json 2>/dev/null | sort | tail -1)}
+if [[ "$ref" != none && -s "$ref" && -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null &&
+  ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
+  say "kernel_bench against $(basename "$ref")"
+  python3 "$ROOT/scripts/kernel_bench_compare.py" "$ref" "$OUT_DIR/kernel_bench.json" \
+    >"$OUT_DIR/kernel_bench_compare.txt" 2>&1
+  cat "$OUT_DIR/kernel_bench_compare.txt"
 fi
 
 # ---- 8. runner with backend = cuda ------------------------------------------------------------------
