@@ -26,7 +26,8 @@ inline int blocks_for(long long entries, int per_block) {
 template <int D, int G, class K>
 void launch_fast(const PoolArgs& a, cudaStream_t s) {
   constexpr int kWarps = pool_tuning::kFastWarpsPerBlock;
-  IP_LAUNCH(blocks_for(a.batch.total_entries, kWarps), kWarps * 32, 0, s, pool_fast_kernel<D, G, K>)(a);
+  constexpr int kGroups = kWarps * fast_groups_per_warp<D, G, K>();  // per block
+  IP_LAUNCH(blocks_for(a.batch.total_entries, kGroups), kWarps * 32, 0, s, pool_fast_kernel<D, G, K>)(a);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -58,25 +58,40 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
   }
 }
 
+// A group's access statistics (tfidf and hybrid), loaded with its keys before any weight is computed.
 template <int G>
-__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, float (&out)[G]) {
-  const long long N = a.stats_steps[s.req];
+struct TfidfIn {
+  long long N = 0;  // steps of the request (0: no statistics yet, every weight 1)
   float mass[G];
   std::uint32_t cnt[G];
-  float amax = 0.0f;
+};
+
+template <int G>
+__device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupSpan& s) {
+  TfidfIn<G> t;
+  t.N = a.stats_steps[s.req];
 #pragma unroll
   for (int r = 0; r < G; ++r) {
-    mass[r] = 0.0f;
-    cnt[r] = 0;
-    if (r < s.n && N != 0) {
-      mass[r] = __ldg(a.stats_mass + s.first + r);
-      cnt[r] = __ldg(a.stats_count + s.first + r);
-      amax = mass[r] > amax ? mass[r] : amax;
+    t.mass[r] = 0.0f;
+    t.cnt[r] = 0;
+    if (r < s.n && t.N != 0) {
+      t.mass[r] = __ldg(a.stats_mass + s.first + r);
+      t.cnt[r] = __ldg(a.stats_count + s.first + r);
     }
   }
+  return t;
+}
+
+template <int G>
+__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, const TfidfIn<G>& t,
+                                           float (&out)[G]) {
+  float amax = 0.0f;
 #pragma unroll
   for (int r = 0; r < G; ++r)
-    out[r] = r < s.n ? (N == 0 ? 1.0f : tfidf_weight(mass[r], amax, cnt[r], N, a.eps)) : 0.0f;
+    if (r < s.n && t.N != 0) amax = t.mass[r] > amax ? t.mass[r] : amax;
+#pragma unroll
+  for (int r = 0; r < G; ++r)
+    out[r] = r < s.n ? (t.N == 0 ? 1.0f : tfidf_weight(t.mass[r], amax, t.cnt[r], t.N, a.eps)) : 0.0f;
 }
 
 template <int G>
@@ -100,7 +115,7 @@ __device__ __forceinline__ void hybrid_multiply_fast(const float (&v)[G], int n,
 
 template <int D, int G, class K>
 __device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan& s, int lane,
-                                             const float (&x)[G][D / 32], float (&w)[G]) {
+                                             const float (&x)[G][D / 32], const TfidfIn<G>& t, float (&w)[G]) {
   switch (a.scheme) {
     case Weighting::positional:
       positional_fast<G>(a, s.n, w);
@@ -109,7 +124,7 @@ __device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan&
       cosine_fast<D, G, K>(a, s, lane, x, w);
       return;
     case Weighting::tfidf:
-      tfidf_fast<G>(a, s, w);
+      tfidf_fast<G>(a, s, t, w);
       return;
     case Weighting::hybrid: {
       float v[G];
@@ -119,7 +134,7 @@ __device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan&
       hybrid_multiply_fast<G>(v, s.n, a.alpha_positional, w);
       cosine_fast<D, G, K>(a, s, lane, x, v);
       hybrid_multiply_fast<G>(v, s.n, a.alpha_cosine, w);
-      tfidf_fast<G>(a, s, v);
+      tfidf_fast<G>(a, s, t, v);
       hybrid_multiply_fast<G>(v, s.n, a.alpha_tfidf, w);
       return;
     }
@@ -162,37 +177,21 @@ __device__ __forceinline__ void store_row_fast(const PoolArgs& a, long long row,
   }
 }
 
+// Groups one warp pools: their offsets, keys and statistics are all loaded before any is used, so a
+// warp has that many groups' bytes in flight. 2-byte keys carry half the bytes of fp32 per group, so a
+// warp takes two groups when they fit in registers (G * D / 32 <= 16 floats each). Host and device.
 template <int D, int G, class K>
-__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
-    pool_fast_kernel(const __grid_constant__ PoolArgs a) {
-  using S = FastShape<D, K>;
-  using raw = typename K::raw;
-  constexpr int E = S::E;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const long long e =
-      static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5);
-  if (e >= a.batch.total_entries) return;  // whole warps
-  const GroupSpan s = locate_group(a, e, G);
-  if (s.n <= 0) return;  // inconsistent offsets: never read outside the request
+IP_HOST_DEVICE constexpr int fast_groups_per_warp() {
+  return sizeof(typename K::raw) == 2 && G * (D / 32) <= 16 ? 2 : 1;
+}
 
-  // All loads first: G rows, NC vector loads each.
-  const raw* base = static_cast<const raw*>(a.keys) + s.first * D;
-  float x[G][E];
-#pragma unroll
-  for (int r = 0; r < G; ++r) {
-#pragma unroll
-    for (int ch = 0; ch < S::NC; ++ch) {
-      if (r < s.n) {
-        load_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE, &x[r][ch * S::VE]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < S::VE; ++j) x[r][ch * S::VE + j] = 0.0f;
-      }
-    }
-  }
-
+// One group from its keys x (in registers) and statistics t: weights, the update gate, the composite.
+template <int D, int G, class K>
+__device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSpan& s, long long e, int lane,
+                                                const float (&x)[G][D / 32], const TfidfIn<G>& t) {
+  constexpr int E = D / 32;
   float w[G];
-  weights_fast<D, G, K>(a, s, lane, x, w);
+  weights_fast<D, G, K>(a, s, lane, x, t, w);
   if (a.weights) {
 #pragma unroll
     for (int r = 0; r < G; ++r)
@@ -245,6 +244,53 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
     }
   }
   store_row_fast<D, K>(a, e, c, lane);
+}
+
+// Grid: one warp per fast_groups_per_warp groups (kernels/pool_dispatch.cuh launch_fast).
+template <int D, int G, class K>
+__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
+    pool_fast_kernel(const __grid_constant__ PoolArgs a) {
+  using S = FastShape<D, K>;
+  using raw = typename K::raw;
+  constexpr int E = S::E;
+  constexpr int GPW = fast_groups_per_warp<D, G, K>();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long e0 =
+      (static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5)) *
+      GPW;
+  if (e0 >= a.batch.total_entries) return;  // whole warps
+  GroupSpan s[GPW];
+#pragma unroll
+  for (int q = 0; q < GPW; ++q)  // n = 0 past the end, and for inconsistent offsets: never read outside the request
+    s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
+
+  // All loads first: GPW groups of G rows, NC vector loads each, then their statistics.
+  float x[GPW][G][E];
+#pragma unroll
+  for (int q = 0; q < GPW; ++q) {
+    const raw* base = static_cast<const raw*>(a.keys) + s[q].first * D;
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int ch = 0; ch < S::NC; ++ch) {
+        if (r < s[q].n) {
+          load_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE, &x[q][r][ch * S::VE]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < S::VE; ++j) x[q][r][ch * S::VE + j] = 0.0f;
+        }
+      }
+    }
+  }
+  TfidfIn<G> t[GPW];
+  if (a.scheme == Weighting::tfidf || a.scheme == Weighting::hybrid) {  // core/weights.h uses_stats
+#pragma unroll
+    for (int q = 0; q < GPW; ++q)
+      if (s[q].n > 0) t[q] = load_tfidf<G>(a, s[q]);
+  }
+#pragma unroll
+  for (int q = 0; q < GPW; ++q)
+    if (s[q].n > 0) pool_group_fast<D, G, K>(a, s[q], e0 + q, lane, x[q], t[q]);  // warp-uniform
 }
 
 }  // namespace ip::cuda::detail
