@@ -113,11 +113,9 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                       (a.sampling == TopkSampling::automatic && batch_bytes > l2 && a.max_row >= kSampleMinRow);
   p.sample_min_row = a.sampling == TopkSampling::on ? 0 : kSampleMinRow;
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
-  if (sample) {
+  if (sample) {  // step 0, the sampled pass 0, then pass 0 over every key for rows whose list was dropped
     IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkThreads, 0, stream, detail::topk_sample_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
-  }
-  if (sample) {  // then pass 0 again, over every key, for the rows whose sampled list was dropped
     IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, true, false>)(p);
     IP_CUDA_CHECK(cudaGetLastError());
     IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, false, true>)(p);
