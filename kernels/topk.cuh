@@ -58,10 +58,9 @@ struct TopkRowState {
   std::uint32_t compact;       // pass 1 or 2 wrote its bucket (and the keys above) to the compact list
   std::uint32_t ccount;        // entries of the compact list
   std::uint32_t tcount;        // ids in the tie list
-  std::uint32_t sampled;       // step 0 set lo: pass 0 compacts the keys >= lo
+  std::uint32_t sampled;       // step 0 set lo: pass 0 compacts the keys >= lo (no compact after: dropped)
   std::uint32_t lo;
-  std::uint32_t redo;          // the sampled list was dropped: pass 0 runs again over every key
-  std::uint32_t pad[3];
+  std::uint32_t pad[4];
 };
 static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 
@@ -112,6 +111,13 @@ __device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, st
   }
   total = all;
   return before + inc - v;
+}
+
+// The smallest power of two >= n (n >= 1): the size of a bitonic sort of n values.
+__device__ __forceinline__ int pow2_at_least(int n) {
+  int n2 = 1;
+  while (n2 < n) n2 <<= 1;
+  return n2;
 }
 
 // Sorts v[0, n2) (n2 a power of two) in shared memory by a bitonic network, descending or ascending.
@@ -176,8 +182,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
   const int r = static_cast<int>(ceil(mu + 4.0 * sqrt(mu) + 16.0));
   if (r > S || static_cast<double>(r) * static_cast<double>(n) / S > 0.5 * p.compact_cap) return;  // uniform
   __shared__ std::uint32_t v[kTopkSamples];
-  int n2 = 1;
-  while (n2 < S) n2 <<= 1;
+  const int n2 = pow2_at_least(S);
   const float* s = p.scores + off;
   for (int i = threadIdx.x; i < n2; i += blockDim.x)
     v[i] = i < S ? topk_key(__ldg(s + (2 * static_cast<long long>(i) + 1) * n / (2LL * S))) : 0u;
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   constexpr int bins = 1 << Dg::bits;
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
-  if (REDO && !st->redo) return;
+  if (REDO && !(st->sampled && !st->compact)) return;  // only rows whose sampled list was dropped
   if (st->take_all) return;  // the same for every block of the row
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
@@ -290,7 +295,6 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       const std::uint32_t c = __ldcg(&st->ccount);
       keep = c >= static_cast<std::uint32_t>(p.k) && c <= p.compact_cap;
       if (!keep) {
-        st->redo = 1;
         st->ccount = 0;  // pass 1 or 2 may compact anew
         st->done_blocks = 0;
       }
@@ -417,8 +421,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
     if (blockIdx.y != 0) return;
     __shared__ std::uint32_t tie_ids[kTopkTieListCap];
     const int m = static_cast<int>(min(st->tcount, static_cast<std::uint32_t>(kTopkTieListCap)));
-    int n2 = 1;
-    while (n2 < m) n2 <<= 1;
+    const int n2 = pow2_at_least(m);
     const std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
     for (int i = threadIdx.x; i < n2; i += blockDim.x) tie_ids[i] = i < m ? tlist[i] : 0xFFFFFFFFu;
     __syncthreads();
@@ -454,8 +457,7 @@ __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams 
   const TopkRowState* st = p.state + row;
   const int k = p.k;
   const std::uint32_t count = st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k);
-  int n2 = 1;
-  while (n2 < k) n2 <<= 1;
+  const int n2 = pow2_at_least(k);
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
   for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
   __syncthreads();
