@@ -226,6 +226,9 @@ constexpr int kMmaWarps = 4;        // warps per block
 constexpr int kMmaMTiles = 2;       // 16-entry m-tiles per warp (share the query fragments)
 constexpr int kMmaEntriesPerBlock = kMmaWarps * kMmaMTiles * 16;
 
+// x - bf16(x): what a bf16 hi part leaves (the lo part of the bf16x2 and bf16x3 splits).
+__device__ __forceinline__ float bf16_residual(float x) { return x - bf16_to_float(bf16_from_float(x)); }
+
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return static_cast<std::uint32_t>(bf16_from_float(lo)) | (static_cast<std::uint32_t>(bf16_from_float(hi)) << 16);
 }
@@ -270,7 +273,7 @@ __device__ void stage_query(const ScoreParams& p, int r, uint4* qf, float* hws) 
     }
     float lo[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lo[i] = p.split ? v[i] - bf16_to_float(bf16_from_float(v[i])) : 0.0f;
+    for (int i = 0; i < 4; ++i) lo[i] = p.split ? bf16_residual(v[i]) : 0.0f;
     qf[idx] = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]));
   }
   for (int n = threadIdx.x; n < NT * 8; n += blockDim.x)
@@ -298,18 +301,19 @@ __device__ __forceinline__ void to_bf16x2(const unsigned char* buf, int i, std::
   }
 }
 
-// The bf16 residuals (x - bf16(x)) of the same 4 elements, as two bf16x2 registers (bf16x3 math).
+// bf16x3 (fp32/fp16 rows): the same 4 elements decoded once into hi parts (as to_bf16x2) and their
+// residuals (lo parts), each as two bf16x2 registers.
 template <Precision P>
-__device__ __forceinline__ void to_bf16x2_lo(const unsigned char* buf, int i, std::uint32_t& r01, std::uint32_t& r23) {
+__device__ __forceinline__ void split_bf16x2(const unsigned char* buf, int i, std::uint32_t& h01, std::uint32_t& h23,
+                                             std::uint32_t& l01, std::uint32_t& l23) {
   using E = Elem<P>;
-  float lo[4];
+  float x[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float x = E::decode(buf, i + k);
-    lo[k] = x - bf16_to_float(bf16_from_float(x));
-  }
-  r01 = pack_bf16(lo[0], lo[1]);
-  r23 = pack_bf16(lo[2], lo[3]);
+  for (int k = 0; k < 4; ++k) x[k] = E::decode(buf, i + k);
+  h01 = pack_bf16(x[0], x[1]);
+  h23 = pack_bf16(x[2], x[3]);
+  l01 = pack_bf16(bf16_residual(x[0]), bf16_residual(x[1]));
+  l23 = pack_bf16(bf16_residual(x[2]), bf16_residual(x[3]));
 }
 
 // Block: kMmaWarps warps; each warp scores kMmaMTiles * 16 consecutive entries against all heads.
@@ -383,13 +387,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
           std::uint32_t a[kMmaMTiles][4], l[kMmaMTiles][4];
 #pragma unroll
           for (int m = 0; m < kMmaMTiles; ++m) {
-            to_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2]);
-            to_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3]);
-            if constexpr (kSplittable) {
-              if (split_rows) {
-                to_bf16x2_lo<P>(buf[m][0], 4 * i, l[m][0], l[m][2]);
-                to_bf16x2_lo<P>(buf[m][1], 4 * i, l[m][1], l[m][3]);
-              }
+            if (split_rows) {  // kSplittable
+              split_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2], l[m][0], l[m][2]);
+              split_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3], l[m][1], l[m][3]);
+            } else {
+              to_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2]);
+              to_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3]);
             }
           }
           const int s = c * C + i;
