@@ -842,6 +842,20 @@ cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute a, int v) {
   return ok();
 }
 
+// What an sm_90 SM would hold by threads (2048), shared memory (228 KiB, 1 KiB reserved per block) and
+// registers, taking every kernel to use the most a thread can have (255, allocated as 256): the emulator
+// knows no register counts, and the fewest resident blocks make launchers that size their grid by
+// occupancy give each block several work items, so tests of moderate size reach those loops.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int threads, std::size_t smem) {
+  if (blocks == nullptr || threads < 1 || threads > 1024) return cuemu::set_error(cudaErrorInvalidValue);
+  const int warps = (threads + 31) / 32;
+  const int by_threads = 2048 / threads;
+  const int by_regs = 65536 / (warps * 32 * 256);
+  const int by_smem = static_cast<int>(228 * 1024 / (smem + 1024));
+  *blocks = std::min({by_threads, by_regs, by_smem, 32});
+  return ok();
+}
+
 cudaError_t cudaMalloc(void** p, std::size_t n) {
   if (n == 0) {
     *p = nullptr;

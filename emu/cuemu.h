@@ -180,6 +180,11 @@ cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
 }
 
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* entry, int threads, std::size_t smem) {
+  return ::cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(entry), threads, smem);
+}
+
 // Loads and stores with cache hints are plain loads and stores.
 template <class T>
 T __ldg(const T* p) {

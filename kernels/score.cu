@@ -15,8 +15,6 @@ namespace {
 using detail::ScoreParams;
 
 constexpr int kCoreThreads = 256;       // 8 warps
-constexpr int kCoreBlocksPerSm = 8;     // grid cap of the grid-stride CUDA-core kernel
-constexpr int kMmaBlocksPerSm = 4;      // grid of the tensor-core kernel (contiguous tile ranges)
 constexpr int kMaxHeads = 64;
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
@@ -72,24 +70,47 @@ int sm_count() {
   return sms;
 }
 
+// Blocks of `kernel` resident on one SM at once (registers, shared memory, threads), at least 1. Both
+// grids are one wave of them: every resident warp streams rows, and no SM takes a second round of work
+// while others idle (the tensor-core grid of 4 blocks per SM before 2026-12-04 left 12 of the 28 warps an
+// SM holds idle at 64-72 registers, and was 1.33 waves at the 140-164 registers of H = 64; the CUDA-core
+// grid of 8 blocks per SM, 2-4 waves where ptxas's registers let 2-4 be resident).
+template <class Kernel>
+long long resident_blocks_per_sm(Kernel kernel, int threads, int smem) {
+  int blocks = 0;
+  IP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  return blocks > 1 ? blocks : 1;
+}
+
+// A grid-stride grid: one wave of resident blocks at most, `per_block` entries a block step.
+template <class Kernel>
+void launch_grid_stride(Kernel kernel, long long per_block, const ScoreParams& p, cudaStream_t stream) {
+  const long long blocks_needed = (p.entries + per_block - 1) / per_block;
+  const long long cap = static_cast<long long>(sm_count()) * resident_blocks_per_sm(kernel, kCoreThreads, 0);
+  const int grid = static_cast<int>(blocks_needed < cap ? blocks_needed : cap);
+  IP_LAUNCH(grid, kCoreThreads, 0, stream, kernel)(p);
+  IP_CUDA_CHECK(cudaGetLastError());
+}
+
 template <Precision P, int D, bool MAXMIN>
 void launch_core(const ScoreParams& p, cudaStream_t stream) {
-  const long long per_block = static_cast<long long>(kCoreThreads / 32) * (D > 0 ? detail::kCoreEntriesPerWarp : 1);
-  const long long blocks_needed = (p.entries + per_block - 1) / per_block;
-  const long long cap = static_cast<long long>(sm_count()) * kCoreBlocksPerSm;
-  const int grid = static_cast<int>(blocks_needed < cap ? blocks_needed : cap);
-  IP_LAUNCH(grid, kCoreThreads, 0, stream, detail::score_cuda_core_kernel<P, D, MAXMIN>)(p);
-  IP_CUDA_CHECK(cudaGetLastError());
+  constexpr long long per_block = kCoreThreads / 32 * detail::core_entries_per_warp<P, D, MAXMIN>();
+  launch_grid_stride(detail::score_cuda_core_kernel<P, D, MAXMIN>, per_block, p, stream);
+}
+
+template <Precision P, bool MAXMIN>
+void launch_generic(const ScoreParams& p, cudaStream_t stream) {
+  launch_grid_stride(detail::score_generic_kernel<P, MAXMIN>, kCoreThreads / 32, p, stream);
 }
 
 template <Precision P, bool MAXMIN>
 void dispatch_core_dim(const ScoreParams& p, bool aligned, cudaStream_t stream) {
-  if (!aligned) return launch_core<P, 0, MAXMIN>(p, stream);
+  if (!aligned) return launch_generic<P, MAXMIN>(p, stream);
   switch (p.dim) {
     case 64: return launch_core<P, 64, MAXMIN>(p, stream);
     case 128: return launch_core<P, 128, MAXMIN>(p, stream);
     case 256: return launch_core<P, 256, MAXMIN>(p, stream);
-    default: return launch_core<P, 0, MAXMIN>(p, stream);  // the generic-dim kernel, not a fallback of a fast one
+    default: return launch_generic<P, MAXMIN>(p, stream);  // the generic-dim kernel, not a fallback of a fast one
   }
 }
 
@@ -104,12 +125,13 @@ void dispatch_core(const ScoreParams& p, bool maxmin, bool aligned, cudaStream_t
 template <Precision P, int D, int NT>
 void launch_mma(const ScoreParams& p, cudaStream_t stream) {
   constexpr int smem = detail::kMmaSmemBytes<D, NT>;
+  constexpr int threads = detail::kMmaWarps * 32;
   auto kernel = detail::score_mma_kernel<P, D, NT>;
   if (smem > 48 * 1024) IP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const long long tiles = (p.entries + detail::kMmaEntriesPerBlock - 1) / detail::kMmaEntriesPerBlock;
-  const long long cap = static_cast<long long>(sm_count()) * kMmaBlocksPerSm;
+  const long long cap = static_cast<long long>(sm_count()) * resident_blocks_per_sm(kernel, threads, smem);
   const int grid = static_cast<int>(tiles < cap ? tiles : cap);
-  IP_LAUNCH(grid, detail::kMmaWarps * 32, smem, stream, kernel)(p);
+  IP_LAUNCH(grid, threads, smem, stream, kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,10 +4,11 @@
 // and is scored against that request's query.
 //
 // Two paths:
-//   score_cuda_core_kernel: a warp per 4 entries (compile-time D; 1 for generic D), fp32 math on CUDA
-//     cores (ScoreMath::fp32). Lane l owns D/32 consecutive elements (compile-time D) or the elements
-//     l, l+32, ... (generic D). Per head a warp reduction, heads combined in order j = 0..H-1 as on the
-//     CPU.
+//   score_cuda_core_kernel (compile-time D) and score_generic_kernel (any D): fp32 math on CUDA cores
+//     (ScoreMath::fp32). The first scores 4-16 entries per warp step (about 2 KiB of rows in flight), lane
+//     l owning D/32 consecutive elements of each, and sums the entries' dot products over the warp
+//     together; the second scores one entry per warp, lane l owning elements l, l+32, ... Heads combined
+//     in order j = 0..H-1 as on the CPU.
 //   score_mma_kernel: tensor cores, mma.sync m16n8k16 bf16 -> fp32. M = entries, N = heads (padded to
 //     8 * NT), K = D. The dot product is a sum over d, so K may be permuted as long as rows and queries
 //     use the same permutation: in a chunk of KC = 16*C elements, thread t of a quad loads the 4*C
@@ -27,6 +28,7 @@
 #include "core/segments.h"
 #include "kernels/batch.h"
 #include "kernels/launch.h"
+#include "kernels/warp_sums.cuh"
 
 namespace ip::cuda::detail {
 
@@ -53,11 +55,20 @@ struct Elem<Precision::fp32> {
   static constexpr int bytes = 4;
   static __device__ __forceinline__ float decode(const unsigned char* p, int i) { return reinterpret_cast<const float*>(p)[i]; }
 };
+// fp16: on the device one cvt.f32.f16 (exact, subnormals included) instead of core/numeric.h's branchy
+// decode (test gpu.Score.Fp16DecodeEqualsTheSoftwareDecode checks all 65536 codes).
 template <>
 struct Elem<Precision::fp16> {
   static constexpr int bytes = 2;
   static __device__ __forceinline__ float decode(const unsigned char* p, int i) {
-    return fp16_to_float(reinterpret_cast<const std::uint16_t*>(p)[i]);
+    const std::uint16_t h = reinterpret_cast<const std::uint16_t*>(p)[i];
+#if defined(__CUDA_ARCH__) && !defined(IP_CUEMU)
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
+    return fp16_to_float(h);
+#endif
   }
 };
 template <>
@@ -130,94 +141,188 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// ---- CUDA-core path: a warp scores EPW entries at a time ----
-constexpr int kCoreEntriesPerWarp = 4;  // rows loaded before any is used (memory-level parallelism)
+// ---- CUDA-core path ----
 
-// D > 0: compile-time dim (multiple of 32, rows 16-byte aligned), EPW entries per warp step;
-// D == 0: any dim, scalar loads, one entry per warp step.
+// Entries a warp scores per step at compile-time D: about 2 KiB of rows in flight per warp (4 entries of
+// fp32 rows at D = 128, where an H200 reached 77-94% of its copy bandwidth on 2026-12-04; fp8 and bf16 rows
+// at 4 entries a step took as long as fp32 ones, 19% and 39%), 4 to 16, and the lane's share of the rows
+// at most 64 bytes (registers).
+// maxmin (two rows an entry, the Quest baseline): 4 entries, as before; with more, ptxas spilled.
 template <Precision P, int D, bool MAXMIN>
-__global__ void __launch_bounds__(256) score_cuda_core_kernel(ScoreParams p) {
+__host__ __device__ constexpr int core_entries_per_warp() {
+  constexpr int row_bytes = D * Elem<P>::bytes;
+  int n = 4;
+  while (!MAXMIN && n < 16 && 2 * n * row_bytes <= 2048 && 2 * n * row_bytes / 32 <= 64) n *= 2;
+  return n;
+}
+
+// Decoded element v (of V) of a lane's share of a row.
+template <Precision P, int V>
+__device__ __forceinline__ float core_elem(const unsigned char (&b)[V * Elem<P>::bytes], int v) {
+  if constexpr (P == Precision::fp8) {
+    const float2 f = Elem<P>::decode2(b, v & ~1);
+    return (v & 1) ? f.y : f.x;
+  } else {
+    return Elem<P>::decode(b, v);
+  }
+}
+
+// One head of N entries for a lane: its share of each dot product (or of each Quest bound).
+// query(u): head j of the query of entry u.
+template <Precision P, int D, bool MAXMIN, int N, class Query>
+__device__ __forceinline__ void core_parts(const unsigned char (&b)[N][MAXMIN ? 2 : 1][D / 32 * Elem<P>::bytes],
+                                           const float (&scl)[N][2], Query&& query, int lane, float (&part)[N]) {
+  constexpr int V = D / 32;
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const float qd = __ldg(query(u) + lane * V + v);
+      if constexpr (MAXMIN) {
+        float hi = core_elem<P, V>(b[u][0], v), lo = core_elem<P, V>(b[u][1], v);
+        if constexpr (kHasScale<P>) {
+          hi *= scl[u][0];
+          lo *= scl[u][1];
+        }
+        acc += box_upper_bound(&qd, &hi, &lo, 1);
+      } else {
+        acc += qd * core_elem<P, V>(b[u][0], v);
+      }
+    }
+    part[u] = acc;
+  }
+}
+
+// Resident blocks of 256 threads asked of ptxas (__launch_bounds__): 3 (at most 85 registers, 24 warps
+// an SM streaming rows); maxmin, and fp8 where e4m3 is decoded in software (before sm_89), 1 and 2: at 3
+// these spilled 56-296 bytes.
+template <Precision P, bool MAXMIN>
+__host__ __device__ constexpr int core_min_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if (P == Precision::fp8) return MAXMIN ? 1 : 2;
+#endif
+  return MAXMIN ? 1 : 3;
+}
+
+// Compile-time D (a multiple of 32, rows 16-byte aligned): a warp scores N consecutive entries per step.
+// Lane l holds bytes of elements [l V, l V + V) of each row, raw (decoded per head: the rows stay small
+// in registers, so more of them are in flight). Per head, the N dot products are summed over the warp
+// together (warp_sums); each lane then holds one entry's, scales it (not maxmin: the scale is a factor of
+// the dot product) and adds its head term, heads in order j = 0..H-1 as on the CPU. When the N entries
+// belong to one request (every step but those at request boundaries) the query is loaded once per head.
+template <Precision P, int D, bool MAXMIN>
+__global__ void __launch_bounds__(256, (core_min_blocks<P, MAXMIN>())) score_cuda_core_kernel(ScoreParams p) {
+  static_assert(D > 0 && D % 32 == 0, "compile-time dim");
   using E = Elem<P>;
-  constexpr int EPW = D > 0 ? kCoreEntriesPerWarp : 1;
-  constexpr int V = D > 0 ? D / 32 : 1;  // elements per lane (compile-time dim)
-  constexpr int R = MAXMIN ? 2 : 1;      // rows per entry
+  constexpr int N = core_entries_per_warp<P, D, MAXMIN>();
+  constexpr int V = D / 32;
+  constexpr int R = MAXMIN ? 2 : 1;
   const int lane = threadIdx.x & 31;
+  const int mine = warp_sums_entry<N>(lane);
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
-  const int dim = D > 0 ? D : p.dim;
   const int H = p.heads;
-  for (long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * EPW;
-       e0 < p.entries; e0 += warps * EPW) {
-    const float* q[EPW];
-    const float* hw[EPW];
-    float x[EPW][R][V];  // compile-time dim: the lane's dequantized elements; generic: x[u][k][0] = scale
-    for (int u = 0; u < EPW; ++u) {
-      const long long e = e0 + u < p.entries ? e0 + u : p.entries - 1;  // a tail repeats the last entry
-      const int r = segment_of(p.entry_offset, p.requests, e);
-      q[u] = p.queries + static_cast<long long>(r) * H * dim;
-      hw[u] = p.head_weights + static_cast<long long>(r) * H;
+  for (long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * N; e0 < p.entries;
+       e0 += warps * N) {
+    const long long e_last = min(e0 + N, p.entries) - 1;  // a tail repeats the last entry
+    alignas(16) unsigned char b[N][R][V * E::bytes];
+#pragma unroll
+    for (int u = 0; u < N; ++u)
 #pragma unroll
       for (int k = 0; k < R; ++k) {
-        const long long row = e * R + k;
-        const float sc = kHasScale<P> ? __ldg(p.scales + row) : 1.0f;
-        if constexpr (D > 0) {
-          alignas(16) unsigned char buf[V * E::bytes];
-          load_aligned<V * E::bytes>(p.rows + (row * D + lane * V) * E::bytes, buf);
-          if constexpr (P == Precision::fp8 && V % 2 == 0) {  // two codes per conversion
+        const long long row = min(e0 + u, e_last) * R + k;
+        load_aligned<V * E::bytes>(p.rows + (row * D + lane * V) * E::bytes, b[u][k]);
+      }
+    float scl[N][2];  // maxmin: every row's scale (the bound is not linear in it)
+    float sc_mine = 1.0f;
 #pragma unroll
-            for (int v = 0; v < V; v += 2) {
-              const float2 f = E::decode2(buf, v);
-              x[u][k][v] = f.x * sc;
-              x[u][k][v + 1] = f.y * sc;
-            }
-          } else {
+    for (int u = 0; u < N; ++u)
 #pragma unroll
-            for (int v = 0; v < V; ++v) x[u][k][v] = kHasScale<P> ? E::decode(buf, v) * sc : E::decode(buf, v);
-          }
-        } else {
-          x[u][k][0] = sc;
-        }
+      for (int k = 0; k < 2; ++k) scl[u][k] = 1.0f;
+    if constexpr (kHasScale<P>) {
+      if constexpr (MAXMIN) {
+#pragma unroll
+        for (int u = 0; u < N; ++u)
+#pragma unroll
+          for (int k = 0; k < R; ++k) scl[u][k] = __ldg(p.scales + min(e0 + u, e_last) * R + k);
+      } else {
+        sc_mine = __ldg(p.scales + min(e0 + mine, e_last));
       }
     }
-    float s[EPW];
+    const int r0 = segment_of(p.entry_offset, p.requests, e0);
+    const int r_end = segment_of(p.entry_offset, p.requests, e_last);
+    const int r_mine = r0 == r_end ? r0 : segment_of(p.entry_offset, p.requests, min(e0 + mine, e_last));
+    const float* hw = p.head_weights + static_cast<long long>(r_mine) * H;
+    float s = 0.0f;
+    if (r0 == r_end) {  // one request: one query
+      const float* q = p.queries + static_cast<long long>(r0) * H * D;
+      for (int j = 0; j < H; ++j) {
+        const float* qj = q + static_cast<long long>(j) * D;
+        float part[N];
+        core_parts<P, D, MAXMIN, N>(
+            b, scl, [&](int) { return qj; }, lane, part);
+        float dot = warp_sums<N>(part, lane);
+        if constexpr (kHasScale<P> && !MAXMIN) dot *= sc_mine;
+        const float h = __ldg(hw + j);
+        s += head_weighted_relu(&dot, &h, 1);
+      }
+    } else {
+      int req[N];
 #pragma unroll
-    for (int u = 0; u < EPW; ++u) s[u] = 0.0f;
+      for (int u = 0; u < N; ++u) req[u] = segment_of(p.entry_offset, p.requests, min(e0 + u, e_last));
+      for (int j = 0; j < H; ++j) {
+        float part[N];
+        core_parts<P, D, MAXMIN, N>(
+            b, scl, [&](int u) { return p.queries + (static_cast<long long>(req[u]) * H + j) * D; }, lane, part);
+        float dot = warp_sums<N>(part, lane);
+        if constexpr (kHasScale<P> && !MAXMIN) dot *= sc_mine;
+        const float h = __ldg(hw + j);
+        s += head_weighted_relu(&dot, &h, 1);
+      }
+    }
+    // 32 / N lanes hold each entry's score; the first of them writes it.
+    if ((lane & (32 / N - 1)) == 0 && e0 + mine < p.entries) p.scores[e0 + mine] = s;
+  }
+}
+
+// Any dim (rows need only element alignment): a warp per entry, lane l owns elements l, l + 32, ...
+template <Precision P, bool MAXMIN>
+__global__ void __launch_bounds__(256) score_generic_kernel(ScoreParams p) {
+  using E = Elem<P>;
+  constexpr int R = MAXMIN ? 2 : 1;
+  const int lane = threadIdx.x & 31;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
+  const int dim = p.dim;
+  const int H = p.heads;
+  for (long long e = static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); e < p.entries;
+       e += warps) {
+    const int r = segment_of(p.entry_offset, p.requests, e);
+    const float* q = p.queries + static_cast<long long>(r) * H * dim;
+    const float* hw = p.head_weights + static_cast<long long>(r) * H;
+    const long long row = e * R;
+    const float sc_hi = kHasScale<P> ? __ldg(p.scales + row) : 1.0f;
+    const float sc_lo = kHasScale<P> ? __ldg(p.scales + row + R - 1) : 1.0f;
+    float s = 0.0f;
     for (int j = 0; j < H; ++j) {
-#pragma unroll
-      for (int u = 0; u < EPW; ++u) {
-        const float* qj = q[u] + static_cast<long long>(j) * dim;
-        float part = 0.0f;
-        if constexpr (D > 0) {
-#pragma unroll
-          for (int v = 0; v < V; ++v) {
-            const float qd = __ldg(qj + lane * V + v);
-            if constexpr (MAXMIN)
-              part += box_upper_bound(&qd, &x[u][0][v], &x[u][1][v], 1);
-            else
-              part += qd * x[u][0][v];
-          }
+      const float* qj = q + static_cast<long long>(j) * dim;
+      float part = 0.0f;
+      for (int d = lane; d < dim; d += 32) {
+        const float qd = __ldg(qj + d);
+        float hi = E::decode(p.rows + row * dim * E::bytes, d);
+        if constexpr (kHasScale<P>) hi *= sc_hi;
+        if constexpr (MAXMIN) {
+          float lo = E::decode(p.rows + (row + 1) * dim * E::bytes, d);
+          if constexpr (kHasScale<P>) lo *= sc_lo;
+          part += box_upper_bound(&qd, &hi, &lo, 1);
         } else {
-          const long long row = e0 * R;  // EPW == 1
-          for (int d = lane; d < dim; d += 32) {
-            const float qd = __ldg(qj + d);
-            float hi = E::decode(p.rows + row * dim * E::bytes, d);
-            if constexpr (kHasScale<P>) hi *= x[u][0][0];
-            if constexpr (MAXMIN) {
-              float lo = E::decode(p.rows + (row + 1) * dim * E::bytes, d);
-              if constexpr (kHasScale<P>) lo *= x[u][R - 1][0];
-              part += box_upper_bound(&qd, &hi, &lo, 1);
-            } else {
-              part += qd * hi;
-            }
-          }
+          part += qd * hi;
         }
-        const float dot = warp_sum(part);
-        const float h = __ldg(hw[u] + j);
-        s[u] += head_weighted_relu(&dot, &h, 1);
       }
+      const float dot = warp_sum(part);
+      const float h = __ldg(hw + j);
+      s += head_weighted_relu(&dot, &h, 1);
     }
-#pragma unroll
-    for (int u = 0; u < EPW; ++u)
-      if (lane == u && e0 + u < p.entries) p.scores[e0 + u] = s[u];
+    if (lane == 0) p.scores[e] = s;
   }
 }
 
@@ -225,6 +330,7 @@ __global__ void __launch_bounds__(256) score_cuda_core_kernel(ScoreParams p) {
 constexpr int kMmaWarps = 4;        // warps per block
 constexpr int kMmaMTiles = 2;       // 16-entry m-tiles per warp (share the query fragments)
 constexpr int kMmaEntriesPerBlock = kMmaWarps * kMmaMTiles * 16;
+constexpr int kMmaLoadChunks = 2;  // K-chunks (16 bytes per thread and row) loaded before any is used, NT <= 4
 
 // x - bf16(x): what a bf16 hi part leaves (the lo part of the bf16x2 and bf16x3 splits).
 __device__ __forceinline__ float bf16_residual(float x) { return x - bf16_to_float(bf16_from_float(x)); }
@@ -332,17 +438,29 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
   const long long tiles = (p.entries + kMmaEntriesPerBlock - 1) / kMmaEntriesPerBlock;
   const long long tile_begin = tiles * blockIdx.x / gridDim.x, tile_end = tiles * (blockIdx.x + 1) / gridDim.x;
   int staged = -1;
+  // Entries of the staged request: in shared memory, not in registers kept across the whole loop (ptxas
+  // spilled at H = 64 with them). Written between the staging barriers, read only before the first one.
+  __shared__ long long staged_lo, staged_hi;
   for (long long tile = tile_begin; tile < tile_end; ++tile) {
     const long long e0 = tile * kMmaEntriesPerBlock;
     const long long e_last = min(e0 + kMmaEntriesPerBlock, p.entries) - 1;
-    const int r_first = segment_of(p.entry_offset, p.requests, e0);
-    const int r_last = segment_of(p.entry_offset, p.requests, e_last);
+    // A tile inside the staged request needs no search and no load of the offsets (one request, or long
+    // ones: every tile after a block's first).
+    const bool inside = staged >= 0 && e0 >= staged_lo && e_last < staged_hi;
+    const int r_first = inside ? staged : segment_of(p.entry_offset, p.requests, e0);
+    const int r_last = inside ? staged : segment_of(p.entry_offset, p.requests, e_last);
     for (int r = r_first; r <= r_last; ++r) {
-      const long long lo_e = max(__ldg(p.entry_offset + r), e0), hi_e = min(__ldg(p.entry_offset + r + 1), e_last + 1);
+      const long long r_lo = r == staged ? staged_lo : __ldg(p.entry_offset + r);
+      const long long r_hi = r == staged ? staged_hi : __ldg(p.entry_offset + r + 1);
+      const long long lo_e = max(r_lo, e0), hi_e = min(r_hi, e_last + 1);
       if (lo_e >= hi_e) continue;  // empty request (uniform across the block)
       if (r != staged) {
         __syncthreads();  // every warp is done with the previous query
         stage_query<P, D, NT>(p, r, qf, hws);
+        if (threadIdx.x == 0) {
+          staged_lo = r_lo;
+          staged_hi = r_hi;
+        }
         __syncthreads();
         staged = r;
       }
@@ -357,56 +475,68 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
 
-      // Rows g and g + 8 of each m-tile; out-of-range rows load zeros.
+      // Rows g and g + 8 of each m-tile; out-of-range rows load zeros. Their scales are loaded here, with
+      // the first rows, not after the mma loop (a memory round trip of its own).
       long long row[kMmaMTiles][2];
       bool valid[kMmaMTiles][2];
+      float sc[kMmaMTiles][2];
 #pragma unroll
       for (int m = 0; m < kMmaMTiles; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           row[m][h] = w0 + m * 16 + h * 8 + g;
           valid[m][h] = row[m][h] < p.entries;
+          sc[m][h] = (kHasScale<P> && valid[m][h]) ? __ldg(p.scales + row[m][h]) : 1.0f;
         }
 
+      // CL chunks are loaded before any is used: 16 * CL * 2 * kMmaMTiles bytes per thread in flight
+      // (4 KiB per warp at CL = 2; a whole tile of fp8 or int8 rows at D = 128). At NT = 8 (H > 32) one:
+      // the accumulators already hold 64 registers, and the second buffer would cost a resident block.
+      constexpr int CL = NT >= 8 ? 1 : (D / KC < kMmaLoadChunks ? D / KC : kMmaLoadChunks);
+      static_assert((D / KC) % CL == 0, "whole load stages");
 #pragma unroll 1
-      for (int c = 0; c < D / KC; ++c) {
-        alignas(16) unsigned char buf[kMmaMTiles][2][16];
+      for (int c0 = 0; c0 < D / KC; c0 += CL) {
+        alignas(16) unsigned char buf[CL][kMmaMTiles][2][16];
 #pragma unroll
-        for (int m = 0; m < kMmaMTiles; ++m)
+        for (int cl = 0; cl < CL; ++cl)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (valid[m][h])
-              load_aligned<16>(p.rows + (row[m][h] * D + c * KC + t * 4 * C) * E::bytes, buf[m][h]);
-            else
-              *reinterpret_cast<uint4*>(buf[m][h]) = make_uint4(0, 0, 0, 0);
-          }
+          for (int m = 0; m < kMmaMTiles; ++m)
 #pragma unroll
-        for (int i = 0; i < C; ++i) {
-          constexpr bool kSplittable = P == Precision::fp32 || P == Precision::fp16;
-          const bool split_rows = kSplittable && p.split_rows;  // bf16x3: + row lo * query hi
-          std::uint32_t a[kMmaMTiles][4], l[kMmaMTiles][4];
-#pragma unroll
-          for (int m = 0; m < kMmaMTiles; ++m) {
-            if (split_rows) {  // kSplittable
-              split_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2], l[m][0], l[m][2]);
-              split_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3], l[m][1], l[m][3]);
-            } else {
-              to_bf16x2<P>(buf[m][0], 4 * i, a[m][0], a[m][2]);
-              to_bf16x2<P>(buf[m][1], 4 * i, a[m][1], a[m][3]);
+            for (int h = 0; h < 2; ++h) {
+              if (valid[m][h])
+                load_aligned<16>(p.rows + (row[m][h] * D + (c0 + cl) * KC + t * 4 * C) * E::bytes, buf[cl][m][h]);
+              else
+                *reinterpret_cast<uint4*>(buf[cl][m][h]) = make_uint4(0, 0, 0, 0);
             }
-          }
-          const int s = c * C + i;
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const uint4 b = qf[(nt * KS + s) * 32 + lane];
+        for (int cl = 0; cl < CL; ++cl)
+#pragma unroll
+          for (int i = 0; i < C; ++i) {
+            constexpr bool kSplittable = P == Precision::fp32 || P == Precision::fp16;
+            const bool split_rows = kSplittable && p.split_rows;  // bf16x3: + row lo * query hi
+            std::uint32_t a[kMmaMTiles][4], l[kMmaMTiles][4];
 #pragma unroll
             for (int m = 0; m < kMmaMTiles; ++m) {
-              mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
-              if (p.split) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
-              if (split_rows) mma_bf16(acc[m][nt], l[m][0], l[m][1], l[m][2], l[m][3], b.x, b.y);
+              if (split_rows) {  // kSplittable
+                split_bf16x2<P>(buf[cl][m][0], 4 * i, a[m][0], a[m][2], l[m][0], l[m][2]);
+                split_bf16x2<P>(buf[cl][m][1], 4 * i, a[m][1], a[m][3], l[m][1], l[m][3]);
+              } else {
+                to_bf16x2<P>(buf[cl][m][0], 4 * i, a[m][0], a[m][2]);
+                to_bf16x2<P>(buf[cl][m][1], 4 * i, a[m][1], a[m][3]);
+              }
+            }
+            const int s = (c0 + cl) * C + i;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const uint4 b = qf[(nt * KS + s) * 32 + lane];
+#pragma unroll
+              for (int m = 0; m < kMmaMTiles; ++m) {
+                mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
+                if (p.split) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
+                if (split_rows) mma_bf16(acc[m][nt], l[m][0], l[m][1], l[m][2], l[m][3], b.x, b.y);
+              }
             }
           }
-        }
       }
 
       // Epilogue: c0, c1 = row g, heads 8nt + 2t, +1; c2, c3 = row g + 8. Quad sum over t.
@@ -414,13 +544,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
       for (int m = 0; m < kMmaMTiles; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float sc = (kHasScale<P> && valid[m][h]) ? __ldg(p.scales + row[m][h]) : 1.0f;
           float s = 0.0f;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-              const float dot = kHasScale<P> ? acc[m][nt][2 * h + i] * sc : acc[m][nt][2 * h + i];
+              const float dot = kHasScale<P> ? acc[m][nt][2 * h + i] * sc[m][h] : acc[m][nt][2 * h + i];
               s += head_weighted_relu(&dot, &hws[nt * 8 + 2 * t + i], 1);
             }
           s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);

@@ -199,6 +199,17 @@ TEST(Score, LargeRequests) {
   for (std::size_t i = 0; i < tiny.size(); ++i) tiny[i] = static_cast<long long>(i % 5);
   check(Case{Precision::bf16, 64, 16, false, true, tiny, 7}, ScoreMath::bf16x2);
   check(Case{Precision::fp8, 64, 16, false, false, tiny, 8}, ScoreMath::automatic);
+  // Tensor cores, blocks with several tiles each (one wave of resident blocks; on the emulator, which
+  // counts 2 blocks an SM, all 7 boundaries below fall inside a block's range): requests ending one entry
+  // before a tile's end, so that the tile's last entry is the next request's first (the bound of the
+  // staged-request shortcut).
+  std::vector<long long> edges(8, 128 * 40);
+  edges[0] -= 1;
+  check(Case{Precision::fp8, 128, 8, false, false, edges, 12}, ScoreMath::automatic);
+  // The same on CUDA cores: a warp's 8 or 16 entries span several requests (each its own query).
+  check(Case{Precision::fp8, 128, 1, false, false, tiny, 9}, ScoreMath::automatic);
+  check(Case{Precision::int8, 64, 3, false, true, tiny, 10}, ScoreMath::fp32);
+  check(Case{Precision::bf16, 256, 2, false, false, tiny, 11}, ScoreMath::fp32);
 }
 
 TEST(Score, AutomaticMathChoice) {
@@ -309,6 +320,9 @@ TEST(Score, BadArgumentsAreRejectedOnTheHost) {
   expect_error(a, "aligned");
 }
 
+// A device decode agrees with core/numeric.h's: the same bits, or NaN for NaN.
+bool same_decode(float got, float want) { return std::isnan(want) ? std::isnan(got) : f32_bits(got) == f32_bits(want); }
+
 // Element i of out: the pair decode of the code pair i (low byte first), as the scoring kernels use it.
 __global__ void fp8_pairs_kernel(float2* out) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -329,11 +343,81 @@ TEST(Score, Fp8PairDecodeEqualsTheSoftwareDecode) {
                            fp8e4m3_to_float(static_cast<std::uint8_t>(i >> 8))};
     const float got[2] = {h[i].x, h[i].y};
     for (int j = 0; j < 2; ++j) {
-      const bool ok = std::isnan(want[j]) ? std::isnan(got[j]) : f32_bits(got[j]) == f32_bits(want[j]);
-      if (!ok) {
+      if (!same_decode(got[j], want[j])) {
         ++wrong;
         ADD_FAILURE() << "pair 0x" << std::hex << i << " element " << j << ": " << got[j] << ", want " << want[j];
       }
+    }
+  }
+}
+
+// One warp: value u of lane l is 1000 (l + 1) + u (small integers: every sum exact); out[l] is the sum lane
+// l ends with.
+template <int N>
+__global__ void warp_sums_kernel(float* out) {
+  const int lane = static_cast<int>(threadIdx.x);
+  float v[N];
+#pragma unroll
+  for (int u = 0; u < N; ++u) v[u] = 1000.0f * static_cast<float>(lane + 1) + static_cast<float>(u);
+  out[lane] = cuda::detail::warp_sums<N>(v, lane);
+}
+
+template <int N>
+void check_warp_sums() {
+  SCOPED_TRACE(N);
+  auto d = test::poisoned<float>(32);
+  IP_LAUNCH(1, 32, 0, nullptr, warp_sums_kernel<N>)(d.data());
+  IP_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> h = d.to_host();
+  std::vector<int> holders(N, 0);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int u = cuda::detail::warp_sums_entry<N>(lane);
+    ASSERT_GE(u, 0);
+    ASSERT_LT(u, N);
+    ++holders[u];
+    EXPECT_EQ(h[lane], 1000.0f * 528.0f + 32.0f * static_cast<float>(u)) << "lane " << lane;
+  }
+  for (int u = 0; u < N; ++u) {
+    EXPECT_EQ(holders[u], 32 / N) << "value " << u;
+    EXPECT_EQ(cuda::detail::warp_sums_entry<N>(cuda::detail::warp_sums_lane<N>(u)), u);
+  }
+}
+
+// kernels/warp_sums.cuh: each lane ends with the full sum of the value it is said to hold, and every value
+// is held by 32 / N lanes.
+TEST(Score, WarpSumsSumEveryValueIntoItsLanes) {
+  IP_REQUIRE_GPU();
+  check_warp_sums<1>();
+  check_warp_sums<2>();
+  check_warp_sums<4>();
+  check_warp_sums<8>();
+  check_warp_sums<16>();
+  check_warp_sums<32>();
+}
+
+// Element i of out: the fp16 decode of code i as the scoring kernels use it.
+__global__ void fp16_codes_kernel(float* out) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < 65536) {
+    const std::uint16_t code = static_cast<std::uint16_t>(i);
+    out[i] = cuda::detail::Elem<Precision::fp16>::decode(reinterpret_cast<const unsigned char*>(&code), 0);
+  }
+}
+
+// Every fp16 code (subnormals, infinities): the device decode (one cvt.f32.f16 on a GPU) gives the bits
+// of core/numeric.h's decode, NaN for NaN.
+TEST(Score, Fp16DecodeEqualsTheSoftwareDecode) {
+  IP_REQUIRE_GPU();
+  auto d = test::poisoned<float>(65536);
+  IP_LAUNCH(256, 256, 0, nullptr, fp16_codes_kernel)(d.data());
+  IP_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> h = d.to_host();
+  int wrong = 0;
+  for (int i = 0; i < 65536 && wrong < 10; ++i) {
+    const float want = fp16_to_float(static_cast<std::uint16_t>(i));
+    if (!same_decode(h[i], want)) {
+      ++wrong;
+      ADD_FAILURE() << "code 0x" << std::hex << i << ": " << h[i] << ", want " << want;
     }
   }
 }
