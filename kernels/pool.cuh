@@ -50,6 +50,7 @@
 #include "kernels/launch.h"
 #include "kernels/pool.h"
 #include "kernels/pool_tuning.h"
+#include "kernels/warp_sums.cuh"
 
 namespace ip::cuda::detail {
 

@@ -42,6 +42,36 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
   float mm = 0.0f;
 #pragma unroll
   for (int i = 0; i < E; ++i) mm = fmaf(m[i], m[i], mm);
+  constexpr int NV = 2 * G + 1;  // |k_r|^2 and k_r . m of each row, then |m|^2
+  if constexpr (NV <= 32) {
+    // All 2G + 1 sums in one warp_sums (25 shuffles at G = 4 with the broadcasts, 45 a sum at a time).
+    // Rows past n hold zeros: their sums are 0 and unused.
+    constexpr int N = warp_sums_width(NV);
+    float v[N];
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float kk = 0.0f, km = 0.0f;
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        kk = fmaf(x[r][i], x[r][i], kk);
+        km = fmaf(x[r][i], m[i], km);
+      }
+      v[r] = kk;
+      v[G + r] = km;
+    }
+    v[2 * G] = mm;
+#pragma unroll
+    for (int i = NV; i < N; ++i) v[i] = 0.0f;
+    const float sum = warp_sums<N>(v, lane);
+    const float mnorm = sqrtf(__shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(2 * G)));
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      const float kk = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(r));
+      const float km = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(G + r));
+      out[r] = r < s.n ? cosine_weight(kk, km, mnorm, a.eps, a.power) : 0.0f;
+    }
+    return;
+  }
   const float mnorm = sqrtf(warp_sum(mm));
 #pragma unroll
   for (int r = 0; r < G; ++r) {
@@ -66,15 +96,18 @@ struct TfidfIn {
   std::uint32_t cnt[G];
 };
 
+// The statistics are loaded whatever N is (the launcher requires the arrays for tfidf and hybrid), so that
+// they do not wait for N: one memory round trip with the keys instead of two after them. With N = 0 they
+// are not used (they may be stale).
 template <int G>
 __device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupSpan& s) {
   TfidfIn<G> t;
-  t.N = a.stats_steps[s.req];
+  t.N = __ldg(a.stats_steps + s.req);
 #pragma unroll
   for (int r = 0; r < G; ++r) {
     t.mass[r] = 0.0f;
     t.cnt[r] = 0;
-    if (r < s.n && t.N != 0) {
+    if (r < s.n) {
       t.mass[r] = __ldg(a.stats_mass + s.first + r);
       t.cnt[r] = __ldg(a.stats_count + s.first + r);
     }
