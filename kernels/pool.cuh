@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
@@ -47,6 +48,7 @@
 #include "core/quant_math.h"
 #include "core/segments.h"
 #include "core/weights.h"
+#include "kernels/half_decode.cuh"
 #include "kernels/launch.h"
 #include "kernels/pool.h"
 #include "kernels/pool_tuning.h"
@@ -63,7 +65,7 @@ struct KeyF32 {
 };
 struct KeyF16 {
   using raw = std::uint16_t;
-  static __device__ __forceinline__ float decode(std::uint16_t x) { return fp16_to_float(x); }
+  static __device__ __forceinline__ float decode(std::uint16_t x) { return fp16_bits_to_float(x); }
 };
 struct KeyBF16 {
   using raw = std::uint16_t;
@@ -77,18 +79,15 @@ template <> struct VecOf<4> { using type = unsigned int; };
 template <> struct VecOf<8> { using type = uint2; };
 template <> struct VecOf<16> { using type = uint4; };
 
-// VE keys at p (aligned to their size, at most 16 bytes), decoded to fp32; streaming load.
+// VE keys at p (aligned to their size, at most 16 bytes), as stored; streaming load.
 template <class K, int VE>
-__device__ __forceinline__ void load_keys(const typename K::raw* p, float* out) {
+__device__ __forceinline__ void load_raw_keys(const typename K::raw* p, typename K::raw* out) {
   using raw = typename K::raw;
   constexpr int kBytes = VE * static_cast<int>(sizeof(raw));
   static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "vector load of 2..16 bytes");
   using V = typename VecOf<kBytes>::type;
   const V v = __ldcs(reinterpret_cast<const V*>(p));
-  raw r[VE];
-  memcpy(r, &v, kBytes);
-#pragma unroll
-  for (int j = 0; j < VE; ++j) out[j] = K::decode(r[j]);
+  memcpy(out, &v, kBytes);
 }
 
 // VE values of type T to p (aligned to min(16, their size)); streaming stores of at most 16 bytes.

@@ -218,6 +218,18 @@ IP_HOST_DEVICE constexpr int fast_groups_per_warp() {
   return sizeof(typename K::raw) == 2 && G * (D / 32) <= 16 ? 2 : 1;
 }
 
+// Resident blocks of 8 warps asked of ptxas (__launch_bounds__). A warp pooling two groups of bf16 keys
+// at G <= 4: 3 (at most 85 registers). Left to itself ptxas gave it 100-106 registers, 2 blocks an SM:
+// 16 warps, 32 KiB of keys in flight, no more than one group per warp had given (bf16 uniform pooling
+// reached 72% of copy on the H200, fp32 keys 101%). fp32 keys at G <= 4 and G * D / 32 <= 16: 4 (at most
+// 64 registers), the 32 warps an SM they had at 59 registers before the keys were kept raw until pooled
+// (70 without the bound). fp16 keys (20-32 B of spills at 85) and larger G (40-200 B) are left to ptxas.
+template <int D, int G, class K>
+IP_HOST_DEVICE constexpr int fast_min_blocks() {
+  if (fast_groups_per_warp<D, G, K>() == 2) return G <= 4 && std::is_same_v<K, KeyBF16> ? 3 : 1;
+  return sizeof(typename K::raw) == 4 && G <= 4 && G * (D / 32) <= 16 ? 4 : 1;
+}
+
 // One group from its keys x (in registers) and statistics t: weights, the update gate, the composite.
 template <int D, int G, class K>
 __device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSpan& s, long long e, int lane,
@@ -281,7 +293,7 @@ __device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSp
 
 // Grid: one warp per fast_groups_per_warp groups (kernels/pool_dispatch.cuh launch_fast).
 template <int D, int G, class K>
-__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
+__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_min_blocks<D, G, K>()))
     pool_fast_kernel(const __grid_constant__ PoolArgs a) {
   using S = FastShape<D, K>;
   using raw = typename K::raw;
@@ -297,8 +309,9 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
   for (int q = 0; q < GPW; ++q)  // n = 0 past the end, and for inconsistent offsets: never read outside the request
     s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
 
-  // All loads first: GPW groups of G rows, NC vector loads each, then their statistics.
-  float x[GPW][G][E];
+  // All loads first: GPW groups of G rows, NC vector loads each, then their statistics. The keys stay
+  // raw (2-byte keys: half the registers) until their group is pooled.
+  raw xr[GPW][G][E];
 #pragma unroll
   for (int q = 0; q < GPW; ++q) {
     const raw* base = static_cast<const raw*>(a.keys) + s[q].first * D;
@@ -307,10 +320,11 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
 #pragma unroll
       for (int ch = 0; ch < S::NC; ++ch) {
         if (r < s[q].n) {
-          load_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE, &x[q][r][ch * S::VE]);
+          load_raw_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE,
+                                  &xr[q][r][ch * S::VE]);
         } else {
 #pragma unroll
-          for (int j = 0; j < S::VE; ++j) x[q][r][ch * S::VE + j] = 0.0f;
+          for (int j = 0; j < S::VE; ++j) xr[q][r][ch * S::VE + j] = raw(0);  // decodes to +0
         }
       }
     }
@@ -322,8 +336,16 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32)
       if (s[q].n > 0) t[q] = load_tfidf<G>(a, s[q]);
   }
 #pragma unroll
-  for (int q = 0; q < GPW; ++q)
-    if (s[q].n > 0) pool_group_fast<D, G, K>(a, s[q], e0 + q, lane, x[q], t[q]);  // warp-uniform
+  for (int q = 0; q < GPW; ++q) {
+    if (s[q].n > 0) {  // warp-uniform
+      float x[G][E];
+#pragma unroll
+      for (int r = 0; r < G; ++r)
+#pragma unroll
+        for (int i = 0; i < E; ++i) x[r][i] = K::decode(xr[q][r][i]);
+      pool_group_fast<D, G, K>(a, s[q], e0 + q, lane, x, t[q]);
+    }
+  }
 }
 
 }  // namespace ip::cuda::detail

@@ -27,6 +27,7 @@
 #include "core/score_math.h"
 #include "core/segments.h"
 #include "kernels/batch.h"
+#include "kernels/half_decode.cuh"
 #include "kernels/launch.h"
 #include "kernels/warp_sums.cuh"
 
@@ -55,20 +56,11 @@ struct Elem<Precision::fp32> {
   static constexpr int bytes = 4;
   static __device__ __forceinline__ float decode(const unsigned char* p, int i) { return reinterpret_cast<const float*>(p)[i]; }
 };
-// fp16: on the device one cvt.f32.f16 (exact, subnormals included) instead of core/numeric.h's branchy
-// decode (test gpu.Score.Fp16DecodeEqualsTheSoftwareDecode checks all 65536 codes).
 template <>
-struct Elem<Precision::fp16> {
+struct Elem<Precision::fp16> {  // kernels/half_decode.cuh: one conversion instruction on the device
   static constexpr int bytes = 2;
   static __device__ __forceinline__ float decode(const unsigned char* p, int i) {
-    const std::uint16_t h = reinterpret_cast<const std::uint16_t*>(p)[i];
-#if defined(__CUDA_ARCH__) && !defined(IP_CUEMU)
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-#else
-    return fp16_to_float(h);
-#endif
+    return fp16_bits_to_float(reinterpret_cast<const std::uint16_t*>(p)[i]);
   }
 };
 template <>

@@ -395,13 +395,10 @@ TEST(Score, WarpSumsSumEveryValueIntoItsLanes) {
   check_warp_sums<32>();
 }
 
-// Element i of out: the fp16 decode of code i as the scoring kernels use it.
+// Element i of out: the fp16 decode of code i as the scoring and pooling kernels use it.
 __global__ void fp16_codes_kernel(float* out) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < 65536) {
-    const std::uint16_t code = static_cast<std::uint16_t>(i);
-    out[i] = cuda::detail::Elem<Precision::fp16>::decode(reinterpret_cast<const unsigned char*>(&code), 0);
-  }
+  if (i < 65536) out[i] = cuda::detail::fp16_bits_to_float(static_cast<std::uint16_t>(i));
 }
 
 // Every fp16 code (subnormals, infinities): the device decode (one cvt.f32.f16 on a GPU) gives the bits
