@@ -10,9 +10,11 @@ it needs no GPU and nothing beyond the Python standard library (c++filt, when pr
   scripts/kernel_resources.py BUILD_DIR --spills         only the kernels that spill
   scripts/kernel_resources.py BUILD_DIR --check ALLOWED --expect a.cu,b.cu
         exit 1 when a kernel spills registers and ALLOWED (kernels/spills_allowed.txt) does not list it,
-        when an ALLOWED entry no longer matches a spilling kernel, or when an expected source has no report
-        (a source without kernels has an empty one). Only the architectures of ALLOWED's
-        `architectures` line that the build compiled are judged.
+        when an ALLOWED entry no longer matches a spilling kernel, when a kernel of one of ALLOWED's
+        `min-warps sm_NN <kernel> <warps>` lines takes so many registers that an SM holds fewer warps
+        (or no such kernel was built), or when an expected source has no report (a source without kernels
+        has an empty one). Only the architectures of ALLOWED's `architectures` line that the build
+        compiled are judged.
 
 Registers bound occupancy: a warp is given its registers in units of 256 (8 per thread), and an SM of
 sm_80/sm_90 has 65,536 registers and at most 64 resident warps, so "warps/SM" is
@@ -108,8 +110,9 @@ def load(build_dir):
 
 def read_allowed(path):
     """One line `architectures sm_NN ...` (those the file judges), then lines `sm_NN <kernel as this
-    script prints it>  # why`; blank lines and # comments ignored. Returns (architectures, entries)."""
-    allowed, judged = [], None
+    script prints it>  # why` and `min-warps sm_NN <kernel> <warps>  # why`; blank lines and # comments
+    ignored. Returns (architectures, spill entries, floor entries)."""
+    allowed, floors, judged = [], [], None
     with open(path, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):
             text = line.split("#", 1)[0].strip()
@@ -120,17 +123,27 @@ def read_allowed(path):
                 if not judged or not all(re.fullmatch(r"sm_\d+a?", x) for x in judged):
                     sys.exit(f"{path}:{no}: expected 'architectures sm_NN ...', got: {line.rstrip()}")
                 continue
-            arch, _, name = text.partition(" ")
+            floor = text.startswith("min-warps ")
+            if floor:
+                m = re.fullmatch(r"min-warps\s+(sm_\d+a?)\s+(.+?)\s+(\d+)", text)
+                if not m:
+                    sys.exit(f"{path}:{no}: expected 'min-warps sm_NN <kernel> <warps>  # why', got: {line.rstrip()}")
+                arch, name, warps = m.group(1), m.group(2), int(m.group(3))
+            else:
+                arch, _, name = text.partition(" ")
             if not re.fullmatch(r"sm_\d+a?", arch) or not name.strip():
                 sys.exit(f"{path}:{no}: expected 'sm_NN <kernel>  # why', got: {line.rstrip()}")
             if "#" not in line:
-                sys.exit(f"{path}:{no}: say why the spill is allowed after a '#'")
+                sys.exit(f"{path}:{no}: say why after a '#'")
             if judged is None or arch not in judged:
                 sys.exit(f"{path}:{no}: {arch} is not in the file's 'architectures' line, which must come first")
-            allowed.append((path, no, arch, name.strip()))
+            if floor:
+                floors.append((path, no, arch, name.strip(), warps))
+            else:
+                allowed.append((path, no, arch, name.strip()))
     if judged is None:
         sys.exit(f"{path}: no 'architectures sm_NN ...' line (the architectures whose spills it judges)")
-    return judged, allowed
+    return judged, allowed, floors
 
 
 def table(rows):
@@ -175,7 +188,7 @@ def main():
     for src in filter(None, a.expect.split(",")):
         if src not in have:
             problems.append(f"{src}: no ptxas report (expected {src}.o.resources.txt beside its object)")
-    judged, allowed = read_allowed(a.check)
+    judged, allowed, floors = read_allowed(a.check)
     # Only the architectures ALLOWED judges, and of those only the ones this build compiled: a build for
     # sm_90 alone (CMAKE_CUDA_ARCHITECTURES=90) or for another device passes on what it cannot judge.
     checked = judged & set(archs)
@@ -194,11 +207,21 @@ def main():
     for path, no, arch, name in allowed:
         if (path, no) not in used:
             problems.append(f"{path}:{no}: '{arch} {name}' matches no spilling kernel any more: remove the entry")
+    floors = [e for e in floors if e[2] in checked]
+    for path, no, arch, name, warps in floors:
+        hit = [k for k in rows if k["arch"] == arch and k["name"] == name]
+        if not hit:
+            problems.append(f"{path}:{no}: 'min-warps {arch} {name}' matches no kernel of this build")
+        for k in hit:
+            if warps_by_registers(k["regs"]) < warps:
+                problems.append(f"{path}:{no}: {arch} {name} ({k['source']}) takes {k['regs']} registers, so an SM "
+                                f"holds {warps_by_registers(k['regs'])} of its warps, fewer than {warps}")
     for p in problems:
         print("FAIL: " + p, file=sys.stderr)
     if problems:
         return 1
-    print(f"ok: every spill is one of the {len(allowed)} allowed in {a.check}")
+    print(f"ok: every spill is one of the {len(allowed)} allowed in {a.check}; "
+          f"{len(floors)} kernels keep their warps per SM")
     return 0
 
 
