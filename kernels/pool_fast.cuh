@@ -223,7 +223,8 @@ IP_HOST_DEVICE constexpr int fast_groups_per_warp() {
 // 16 warps, 32 KiB of keys in flight, no more than one group per warp had given (bf16 uniform pooling
 // reached 72% of copy on the H200, fp32 keys 101%). fp32 keys at G <= 4 and G * D / 32 <= 16: 4 (at most
 // 64 registers), the 32 warps an SM they had at 59 registers before the keys were kept raw until pooled
-// (70 without the bound). fp16 keys (20-32 B of spills at 85) and larger G (40-200 B) are left to ptxas.
+// (70 without the bound). fp16 keys and larger G, which spilled 20-32 B and 40-200 B under such bounds,
+// are left to ptxas.
 template <int D, int G, class K>
 IP_HOST_DEVICE constexpr int fast_min_blocks() {
   if (fast_groups_per_warp<D, G, K>() == 2) return G <= 4 && std::is_same_v<K, KeyBF16> ? 3 : 1;
