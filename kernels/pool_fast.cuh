@@ -70,20 +70,20 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
       const float km = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(G + r));
       out[r] = r < s.n ? cosine_weight(kk, km, mnorm, a.eps, a.power) : 0.0f;
     }
-    return;
-  }
-  const float mnorm = sqrtf(warp_sum(mm));
+  } else {  // G = 16: one sum at a time
+    const float mnorm = sqrtf(warp_sum(mm));
 #pragma unroll
-  for (int r = 0; r < G; ++r) {
-    out[r] = 0.0f;
-    if (r < s.n) {  // warp-uniform: every lane shuffles
-      float kk = 0.0f, km = 0.0f;
+    for (int r = 0; r < G; ++r) {
+      out[r] = 0.0f;
+      if (r < s.n) {  // warp-uniform: every lane shuffles
+        float kk = 0.0f, km = 0.0f;
 #pragma unroll
-      for (int i = 0; i < E; ++i) {
-        kk = fmaf(x[r][i], x[r][i], kk);
-        km = fmaf(x[r][i], m[i], km);
+        for (int i = 0; i < E; ++i) {
+          kk = fmaf(x[r][i], x[r][i], kk);
+          km = fmaf(x[r][i], m[i], km);
+        }
+        out[r] = cosine_weight(warp_sum(kk), warp_sum(km), mnorm, a.eps, a.power);
       }
-      out[r] = cosine_weight(warp_sum(kk), warp_sum(km), mnorm, a.eps, a.power);
     }
   }
 }

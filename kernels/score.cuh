@@ -245,32 +245,29 @@ __global__ void __launch_bounds__(256, (core_min_blocks<P, MAXMIN>())) score_cud
     const int r_end = segment_of(p.entry_offset, p.requests, e_last);
     const int r_mine = r0 == r_end ? r0 : segment_of(p.entry_offset, p.requests, min(e0 + mine, e_last));
     const float* hw = p.head_weights + static_cast<long long>(r_mine) * H;
-    float s = 0.0f;
-    if (r0 == r_end) {  // one request: one query
-      const float* q = p.queries + static_cast<long long>(r0) * H * D;
+    // The lane's score over the heads; query(u, j): head j of the query of entry u.
+    auto heads = [&](auto&& query) {
+      float s = 0.0f;
       for (int j = 0; j < H; ++j) {
-        const float* qj = q + static_cast<long long>(j) * D;
         float part[N];
         core_parts<P, D, MAXMIN, N>(
-            b, scl, [&](int) { return qj; }, lane, part);
+            b, scl, [&](int u) { return query(u, j); }, lane, part);
         float dot = warp_sums<N>(part, lane);
         if constexpr (kHasScale<P> && !MAXMIN) dot *= sc_mine;
         const float h = __ldg(hw + j);
         s += head_weighted_relu(&dot, &h, 1);
       }
+      return s;
+    };
+    float s;
+    if (r0 == r_end) {  // one request: one query
+      const float* q = p.queries + static_cast<long long>(r0) * H * D;
+      s = heads([&](int, int j) { return q + static_cast<long long>(j) * D; });
     } else {
       int req[N];
 #pragma unroll
       for (int u = 0; u < N; ++u) req[u] = segment_of(p.entry_offset, p.requests, min(e0 + u, e_last));
-      for (int j = 0; j < H; ++j) {
-        float part[N];
-        core_parts<P, D, MAXMIN, N>(
-            b, scl, [&](int u) { return p.queries + (static_cast<long long>(req[u]) * H + j) * D; }, lane, part);
-        float dot = warp_sums<N>(part, lane);
-        if constexpr (kHasScale<P> && !MAXMIN) dot *= sc_mine;
-        const float h = __ldg(hw + j);
-        s += head_weighted_relu(&dot, &h, 1);
-      }
+      s = heads([&](int u, int j) { return p.queries + (static_cast<long long>(req[u]) * H + j) * D; });
     }
     // 32 / N lanes hold each entry's score; the first of them writes it.
     if ((lane & (32 / N - 1)) == 0 && e0 + mine < p.entries) p.scores[e0 + mine] = s;
