@@ -29,8 +29,9 @@
 #                                     *DeviceMemory*, the last because the sanitizer's own device allocations
 #                                     change cudaMemGetInfo: 128 KiB more taken on the H200, 2026-12-04)
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
-#   GPU_CHECK_BENCH_REF=FILE          kernel_bench JSON to compare this run with (default: the last of
-#                                     bench/device-runs/*-kernel_bench.json by name; "none": no comparison)
+#   GPU_CHECK_BENCH_REF=FILE          kernel_bench JSON to compare this run with (default: the last file in
+#                                     the table of bench/device-runs/README.md, else the last *-kernel_bench.json
+#                                     there by name; "none": no comparison)
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
@@ -386,7 +387,12 @@ elif [[ "$summary" == skipped* ]]; then record kernel-bench FAIL $(($(now) - t0)
 else record kernel-bench ok $(($(now) - t0)) "${summary} ${bench_args[*]}"
 fi
 # Case by case against an earlier device run (information only: scripts/kernel_bench_compare.py).
-ref=${GPU_CHECK_BENCH_REF:-$(ls "$ROOT"/bench/device-runs/*-kernel_bench.json 2>/dev/null | sort | tail -1)}
+# The reference is the last file in bench/device-runs/README.md's table (newest run; file names sort by
+# date, not by time of day), else the last by name.
+ref_latest=$(grep -o '`[^`]*-kernel_bench\.json`' "$ROOT/bench/device-runs/README.md" 2>/dev/null | tail -1 | tr -d '`')
+[[ -n "$ref_latest" && -s "$ROOT/bench/device-runs/$ref_latest" ]] && ref_latest="$ROOT/bench/device-runs/$ref_latest" ||
+  ref_latest=$(ls "$ROOT"/bench/device-runs/*-kernel_bench.json 2>/dev/null | sort | tail -1)
+ref=${GPU_CHECK_BENCH_REF:-$ref_latest}
 if [[ "$ref" != none && -s "$ref" && -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null &&
   ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
   say "kernel_bench against $(basename "$ref")"
