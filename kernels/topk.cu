@@ -131,7 +131,9 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaGetLastError());
   IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_ties_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, detail::topk_sort_kernel)(p);
+  const int sort_threads =
+      detail::bitonic_size<detail::kTopkSortPerThread>(a.k) / detail::kTopkSortPerThread;  // 32 .. 512
+  IP_LAUNCH(static_cast<unsigned>(a.rows), static_cast<unsigned>(sort_threads), 0, stream, detail::topk_sort_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

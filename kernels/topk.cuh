@@ -24,7 +24,8 @@
 //      the ids. Otherwise an ordered scan of each block's chunk that holds ties, offset by the tie counts
 //      of the blocks before it.
 //   4. sort: one block per row sorts the k candidates (key, id) packed as topk_composite by a bitonic
-//      sort in shared memory, descending: score descending, ties to the lower id.
+//      sort, descending: score descending, ties to the lower id. Each thread holds 8 candidates in
+//      registers; only the steps whose pairs lie in different warps go through shared memory.
 // Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
 // order: the output is deterministic.
 #pragma once
@@ -39,13 +40,18 @@
 namespace ip::cuda::detail {
 
 constexpr int kTopkThreads = 256;
-constexpr int kTopkSortThreads = 512;
+constexpr int kTopkSortThreads = 512;  // at most; the sort of k values takes bitonic_size<E>(k) / E threads
 constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
-constexpr int kCompactUnroll = 4;
+constexpr int kCompactUnroll = 8;  // loads in flight per thread in the full-row passes (16 spilled on sm_90)
 constexpr int kTopkTieListCap = 2048;  // ties (key == T) of a row listed by id; more: the ordered scan
 // kernels/topk.h
 constexpr int kTopkSamples = ::ip::cuda::kTopkSamples;
+// Values each thread of a bitonic sort holds in registers (block_bitonic_sort's E): the sort (k <= 4096
+// composites, kTopkSortThreads threads at most), the listed ties (kTopkThreads threads), the samples.
+constexpr int kTopkSortPerThread = kTopkMaxK / kTopkSortThreads;
+constexpr int kTopkTiesPerThread = kTopkTieListCap / kTopkThreads;
+constexpr int kTopkSamplesPerThread = kTopkSamples / kTopkThreads;
 
 struct TopkRowState {
   std::uint32_t prefix;        // digits found so far
@@ -113,33 +119,87 @@ __device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, st
   return before + inc - v;
 }
 
-// The smallest power of two >= n (n >= 1): the size of a bitonic sort of n values.
-__device__ __forceinline__ int pow2_at_least(int n) {
-  int n2 = 1;
-  while (n2 < n) n2 <<= 1;
-  return n2;
+// One compare-exchange of the bitonic network at element i (partner i ^ stride, value y): the value i
+// keeps. Runs of `size` alternate direction; the last run (size == n) is the wanted one.
+template <bool kDescending, class T>
+__device__ __forceinline__ T bitonic_keep(T x, T y, int i, int size, int stride) {
+  const bool big_first = ((i & size) == 0) == kDescending;  // the lower index of the pair gets the bigger
+  const bool want_big = ((i & stride) == 0) == big_first;
+  return want_big ? (x < y ? y : x) : (x < y ? x : y);
 }
 
-// Sorts v[0, n2) (n2 a power of two) in shared memory by a bitonic network, descending or ascending.
-// Every thread of the block must call it; each compare-exchange step gives every thread a pair.
-template <bool kDescending, class T>
-__device__ __forceinline__ void block_bitonic_sort(T* v, int n2) {
-  for (int size = 2; size <= n2; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int q = threadIdx.x; q < (n2 >> 1); q += blockDim.x) {
-        const int i = ((q & ~(stride - 1)) << 1) | (q & (stride - 1));  // bit `stride` of i is 0
-        const int j = i + stride;
-        const T a = v[i], b = v[j];
-        // Runs of `size` alternate direction; the last run (size == n2) is the wanted one.
-        const bool big_first = ((i & size) == 0) == kDescending;
-        if (big_first ? a < b : a > b) {
-          v[i] = b;
-          v[j] = a;
-        }
+// The smallest n >= max(count, 32 E) that is a power of two: the size of block_bitonic_sort<.., E> for
+// count values (the rest padding).
+template <int E>
+__host__ __device__ __forceinline__ int bitonic_size(int count) {
+  int n = 32 * E;
+  while (n < count) n <<= 1;
+  return n;
+}
+
+// Sorts v[0, n) in shared memory by a bitonic network, descending or ascending; n a power of two with
+// 32 E <= n <= E blockDim.x (bitonic_size). Thread t < n / E (whole warps) holds v[t E, t E + E) in
+// registers: steps of stride < E run in its registers, strides below 32 E by warp shuffles, and only
+// the larger ones through shared memory (two __syncthreads each): for n = 2048 and E = 8, 6 of the 66
+// steps instead of all of them. Every thread of the block must call it, after v is written and synced.
+template <bool kDescending, int E, class T>
+__device__ __forceinline__ void block_bitonic_sort(T* v, int n) {
+  static_assert(E >= 1 && (E & (E - 1)) == 0, "E is a power of two");
+  const int t = threadIdx.x;
+  const bool active = t < n / E;
+  T x[E];
+  if (active) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) x[e] = v[t * E + e];
+  }
+  for (int size = 2; size <= n; size <<= 1) {
+    int stride = size >> 1;
+    for (; stride >= 32 * E; stride >>= 1) {  // partner in another warp
+      __syncthreads();                         // v's last reads are done
+      if (active) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[t * E + e] = x[e];
       }
       __syncthreads();
+      if (active) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const int i = t * E + e;
+          x[e] = bitonic_keep<kDescending>(x[e], v[i ^ stride], i, size, stride);
+        }
+      }
+    }
+    if (!active) continue;
+    for (; stride >= E; stride >>= 1) {  // partner in another lane of the warp
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int i = t * E + e;
+        x[e] = bitonic_keep<kDescending>(x[e], __shfl_xor_sync(0xFFFFFFFFu, x[e], stride / E), i, size, stride);
+      }
+    }
+#pragma unroll
+    for (int s = E / 2; s >= 1; s >>= 1) {  // partner in this thread's registers
+      if (s < size) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if ((e & s) != 0) continue;
+          const int i = t * E + e;
+          const T a = x[e], b = x[e + s];
+          const bool big_first = ((i & size) == 0) == kDescending;
+          if (big_first ? a < b : b < a) {
+            x[e] = b;
+            x[e + s] = a;
+          }
+        }
+      }
     }
   }
+  __syncthreads();
+  if (active) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[t * E + e] = x[e];
+  }
+  __syncthreads();
 }
 
 // Calls f(key, i) for every i in [begin, end), the block's threads striding; kCompactUnroll loads are
@@ -178,16 +238,17 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
   if (n < p.sample_min_row || n < 1) return;
   const int S = static_cast<int>(min(n, static_cast<long long>(kTopkSamples)));
   // Samples >= the k-th largest key: about Binomial(S, k / n), mean mu. Rank r is mu + 4 sd + 16 above.
-  const double mu = static_cast<double>(p.k) * S / static_cast<double>(n);
-  const int r = static_cast<int>(ceil(mu + 4.0 * sqrt(mu) + 16.0));
+  // (float: a double sqrt is a subroutine call, and ptxas spilled around it)
+  const float mu = static_cast<float>(static_cast<double>(p.k) * S / static_cast<double>(n));
+  const int r = static_cast<int>(ceilf(mu + 4.0f * sqrtf(mu) + 16.0f));
   if (r > S || static_cast<double>(r) * static_cast<double>(n) / S > 0.5 * p.compact_cap) return;  // uniform
   __shared__ std::uint32_t v[kTopkSamples];
-  const int n2 = pow2_at_least(S);
+  const int n2 = bitonic_size<kTopkSamplesPerThread>(S);
   const float* s = p.scores + off;
   for (int i = threadIdx.x; i < n2; i += blockDim.x)
     v[i] = i < S ? topk_key(__ldg(s + (2 * static_cast<long long>(i) + 1) * n / (2LL * S))) : 0u;
   __syncthreads();
-  block_bitonic_sort<true>(v, n2);
+  block_bitonic_sort<true, kTopkSamplesPerThread>(v, n2);
   if (threadIdx.x == 0) {
     st->lo = v[r - 1];
     st->sampled = 1;
@@ -421,11 +482,11 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
     if (blockIdx.y != 0) return;
     __shared__ std::uint32_t tie_ids[kTopkTieListCap];
     const int m = static_cast<int>(min(st->tcount, static_cast<std::uint32_t>(kTopkTieListCap)));
-    const int n2 = pow2_at_least(m);
+    const int n2 = bitonic_size<kTopkTiesPerThread>(m);
     const std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
     for (int i = threadIdx.x; i < n2; i += blockDim.x) tie_ids[i] = i < m ? tlist[i] : 0xFFFFFFFFu;
     __syncthreads();
-    block_bitonic_sort<false>(tie_ids, n2);
+    block_bitonic_sort<false, kTopkTiesPerThread>(tie_ids, n2);
     for (int i = threadIdx.x; i < static_cast<int>(need); i += blockDim.x) cand[i] = topk_composite(T, tie_ids[i]);
     return;
   }
@@ -450,18 +511,19 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   }
 }
 
-// Step 4. Grid (rows). Bitonic sort of next_pow2(k) composites, padding 0 (sorts last, id -1).
+// Step 4. Grid (rows), bitonic_size<kTopkSortPerThread>(k) / kTopkSortPerThread threads (the launcher).
+// Bitonic sort of that many composites: the k candidates, then padding 0 (sorts last, id -1).
 __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
   __shared__ std::uint64_t v[kTopkMaxK];
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
   const int k = p.k;
   const std::uint32_t count = st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k);
-  const int n2 = pow2_at_least(k);
+  const int n2 = bitonic_size<kTopkSortPerThread>(k);
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
   for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
   __syncthreads();
-  block_bitonic_sort<true>(v, n2);
+  block_bitonic_sort<true, kTopkSortPerThread>(v, n2);
   const long long off = p.row_offset[row];
   for (int i = threadIdx.x; i < k; i += blockDim.x) {
     const std::uint64_t c = v[i];
