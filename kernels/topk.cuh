@@ -17,6 +17,8 @@
 //      read that list instead of the row (two full reads of the row instead of four). When the pass-0
 //      bucket is too large (scores uniform in [0, 1): one 11-bit digit holds 1/8 of the row), pass 2
 //      compacts the pass-1 bucket instead, and the gather reads the list (three full reads, not four).
+//      A compacting block gathers its entries in shared memory (kTopkStage) and reserves their place in
+//      the list once, at its end.
 //   2. gather: keys above the prefix (and, with take_all, those equal to it under the mask) claim
 //      candidate slots with an integer atomic. A row that takes only some of its ties (key == T) lists
 //      their ids when they number at most kTopkTieListCap; otherwise each block counts its ties.
@@ -45,6 +47,7 @@ constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 8;  // loads in flight per thread in the full-row passes (16 spilled on sm_90)
 constexpr int kTopkTieListCap = 2048;  // ties (key == T) of a row listed by id; more: the ordered scan
+constexpr std::uint32_t kTopkStage = 1024;  // list entries a block gathers in shared memory while compacting
 // kernels/topk.h
 constexpr int kTopkSamples = ::ip::cuda::kTopkSamples;
 // Values each thread of a bitonic sort holds in registers (block_bitonic_sort's E): the sort (k <= 4096
@@ -300,7 +303,14 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
     }
   } else if (compacting) {
-    // Warp tiles of 32 * kCompactUnroll scores; one list reservation per warp tile.
+    // Warp tiles of 32 * kCompactUnroll scores. The keys >= lo go to a stage in shared memory (a shared
+    // atomic per warp tile) and reach the row's list with one reservation per block, after the loop (a
+    // reservation per warp tile was a global atomic round trip on one address per row for most tiles);
+    // what does not fit in the stage is reserved in the list directly, per warp tile.
+    __shared__ std::uint64_t stage[kTopkStage];
+    __shared__ std::uint32_t staged, stage_base;
+    if (threadIdx.x == 0) staged = 0;
+    __syncthreads();
     block_chunk(n, blockIdx.y, p.bpr, begin, end);
     const int lane = threadIdx.x & 31;
     constexpr long long tile = 32 * kCompactUnroll;
@@ -322,18 +332,39 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
         if (lane >= o) inc += y;
       }
       const std::uint32_t warp_total = __shfl_sync(0xFFFFFFFFu, inc, 31);
-      std::uint32_t base = 0;
-      if (lane == 0 && warp_total) base = atomicAdd(&st->ccount, warp_total);
-      base = __shfl_sync(0xFFFFFFFFu, base, 0) + inc - mine;
+      std::uint32_t wbase = 0, gbase = 0;
+      if (lane == 0 && warp_total) {
+        wbase = atomicAdd(&staged, warp_total);
+        const std::uint32_t in_stage = wbase >= kTopkStage ? 0u : min(warp_total, kTopkStage - wbase);
+        if (in_stage < warp_total) gbase = atomicAdd(&st->ccount, warp_total - in_stage);
+      }
+      wbase = __shfl_sync(0xFFFFFFFFu, wbase, 0);
+      gbase = __shfl_sync(0xFFFFFFFFu, gbase, 0);
+      // Stage order: this warp's entries are [wbase, wbase + warp_total); those at kTopkStage and beyond
+      // go to the list from gbase on.
+      const std::uint32_t spill_from = max(wbase, kTopkStage);
+      std::uint32_t pos = wbase + inc - mine;
 #pragma unroll
       for (int u = 0; u < kCompactUnroll; ++u) {
         const long long i = i0 + u * 32 + lane;
         if (i < end && keys[u] >= lo) {
-          if (base < p.compact_cap) clist[base] = topk_composite(keys[u], static_cast<std::uint32_t>(i));
-          ++base;
+          const std::uint64_t c = topk_composite(keys[u], static_cast<std::uint32_t>(i));
+          if (pos < kTopkStage) {
+            stage[pos] = c;
+          } else {
+            const std::uint32_t g = gbase + (pos - spill_from);
+            if (g < p.compact_cap) clist[g] = c;
+          }
+          ++pos;
         }
       }
     }
+    __syncthreads();
+    const std::uint32_t kept = min(staged, kTopkStage);
+    if (threadIdx.x == 0) stage_base = kept ? atomicAdd(&st->ccount, kept) : 0u;
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < kept; i += blockDim.x)
+      if (stage_base + i < p.compact_cap) clist[stage_base + i] = stage[i];
   } else {
     block_chunk(n, blockIdx.y, p.bpr, begin, end);
     for_each_key(s, begin, end, [&](std::uint32_t key, long long) {

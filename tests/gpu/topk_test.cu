@@ -155,6 +155,15 @@ TEST(Topk, LongRows) {
   check({make_row(1 << 20, Dist::clustered_ties, rng)}, 4096);
 }
 
+// Distinct scores in id order, ascending or descending: the top k (and the keys a compact list keeps)
+// lie in one or two blocks' chunks of the row, more than the 1024 a block gathers in shared memory
+// while compacting (kTopkStage), so the rest are reserved in the list directly.
+std::vector<float> ramp(long long n, bool up) {
+  std::vector<float> s(static_cast<std::size_t>(n));
+  for (long long i = 0; i < n; ++i) s[i] = static_cast<float>(up ? i : n - 1 - i) / static_cast<float>(n);
+  return s;
+}
+
 // The largest scores sit exactly where the sampling step looks (with rows of n >= kTopkSamples keys,
 // samples at (2i + 1) n / (2 kTopkSamples)): its threshold keeps fewer than k keys, and the list is dropped.
 std::vector<float> sample_spikes(long long n, std::mt19937& rng) {
@@ -188,6 +197,9 @@ TEST(Topk, SampledThreshold) {
     mixed.push_back(r % 3 == 0 ? sample_spikes(n, rng) : make_row(n, d, rng));
   }
   check(mixed, 2048, false, on);
+  // List entries concentrated in one block's chunk: the sampled pass 0 (on) and pass 1's compaction (off).
+  for (auto sampling : {on, cuda::TopkSampling::off})
+    for (int k : {512, 2048}) check({ramp(65536, true), ramp(65536, false), ramp(300000, true)}, k, true, sampling);
   // automatic: one 2Mi-key row fits the L2 cache (no sampling); 8 of them do not (sampled)
   std::vector<std::vector<float>> big;
   for (int r = 0; r < 8; ++r) big.push_back(make_row(2 * 1024 * 1024, r % 2 ? Dist::uniform24 : Dist::normal, rng));
