@@ -39,6 +39,11 @@
 #                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
 #                                     score kernels of kernel_bench; about 2 x 60 s at most)
+#   GPU_CHECK_NSIGHT=1                also run scripts/gpu-nsight-check.sh: the README's nsys and ncu command
+#                                     lines on configs/nsight.ini --profile, and checks of what they captured
+#                                     (IndexPool NVTX ranges; only pool / score kernels); "partial" when nsys or
+#                                     ncu is absent; each run boxed by 60 s (30 s and no --set full when under
+#                                     300 s are left; NSIGHT_BOX_S=S sets it), the step by 5 boxes
 set -u -o pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -448,6 +453,25 @@ if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
   cat "$OUT_DIR/ncu_summary.txt"
   if ((rc == 0)); then record ncu ok $(($(now) - t0)) "per-kernel summary in ncu_summary.txt"
   else record ncu FAIL $(($(now) - t0)) "exit $rc (see ncu_summary.txt)"
+  fi
+fi
+
+# ---- optional: the README's Nsight command lines (nsys, ncu by NVTX range) and what they captured ------
+# Three profiled runs of configs/nsight.ini, each boxed by NSIGHT_BOX_S, plus the report queries; the whole
+# step is boxed too. Exit 3 of the script: nsys or ncu absent here, so its lines did not run (partial).
+if [[ "${GPU_CHECK_NSIGHT:-0}" == 1 ]]; then
+  say "Nsight lines of the README (scripts/gpu-nsight-check.sh; GPU_CHECK_NSIGHT=1)"
+  t0=$(now)
+  nbox=${NSIGHT_BOX_S:-$(($(left) > 300 ? 60 : 30))}
+  NSIGHT_BOX_S=$nbox timeout -k 10 $((5 * nbox)) bash "$ROOT/scripts/gpu-nsight-check.sh" "$BUILD" "$OUT_DIR" \
+    >"$OUT_DIR/nsight_check.txt" 2>&1
+  rc=$?
+  cat "$OUT_DIR/nsight_check.txt"
+  verdict=$(sed -n 's/^nsight-check: //p' "$OUT_DIR/nsight_check.txt" | tail -1 | cut -c1-160)
+  if ((rc == 0)); then record nsight ok $(($(now) - t0)) "$verdict"
+  elif ((rc == 3)); then record nsight partial $(($(now) - t0)) "$verdict"
+  elif ((rc == 124 || rc == 137)); then record nsight FAIL $(($(now) - t0)) "timed out after $((5 * nbox))s"
+  else record nsight FAIL $(($(now) - t0)) "exit $rc; ${verdict:-see nsight_check.txt}"
   fi
 fi
 
