@@ -79,9 +79,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
              a.workspace_bytes, l.total);
   IP_REQUIRE(reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0, "top-k: workspace is not 16-byte aligned");
 
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, major = 0;
   IP_CUDA_CHECK(cudaGetDevice(&dev));
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  // The passes are launched chained (programmatic dependent launch, sm_90 and later): each starts while
+  // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
+  const bool chain = major >= 9;
   const long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
   const long long cap = bpr_cap(a.max_row);
   const int bpr = static_cast<int>(std::clamp<long long>(want, 1, cap));
@@ -114,26 +118,28 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   p.sample_min_row = a.sampling == TopkSampling::on ? 0 : kSampleMinRow;
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
   if (sample) {  // step 0, the sampled pass 0, then pass 0 over every key for rows whose list was dropped
-    IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkThreads, 0, stream, detail::topk_sample_kernel)(p);
+    IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkThreads, 0, stream, chain,
+                      detail::topk_sample_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
-    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, true, false>)(p);
+    IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, true, false>)(p);
     IP_CUDA_CHECK(cudaGetLastError());
-    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0, false, true>)(p);
+    IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, false, true>)(p);
   } else {
-    IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<0>)(p);
+    IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0>)(p);
   }
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<1>)(p);
+  IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<1>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_hist_kernel<2>)(p);
+  IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<2>)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_gather_kernel)(p);
+  IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_gather_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH(grid, detail::kTopkThreads, 0, stream, detail::topk_ties_kernel)(p);
+  IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_ties_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
   const int sort_threads =
       detail::bitonic_size<detail::kTopkSortPerThread>(a.k) / detail::kTopkSortPerThread;  // 32 .. 512
-  IP_LAUNCH(static_cast<unsigned>(a.rows), static_cast<unsigned>(sort_threads), 0, stream, detail::topk_sort_kernel)(p);
+  IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), static_cast<unsigned>(sort_threads), 0, stream, chain,
+                    detail::topk_sort_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

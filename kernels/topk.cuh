@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include "core/topk_order.h"
+#include "kernels/launch.h"
 #include "kernels/topk.h"
 
 namespace ip::cuda::detail {
@@ -91,6 +92,14 @@ struct TopkParams {
   std::int32_t* ids;
   float* values;
 };
+
+// Every kernel of the chain is launched with IP_LAUNCH_CHAINED (kernels/launch.h): it waits for the one
+// before it to finish (and its writes to be visible) before anything else, and lets the next one be
+// scheduled at once (its blocks wait in turn), so that launch latency overlaps the running kernel.
+__device__ __forceinline__ void chained_start() {
+  wait_for_prior_grids();
+  allow_dependents();
+}
 
 // Chunk [begin, end) of block b among bpr over a row of n.
 __device__ __forceinline__ void block_chunk(long long n, int b, int bpr, long long& begin, long long& end) {
@@ -235,6 +244,7 @@ struct Digit {
 // Step 0. Grid (rows). The sampled threshold (row state lo, sampled); rows too short, or a k too large
 // for the list, are left unsampled.
 __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p) {
+  chained_start();
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
@@ -264,6 +274,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
 // dropped, their first pass having counted only the keys >= lo).
 template <int PASS, bool SAMPLED = false, bool REDO = false>
 __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
+  chained_start();
   static_assert(PASS == 0 || (!SAMPLED && !REDO), "only pass 0 is sampled or redone");
   static_assert(!(SAMPLED && REDO), "one variant at a time");
   using Dg = Digit<PASS>;
@@ -450,6 +461,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
 // its ties lists their ids (at most kTopkTieListCap of them) or, with more, has each block count the
 // ties in its chunk of the row, the order step 3's scan needs.
 __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
+  chained_start();
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   const std::uint32_t prefix = st->prefix, mask = st->mask;
@@ -504,6 +516,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
 // Step 3. Grid (rows, bpr). Only rows that take a strict subset of the ties at the threshold T: the
 // `need` lowest ids among them fill the last `need` candidate slots.
 __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
+  chained_start();
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
   if (st->take_all) return;
@@ -545,6 +558,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
 // Step 4. Grid (rows), bitonic_size<kTopkSortPerThread>(k) / kTopkSortPerThread threads (the launcher).
 // Bitonic sort of that many composites: the k candidates, then padding 0 (sorts last, id -1).
 __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
+  chained_start();
   __shared__ std::uint64_t v[kTopkMaxK];
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;

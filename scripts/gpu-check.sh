@@ -28,6 +28,7 @@
 #   GPU_CHECK_SANITIZER_FILTER=...    gtest filter under the sanitizer (default: -*Big*:*Large*:*Huge*:*Stress*:
 #                                     *DeviceMemory*, the last because the sanitizer's own device allocations
 #                                     change cudaMemGetInfo: 128 KiB more taken on the H200, 2026-12-04)
+#   GPU_CHECK_SANITIZER_ONLY=GLOB     test programs under the sanitizer (default gpu_*; e.g. gpu_topk_test)
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
 #   GPU_CHECK_BENCH_REF=FILE          kernel_bench JSON to compare this run with (default: the last file in
 #                                     the table of bench/device-runs/README.md, else the last *-kernel_bench.json
@@ -333,7 +334,8 @@ elif [[ -z "$san" ]]; then
   record sanitizer skip 0 "compute-sanitizer not found in this toolkit"
 else
   clean=0 dirty=0 timedout=0 notrun=0
-  mapfile -t bins < <(find "$BUILD/tests" -maxdepth 1 -type f -name 'gpu_*' -perm -u+x | sort)
+  mapfile -t bins < <(find "$BUILD/tests" -maxdepth 1 -type f -name "${GPU_CHECK_SANITIZER_ONLY:-gpu_*}" \
+    -perm -u+x | sort)
   # Up to SAN_JOBS programs at once, each boxed by what is left of the step's time (one after another,
   # 7 of the 10 programs fitted in 75 s on an H200, 2026-12-04). The processes are waited for by pid: a
   # plain `wait` would also wait for this script's own tee.
