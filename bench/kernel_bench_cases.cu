@@ -261,15 +261,20 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     int k;
     double target_us;
     cuda::TopkSampling sampling = cuda::TopkSampling::automatic;
+    bool chained = true;
   };
+  const auto automatic = cuda::TopkSampling::automatic, off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
   // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
   // compressed indexer's row (1Mi tokens / G = 4, k = 2048 / 4) and the decode step's batch (1024 rows
-  // of 32Ki / 4 composites, k = 512).
-  for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, cuda::TopkSampling::off},
-              C{1, kMi / 4, 512, 0}, C{1024, 8 * kKi, 512, 0}}) {
+  // of 32Ki / 4 composites, k = 512). For comparison: single rows with the sampling step (automatic
+  // samples only batches larger than L2), and plain launches instead of chained ones (sm_90).
+  for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, off}, C{1, kMi / 4, 512, 0},
+              C{1024, 8 * kKi, 512, 0}, C{1, kMi, 2048, 0, on}, C{1, kMi / 4, 512, 0, on},
+              C{1, kMi, 2048, 0, automatic, false}, C{1, kMi / 4, 512, 0, automatic, false},
+              C{1024, 8 * kKi, 512, 0, automatic, false}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
-    const bool no_sampling = c.sampling == cuda::TopkSampling::off;
-    Row row{"topk", fmt::format("top-{}{}", c.k, no_sampling ? " (no sampling)" : ""),
+    const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
+    Row row{"topk", fmt::format("top-{}{}{}", c.k, how, c.chained ? "" : " (not chained)"),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
       const double in_bytes = c.rows * c.n * 4.0;
@@ -297,6 +302,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.workspace = ws.data();
       a.workspace_bytes = ws.size();
       a.sampling = c.sampling;
+      a.chained = c.chained;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

@@ -85,7 +85,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   // The passes are launched chained (programmatic dependent launch, sm_90 and later): each starts while
   // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
-  const bool chain = major >= 9;
+  const bool chain = a.chained && major >= 9;
   const long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
   const long long cap = bpr_cap(a.max_row);
   const int bpr = static_cast<int>(std::clamp<long long>(want, 1, cap));
@@ -122,6 +122,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                       detail::topk_sample_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
     IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, true, false>)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    // step 1b: rows whose sampled list is short enough are answered by one block each
+    constexpr std::size_t finish_smem = detail::finish_smem_bytes();
+    IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(finish_smem)));
+    IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkFinishThreads, finish_smem, stream, chain,
+                      detail::topk_finish_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
     IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, false, true>)(p);
   } else {

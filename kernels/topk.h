@@ -35,6 +35,10 @@ struct TopkArgs {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   TopkSampling sampling = TopkSampling::automatic;  // on: every row (tests and benchmarks)
+  // On sm_90 and later the 6-8 kernels of a call are launched chained (programmatic dependent launch:
+  // each may start while the one before it finishes, and waits for it inside). false: plain launches,
+  // one after another (for comparison; the answer is the same).
+  bool chained = true;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

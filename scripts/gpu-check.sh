@@ -39,7 +39,8 @@
 #                                     the claims report on it (python3 with h5py, pandas, matplotlib), and
 #                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
-#                                     score kernels of kernel_bench; about 2 x 60 s at most)
+#                                     score kernels of kernel_bench; about 2 x 60 s at most;
+#                                     GPU_CHECK_NCU_GROUPS="topk" for fewer kernel_bench groups)
 #   GPU_CHECK_NSIGHT=1                also run scripts/gpu-nsight-check.sh: the README's nsys and ncu command
 #                                     lines on configs/nsight.ini --profile, and checks of what they captured
 #                                     (IndexPool NVTX ranges; only pool / score kernels); "partial" when nsys or
@@ -449,7 +450,8 @@ fi
 if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
   say "ncu summary (scripts/gpu-ncu-summary.sh; GPU_CHECK_NCU=1)"
   t0=$(now)
-  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" topk score \
+  read -r -a ncu_groups <<<"${GPU_CHECK_NCU_GROUPS:-topk score}"
+  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" "${ncu_groups[@]}" \
     >"$OUT_DIR/ncu_summary.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/ncu_summary.txt"
