@@ -123,13 +123,6 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
     IP_CUDA_CHECK(cudaGetLastError());
     IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, true, false>)(p);
     IP_CUDA_CHECK(cudaGetLastError());
-    // step 1b: rows whose sampled list is short enough are answered by one block each
-    constexpr std::size_t finish_smem = detail::finish_smem_bytes();
-    IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(finish_smem)));
-    IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkFinishThreads, finish_smem, stream, chain,
-                      detail::topk_finish_kernel)(p);
-    IP_CUDA_CHECK(cudaGetLastError());
     IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0, false, true>)(p);
   } else {
     IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_hist_kernel<0>)(p);
@@ -143,9 +136,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaGetLastError());
   IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_ties_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  const int sort_threads =
-      detail::bitonic_size<detail::kTopkSortPerThread>(a.k) / detail::kTopkSortPerThread;  // 32 .. 512
-  IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), static_cast<unsigned>(sort_threads), 0, stream, chain,
+  IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, chain,
                     detail::topk_sort_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 }

@@ -4,12 +4,10 @@
 //      and as threshold `lo` the sample of a rank (found by a radix select in shared memory) that, for
 //      scores in random order, leaves at least k keys >= lo with overwhelming probability and about
 //      rank * n / samples of them. Pass 0 then compacts the keys >= lo and histograms only them (few
-//      shared-memory atomics); when they number between k and compact_cap (checked), the list is kept:
-//      one full read of the row, not 2-3. Then step 1b: a row whose list holds at most kTopkFinishCap
-//      entries is answered by one block in shared memory (topk_finish_kernel) and the later steps skip
-//      it; with a longer list, passes 1 and 2 and the gather read the list. Otherwise (inputs built
-//      against the sample) a second launch of pass 0 histograms every key of those rows and the search
-//      goes on as without step 0: exact either way.
+//      shared-memory atomics); when they number between k and compact_cap (checked), passes 1 and 2 and
+//      the gather read that list: one full read of the row, not 2-3. Otherwise (inputs built against
+//      the sample) a second launch of pass 0 histograms every key of those rows and the search goes on as
+//      without step 0: exact either way.
 //   1. up to three histogram passes (digits of 11, 11 and 10 bits, high first) over the elements that
 //      match the prefix found so far; each block histograms its chunk of the row in shared memory and
 //      adds it to the row's global histogram; the last block of the row to finish (ticket counter)
@@ -29,8 +27,8 @@
 //      the ids. Otherwise an ordered scan of each block's chunk that holds ties, offset by the tie counts
 //      of the blocks before it.
 //   4. sort: one block per row sorts the k candidates (key, id) packed as topk_composite by a bitonic
-//      sort, descending: score descending, ties to the lower id. Each thread holds 8 candidates in
-//      registers; only the steps whose pairs lie in different warps go through shared memory.
+//      sort, descending: score descending, ties to the lower id. Each thread holds k / 512 candidates
+//      (1 to 8) in registers; only the steps whose pairs lie in different warps go through shared memory.
 // Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
 // order: the output is deterministic.
 #pragma once
@@ -47,25 +45,18 @@
 namespace ip::cuda::detail {
 
 constexpr int kTopkThreads = 256;
-constexpr int kTopkSortThreads = 512;  // at most; the sort of k values takes bitonic_size<E>(k) / E threads
+constexpr int kTopkSortThreads = 512;
 constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 8;  // loads in flight per thread in the full-row passes (16 spilled on sm_90)
 constexpr int kTopkTieListCap = 2048;  // ties (key == T) of a row listed by id; more: the ordered scan
 constexpr std::uint32_t kTopkStage = 1024;  // list entries a block gathers in shared memory while compacting
-constexpr int kTopkFinishThreads = 1024;
-// The longest sampled list step 1b finishes in shared memory (with the k chosen: (12288 + 4096) x 8 bytes
-// of dynamic shared memory, within sm_80's 163 KiB). At 1Mi scores and k = 2048 the sampled list holds
-// about 9216 keys (step 0's rank 36 of 4096 samples).
-constexpr std::uint32_t kTopkFinishCap = 12288;
 // kernels/topk.h
 constexpr int kTopkSamples = ::ip::cuda::kTopkSamples;
-// Values each thread of a bitonic sort holds in registers (block_bitonic_sort's E): the sort (k <= 4096
-// composites, kTopkSortThreads threads at most), the listed ties (kTopkThreads threads), step 1b's sort
-// (kTopkFinishThreads threads).
+// The most values each thread of a bitonic sort holds in registers (block_bitonic_sort's E): the final
+// sort (k <= 4096 composites, kTopkSortThreads threads) and the listed ties (kTopkThreads threads).
 constexpr int kTopkSortPerThread = kTopkMaxK / kTopkSortThreads;
 constexpr int kTopkTiesPerThread = kTopkTieListCap / kTopkThreads;
-constexpr int kTopkFinishPerThread = kTopkMaxK / kTopkFinishThreads;
 
 struct TopkRowState {
   std::uint32_t prefix;        // digits found so far
@@ -80,8 +71,7 @@ struct TopkRowState {
   std::uint32_t tcount;        // ids in the tie list
   std::uint32_t sampled;       // step 0 set lo: pass 0 compacts the keys >= lo (no compact after: dropped)
   std::uint32_t lo;
-  std::uint32_t finished;      // step 1b wrote this row's answer: the later steps skip it
-  std::uint32_t pad[3];
+  std::uint32_t pad[4];
 };
 static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 
@@ -225,18 +215,34 @@ __device__ __forceinline__ void block_bitonic_sort(T* v, int n) {
   __syncthreads();
 }
 
+// block_bitonic_sort with the values spread over the whole block: E = n / blockDim.x values a thread (1
+// when n is smaller, at most kMaxE), n = bitonic_size<1>(count). Fewer threads holding more values each
+// would need fewer barriers, but they also load and store the values with fewer threads: with 64 threads
+// of 8 values, the final sort of k = 512 took 19.7 us under Nsight Compute on an H200 (2026-12-04), the
+// shared-memory sort of 512 threads before it 10.6 us.
+template <bool kDescending, int kMaxE, class T>
+__device__ __forceinline__ void block_bitonic_sort_spread(T* v, int n) {
+  const int per = n / static_cast<int>(blockDim.x);
+  if constexpr (kMaxE >= 8) {
+    if (per >= 8) return block_bitonic_sort<kDescending, 8>(v, n);
+  }
+  if constexpr (kMaxE >= 4) {
+    if (per >= 4) return block_bitonic_sort<kDescending, 4>(v, n);
+  }
+  if constexpr (kMaxE >= 2) {
+    if (per >= 2) return block_bitonic_sort<kDescending, 2>(v, n);
+  }
+  block_bitonic_sort<kDescending, 1>(v, n);
+}
+
 // The rank-th largest (1 <= rank <= n) of v[0, n) in shared memory (T: std::uint32_t or std::uint64_t),
 // by a most-significant-digit radix select over digits of 11 bits (the last one shorter) with the shared
-// histogram h[kTopkHistBins]. stop_early: end at the first digit whose bucket holds exactly the values
-// still needed; the result is then that bucket's prefix (lower bits zero), which is <= the rank-th
-// largest value, and the values >= it are still exactly the rank largest when v holds distinct values.
-// Every thread of the block must call it (blockDim.x a multiple of 32, at most 1024), after v is synced.
+// histogram h[kTopkHistBins]. Every thread of the block must call it (blockDim.x a multiple of 32, at
+// most 1024), after v is written and synced.
 template <class T>
-__device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t rank, std::uint32_t* h,
-                                                bool stop_early) {
+__device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t rank, std::uint32_t* h) {
   __shared__ T found_prefix;
   __shared__ std::uint32_t found_rem;
-  __shared__ bool found_all;
   T prefix = 0, above_mask = 0;  // digits found so far, and the bits they cover
   std::uint32_t rem = rank;
   for (int top = static_cast<int>(8 * sizeof(T)); top > 0;) {
@@ -246,7 +252,6 @@ __device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t
     if (threadIdx.x == 0) {
       found_prefix = prefix;
       found_rem = rem;
-      found_all = true;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -268,7 +273,6 @@ __device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t
         if (cum < rem && rem <= cum + c) {
           found_prefix = prefix | (static_cast<T>(hi - 1 - i) << shift);
           found_rem = rem - cum;
-          found_all = c == rem - cum;
         }
         cum += c;
       }
@@ -277,9 +281,7 @@ __device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t
     prefix = found_prefix;
     rem = found_rem;
     above_mask |= static_cast<T>(dmask) << shift;
-    const bool stop = stop_early && found_all;
     __syncthreads();  // found_* are read by every thread before the next digit writes them
-    if (stop) break;
     top = shift;
   }
   return prefix;
@@ -332,7 +334,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
   for (int i = threadIdx.x; i < S; i += blockDim.x)
     v[i] = topk_key(__ldg(s + (2 * static_cast<long long>(i) + 1) * n / (2LL * S)));
   __syncthreads();
-  const std::uint32_t lo = block_radix_select(v, S, static_cast<std::uint32_t>(r), h, false);  // r-th largest
+  const std::uint32_t lo = block_radix_select(v, S, static_cast<std::uint32_t>(r), h);  // the r-th largest
   if (threadIdx.x == 0) {
     st->lo = lo;
     st->sampled = 1;
@@ -353,7 +355,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   if (REDO && !(st->sampled && !st->compact)) return;  // only rows whose sampled list was dropped
-  if (st->take_all || st->finished) return;  // the same for every block of the row
+  if (st->take_all) return;  // the same for every block of the row
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
 
@@ -528,50 +530,6 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
 }
 
-// Step 1b, after a sampled pass 0. Grid (rows), kTopkFinishThreads threads, dynamic shared memory
-// finish_smem_bytes. A row whose sampled list was kept and holds at most kTopkFinishCap entries is
-// answered here, by one block, in shared memory: the list's composites (key, id) are distinct, so the k
-// largest are those >= the k-th largest composite, found by a radix select on all 64 bits; they are sorted
-// and written out, and the row is marked finished (the later steps skip it). Other rows are left to
-// passes 1 and 2, the gather, ties and sort, as without this step.
-__host__ __device__ constexpr std::size_t finish_smem_bytes() {
-  return (static_cast<std::size_t>(kTopkFinishCap) + kTopkMaxK) * sizeof(std::uint64_t);
-}
-
-__global__ void __launch_bounds__(kTopkFinishThreads) topk_finish_kernel(TopkParams p) {
-  chained_start();
-  const int row = blockIdx.x;
-  TopkRowState* st = p.state + row;
-  if (!st->sampled || !st->compact || st->ccount > kTopkFinishCap) return;  // the same for the whole block
-  IP_DYNAMIC_SHARED(std::uint64_t, smem);
-  std::uint64_t* v = smem;                    // [kTopkFinishCap] the list
-  std::uint64_t* chosen = smem + kTopkFinishCap;  // [kTopkMaxK] the k largest, then sorted
-  __shared__ std::uint32_t h[kTopkHistBins];
-  __shared__ std::uint32_t nchosen;
-  const int n = static_cast<int>(st->ccount), k = p.k;  // k <= n: a kept list holds at least k keys
-  const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = clist[i];
-  if (threadIdx.x == 0) nchosen = 0;
-  __syncthreads();
-  const std::uint64_t t = block_radix_select(v, n, static_cast<std::uint32_t>(k), h, true);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::uint64_t c = v[i];
-    if (c >= t) chosen[atomicAdd(&nchosen, 1u)] = c;  // exactly k of them
-  }
-  const int n2 = bitonic_size<kTopkFinishPerThread>(k);
-  __syncthreads();
-  for (int i = k + threadIdx.x; i < n2; i += blockDim.x) chosen[i] = 0ull;
-  __syncthreads();
-  block_bitonic_sort<true, kTopkFinishPerThread>(chosen, n2);
-  const long long off = p.row_offset[row];
-  for (int i = threadIdx.x; i < k; i += blockDim.x) {
-    const std::int32_t id = topk_composite_id(chosen[i]);
-    p.ids[static_cast<long long>(row) * k + i] = id;
-    if (p.values) p.values[static_cast<long long>(row) * k + i] = p.scores[off + id];
-  }
-  if (threadIdx.x == 0) st->finished = 1;
-}
-
 // Step 2. Grid (rows, bpr). Candidates from the compact list or the row. A row that takes only some of
 // its ties lists their ids (at most kTopkTieListCap of them) or, with more, has each block count the
 // ties in its chunk of the row, the order step 3's scan needs.
@@ -579,7 +537,6 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
   chained_start();
   const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
-  if (st->finished) return;  // step 1b answered the row
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const bool take_all = st->take_all != 0, compact = st->compact != 0;
   // Without take_all the search went through all three passes: bucket_count is the number of keys == T.
@@ -635,18 +592,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   chained_start();
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
-  if (st->take_all || st->finished) return;
+  if (st->take_all) return;
   const std::uint32_t T = st->prefix, need = st->k_rem;
   std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k + (p.k - need);
   if (st->bucket_count <= static_cast<std::uint32_t>(kTopkTieListCap)) {  // listed: one block sorts the ids
     if (blockIdx.y != 0) return;
     __shared__ std::uint32_t tie_ids[kTopkTieListCap];
     const int m = static_cast<int>(min(st->tcount, static_cast<std::uint32_t>(kTopkTieListCap)));
-    const int n2 = bitonic_size<kTopkTiesPerThread>(m);
+    const int n2 = bitonic_size<1>(m);
     const std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
     for (int i = threadIdx.x; i < n2; i += blockDim.x) tie_ids[i] = i < m ? tlist[i] : 0xFFFFFFFFu;
     __syncthreads();
-    block_bitonic_sort<false, kTopkTiesPerThread>(tie_ids, n2);
+    block_bitonic_sort_spread<false, kTopkTiesPerThread>(tie_ids, n2);
     for (int i = threadIdx.x; i < static_cast<int>(need); i += blockDim.x) cand[i] = topk_composite(T, tie_ids[i]);
     return;
   }
@@ -671,21 +628,20 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   }
 }
 
-// Step 4. Grid (rows), bitonic_size<kTopkSortPerThread>(k) / kTopkSortPerThread threads (the launcher).
-// Bitonic sort of that many composites: the k candidates, then padding 0 (sorts last, id -1).
+// Step 4. Grid (rows), kTopkSortThreads threads. Bitonic sort of bitonic_size<1>(k) composites: the k
+// candidates, then padding 0 (sorts last, id -1).
 __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
   chained_start();
   __shared__ std::uint64_t v[kTopkMaxK];
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
-  if (st->finished) return;  // step 1b answered the row
   const int k = p.k;
   const std::uint32_t count = st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k);
-  const int n2 = bitonic_size<kTopkSortPerThread>(k);
+  const int n2 = bitonic_size<1>(k);
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
   for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
   __syncthreads();
-  block_bitonic_sort<true, kTopkSortPerThread>(v, n2);
+  block_bitonic_sort_spread<true, kTopkSortPerThread>(v, n2);
   const long long off = p.row_offset[row];
   for (int i = threadIdx.x; i < k; i += blockDim.x) {
     const std::uint64_t c = v[i];

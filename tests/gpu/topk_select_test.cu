@@ -1,5 +1,5 @@
-// The shared-memory radix select of kernels/topk.cuh (block_radix_select: the sampling step's threshold and
-// step 1b's k-th largest composite) against std::sort. A program of its own: it includes topk.cuh, whose
+// The shared-memory radix select of kernels/topk.cuh (block_radix_select: the sampling step's threshold)
+// against std::sort. A program of its own: it includes topk.cuh, whose
 // __shared__ statics would clash with the library's copy on the emulator if this program also called topk().
 #include <algorithm>
 #include <cstdint>
@@ -14,26 +14,24 @@
 namespace ip {
 namespace {
 
-// One block: out[j] = block_radix_select(v, n, ranks[j], stop_early) for each of m ranks.
+// One block: out[j] = block_radix_select(v, n, ranks[j]) for each of m ranks.
 template <class T>
-__global__ void radix_select_kernel(const T* in, int n, const std::uint32_t* ranks, int m, bool stop_early, T* out) {
+__global__ void radix_select_kernel(const T* in, int n, const std::uint32_t* ranks, int m, T* out) {
   __shared__ T v[4096];
   __shared__ std::uint32_t h[cuda::detail::kTopkHistBins];
   for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = in[i];
   __syncthreads();
   for (int j = 0; j < m; ++j) {
-    const T t = cuda::detail::block_radix_select(v, n, ranks[j], h, stop_early);
+    const T t = cuda::detail::block_radix_select(v, n, ranks[j], h);
     if (threadIdx.x == 0) out[j] = t;
   }
 }
 
-// block_radix_select (the sampling step's threshold, and step 1b's k-th largest composite) against
-// std::sort: 32-bit values with many duplicates (exact rank-th value), 64-bit distinct values with the
-// early stop (a value <= the rank-th largest above which lie exactly rank values), blocks of 256 and 1024.
+// block_radix_select against std::sort: 32-bit and 64-bit values, distinct or with many duplicates (the
+// rank-th value exactly), blocks of 256 and 1024 threads.
 template <class T>
-void check_radix_select(int n, int threads, bool stop_early, bool few_values, std::mt19937_64& rng) {
-  SCOPED_TRACE(fmt::format("bits={} n={} threads={} stop_early={} few_values={}", 8 * sizeof(T), n, threads,
-                           stop_early, few_values));
+void check_radix_select(int n, int threads, bool few_values, std::mt19937_64& rng) {
+  SCOPED_TRACE(fmt::format("bits={} n={} threads={} few_values={}", 8 * sizeof(T), n, threads, few_values));
   std::vector<T> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = few_values ? static_cast<T>(rng() % 7) << (8 * sizeof(T) - 3) : static_cast<T>(rng());
   std::vector<T> desc = v;
@@ -45,31 +43,22 @@ void check_radix_select(int n, int threads, bool stop_early, bool few_values, st
   auto d_r = test::to_device(ranks);
   auto d_out = test::poisoned<T>(ranks.size());
   IP_LAUNCH(1, threads, 0, nullptr, radix_select_kernel<T>)(d_v.data(), n, d_r.data(), static_cast<int>(ranks.size()),
-                                                           stop_early, d_out.data());
+                                                           d_out.data());
   IP_CUDA_CHECK(cudaGetLastError());
   const std::vector<T> got = d_out.to_host();
-  for (std::size_t j = 0; j < ranks.size(); ++j) {
-    const T want = desc[ranks[j] - 1];
-    if (!stop_early) {
-      EXPECT_EQ(got[j], want) << "rank " << ranks[j];
-    } else {
-      EXPECT_LE(got[j], want) << "rank " << ranks[j];
-      const auto above = std::count_if(v.begin(), v.end(), [&](T x) { return x >= got[j]; });
-      EXPECT_EQ(above, static_cast<long>(ranks[j])) << "rank " << ranks[j];
-    }
-  }
+  for (std::size_t j = 0; j < ranks.size(); ++j) EXPECT_EQ(got[j], desc[ranks[j] - 1]) << "rank " << ranks[j];
 }
 
-TEST(TopkSelect, RadixSelectFindsTheRankthLargest) {
+// (Not named *Large*: gpu-check's sanitizer filter leaves such names out.)
+TEST(TopkSelect, RadixSelectFindsTheValueOfEachRank) {
   IP_REQUIRE_GPU();
   std::mt19937_64 rng(17);
   for (int threads : {256, 1024})
-    for (int n : {1, 37, 4096}) {
-      check_radix_select<std::uint32_t>(n, threads, false, false, rng);
-      check_radix_select<std::uint32_t>(n, threads, false, true, rng);
-      check_radix_select<std::uint64_t>(n, threads, false, true, rng);
-      check_radix_select<std::uint64_t>(n, threads, true, false, rng);  // distinct (with overwhelming odds)
-    }
+    for (int n : {1, 37, 4096})
+      for (bool few_values : {false, true}) {
+        check_radix_select<std::uint32_t>(n, threads, few_values, rng);
+        check_radix_select<std::uint64_t>(n, threads, few_values, rng);
+      }
 }
 
 }  // namespace
