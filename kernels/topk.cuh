@@ -198,11 +198,8 @@ __device__ __forceinline__ void block_bitonic_sort(T* v, int n) {
           if ((e & s) != 0) continue;
           const int i = t * E + e;
           const T a = x[e], b = x[e + s];
-          const bool big_first = ((i & size) == 0) == kDescending;
-          if (big_first ? a < b : b < a) {
-            x[e] = b;
-            x[e + s] = a;
-          }
+          x[e] = bitonic_keep<kDescending>(a, b, i, size, s);
+          x[e + s] = bitonic_keep<kDescending>(b, a, i + s, size, s);
         }
       }
     }
