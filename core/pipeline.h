@@ -36,7 +36,7 @@ void validate_pipeline(const PipelineParams& p, const Workload& w);
 // Per decode step. Times in milliseconds of wall clock on the host.
 struct StepRecord {
   double token_recall = 0, block_recall = 0, mass_recall = 0, output_error = 0;  // NaN when not measured
-  double pool_ms = 0;   // 0 when the index was not rebuilt this step
+  double pool_ms = 0;   // 0 when the index was not rebuilt this step; keys staged before it (Backend::stage_keys)
   double score_ms = 0, topk_ms = 0, attention_ms = 0, fidelity_ms = 0;
   // Issue 7. The "layer" is what produces the attention output: the sparse branch alone, or the hybrid.
   double local_ms = 0;           // local branch this step (append, read-out, combine); 0 without hybrid

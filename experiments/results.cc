@@ -45,14 +45,16 @@ constexpr const char* kStepColumns[] = {"token_recall", "block_recall", "mass_re
 constexpr const char* kStepUnits =
     "request, step: indices; *_recall, repooled_fraction (groups re-pooled this step / groups; 1 = full build, "
     "0 = no update): fractions in [0, 1]; output_error, layer_output_error: relative, no unit; *_ms: milliseconds "
-    "of wall clock this step (pool_hidden_ms: of the asynchronous update begun this step, the milliseconds of its "
+    "of wall clock this step (pool_ms: 0 on steps that did not build or update the index; on a GPU backend it "
+    "starts from index keys already on the device, copied there before its clock, and includes the copy of "
+    "the index back to the host; pool_hidden_ms: of the asynchronous update begun this step, the milliseconds of its "
     "device time that overlapped the main stream's window until the update was waited for, from CUDA events, 0 on "
     "steps that began none, NaN where not measured, e.g. the cpu backend); context_tokens, layer_tokens: tokens";
 constexpr const char* kUnits =
     "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
     "block_recall, mass_recall: fractions in [0, 1]; output_error: relative, no unit; *_ms: milliseconds "
-    "(median over steps); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "
+    "(median over steps; pool_ms over the steps that built or updated the index, see the steps table's units); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "
     "reaching level i; cache_hit_rate: of all accesses; cache_opt_hit_rate: the same hierarchy with Belady's OPT at every level, a "
     "reference and not a bound; cache_opt_single_hit_rate: Belady's OPT on one cache holding as many objects as all "
     "levels together, an upper bound on cache_hit_rate for any policies and mode, NaN when objects differ in size); "

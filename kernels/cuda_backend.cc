@@ -98,6 +98,18 @@ class CudaBackend final : public Backend {
     if (updater_) updater_->drop();
   }
 
+  void stage_keys(MatrixView<const float> keys, bool for_updates) override {
+    if (!held_) return;  // outside a hold every call uploads again: nothing to stage
+    select_device();
+    if (for_updates) {
+      if (!updater_) updater_ = std::make_unique<IndexUpdater>();
+      updater_->stage_keys(keys, s(), held_);  // its private copy, read by the side stream
+    } else {
+      resident(keys, /*check_finite=*/true, "pooling: index key");
+      stream_->sync();
+    }
+  }
+
   void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
                    PooledIndex& out) override {
     validate_pool_inputs(keys, p, stats, query_ref);

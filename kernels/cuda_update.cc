@@ -152,6 +152,13 @@ IndexUpdater::~IndexUpdater() {
 
 bool IndexUpdater::pending() const { return impl_->pending; }
 
+void IndexUpdater::stage_keys(MatrixView<const float> keys, cudaStream_t main, bool held) {
+  Impl& m = *impl_;
+  if (!held || m.pending) return;  // a pending update reads the key copy on the side stream
+  m.upload_keys(keys, held, main);
+  IP_CUDA_CHECK(cudaStreamSynchronize(main));
+}
+
 Backend::PendingUpdate IndexUpdater::begin(MatrixView<const float> k, const PoolParams& p, const DeviceStats* stats,
                                            const float* query_ref, float tau, IndexState& st, cudaStream_t main,
                                            bool held) {

@@ -73,6 +73,9 @@ class IndexUpdater {
   // Waits for the pending update, writes `st` on the host and fills u.
   void end(Backend::PendingUpdate& u, cudaStream_t main, bool held);
   bool pending() const;
+  // Backend::stage_keys for updates: under a hold and with no update pending, copies the rows of `keys`
+  // its key copy lacks on `main` and waits for them, so that the next begin() uploads none.
+  void stage_keys(MatrixView<const float> keys, cudaStream_t main, bool held);
 
   // The device rows of `index` if a slot holds them and `held` (else null); throws when that slot is
   // being written by the pending update.

@@ -4,7 +4,12 @@
 // every new path gives the same bits on 1 and 2 threads.
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <span>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -139,6 +144,87 @@ TEST(Decode, GrowingContextEndsWithTheFromScratchIndex) {
     EXPECT_TRUE(r.index.rows.payload == scratch.rows.payload) << ip::to_string(s);
     EXPECT_TRUE(r.index.rows.scales == scratch.rows.scales) << ip::to_string(s);
     EXPECT_EQ(r.index.tokens, w.tokens());
+  }
+}
+
+// Records the pool-related calls of a pipeline on the CPU backend, to check that every timed pool stage
+// starts from staged keys (Backend::stage_keys): a device backend's pool_ms then excludes the upload.
+class RecordsPoolCalls final : public ip::Backend {
+ public:
+  std::vector<std::string> calls;
+  std::string name() const override { return "records"; }
+  std::string device() const override { return "cpu"; }
+  void hold_inputs(bool hold) override { calls.push_back(hold ? "hold" : "release"); }
+  void stage_keys(ip::MatrixView<const float> k, bool for_updates) override {
+    calls.push_back(fmt::format("stage {} {}", k.rows, for_updates ? "update" : "build"));
+  }
+  void build_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s, const float* q,
+                   ip::PooledIndex& out) override {
+    calls.push_back(fmt::format("build {}", k.rows));
+    in_->build_index(k, p, s, q, out);
+  }
+  ip::RepoolCount update_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s,
+                               const float* q, float tau, ip::IndexState& st) override {
+    calls.push_back(fmt::format("update {}", k.rows));
+    return in_->update_index(k, p, s, q, tau, st);
+  }
+  PendingUpdate begin_update_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s,
+                                   const float* q, float tau, ip::IndexState& st) override {
+    calls.push_back(fmt::format("update {}", k.rows));
+    return in_->begin_update_index(k, p, s, q, tau, st);
+  }
+  void end_update_index(PendingUpdate& u) override { in_->end_update_index(u); }
+  void score_index(const ip::PooledIndex& i, const ip::IndexQuery& q, float* out) override { in_->score_index(i, q, out); }
+  void score_tokens(ip::MatrixView<const float> k, const ip::IndexQuery& q, float* out) override {
+    in_->score_tokens(k, q, out);
+  }
+  std::vector<std::int32_t> topk(const float* s, ip::Index64 n, ip::Index64 k) override { return in_->topk(s, n, k); }
+  ip::AttentionOutput attention(ip::MatrixView<const float> k, ip::MatrixView<const float> v,
+                                ip::MatrixView<const float> q, std::span<const ip::Index64> t, bool probs) override {
+    return in_->attention(k, v, q, t, probs);
+  }
+  void update_stats(ip::AccessStats& s, std::span<const float> m,
+                    std::span<const std::pair<ip::Index64, ip::Index64>> r) override {
+    in_->update_stats(s, m, r);
+  }
+
+ private:
+  std::unique_ptr<ip::Backend> in_ = ip::make_cpu_backend(1);
+};
+
+// Every build or update the pipelines time follows, within one hold, a staging of the same keys for that
+// kind of call. The plain loop stages once (its keys never change); the growing context before each pool.
+TEST(Decode, PoolStagesStartFromStagedKeys) {
+  struct Run {
+    Weighting scheme;
+    int append;
+    bool async;
+  };
+  for (const Run& run : {Run{Weighting::uniform, 0, false}, Run{Weighting::tfidf, 0, false}, Run{Weighting::tfidf, 2, false},
+                         Run{Weighting::tfidf, 0, true}}) {
+    SCOPED_TRACE(fmt::format("{} append {} async {}", ip::to_string(run.scheme), run.append, run.async));
+    const auto w = workload(run.append, 4);
+    auto p = pipeline(run.scheme);
+    p.append_per_step = run.append;
+    p.async_updates = run.async;
+    RecordsPoolCalls be;
+    const auto r = ip::run_request(be, w, p);
+    ASSERT_FALSE(be.calls.empty());
+    EXPECT_EQ(be.calls.front(), "hold");
+    EXPECT_EQ(be.calls.back(), "release");
+    std::string staged;  // the last staging, consumed by a matching pool call
+    int pools = 0;
+    for (const std::string& c : be.calls) {
+      if (c.rfind("stage ", 0) == 0) {
+        staged = c;
+      } else if (c.rfind("build ", 0) == 0 || c.rfind("update ", 0) == 0) {
+        ++pools;
+        const bool update = c[0] == 'u';
+        EXPECT_EQ(staged, fmt::format("stage {} {}", c.substr(c.find(' ') + 1), update ? "update" : "build")) << c;
+        if (p.extended()) staged.clear();  // a growing context stages before each pool
+      }
+    }
+    EXPECT_EQ(pools, r.rebuilds);
   }
 }
 

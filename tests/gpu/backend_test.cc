@@ -174,6 +174,62 @@ TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
   for (Index64 t = 0; t < half.rows; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
 }
 
+// stage_keys copies the keys before a pool stage's clock starts (Backend::stage_keys): under a hold the
+// build or update that follows reads the staged copy and uploads nothing. To see which copy a call read,
+// the host keys are negated in place after staging (breaking the hold's promise on purpose): a call that
+// read the staged copy pools the original keys, one that uploaded pools the negated ones.
+TEST(CudaBackend, StagedKeysAreWhatTheNextPoolReads) {
+  IP_REQUIRE_GPU();
+  Workload w = generate_request(small_spec(777), 0);
+  const MatrixView<const float> keys = w.index_keys.mat();
+  auto negate = [&] {
+    for (Index64 i = 0; i < w.index_keys.size(); ++i) w.index_keys.data()[i] = -w.index_keys.data()[i];
+  };
+  const PoolParams p{};
+  enum class Use { build, update };
+  auto pool = [&](Backend& be, Use use) {
+    if (use == Use::build) {
+      PooledIndex idx;
+      be.build_index(keys, p, nullptr, nullptr, idx);
+      return idx.rows.payload;
+    }
+    IndexState st;
+    be.update_index(keys, p, nullptr, nullptr, 0.0f, st);
+    return st.index.rows.payload;
+  };
+  for (const Use use : {Use::build, Use::update}) {
+    SCOPED_TRACE(use == Use::build ? "build_index" : "update_index");
+    const bool for_updates = use == Use::update;
+    const auto original = pool(*cuda::make_cuda_backend(), use);
+    negate();
+    const auto negated = pool(*cuda::make_cuda_backend(), use);
+    negate();
+    ASSERT_NE(original, negated);
+    {  // held and staged: the staged (original) keys
+      auto gpu = cuda::make_cuda_backend();
+      const HeldInputs held(*gpu);
+      gpu->stage_keys(keys, for_updates);
+      negate();
+      EXPECT_EQ(pool(*gpu, use), original);
+      negate();
+    }
+    {  // held, not staged: the call uploads what the host holds then
+      auto gpu = cuda::make_cuda_backend();
+      const HeldInputs held(*gpu);
+      negate();
+      EXPECT_EQ(pool(*gpu, use), negated);
+      negate();
+    }
+    {  // not held: staging does nothing, every call uploads
+      auto gpu = cuda::make_cuda_backend();
+      gpu->stage_keys(keys, for_updates);
+      negate();
+      EXPECT_EQ(pool(*gpu, use), negated);
+      negate();
+    }
+  }
+}
+
 // spec.requests generated requests as the batched decoder takes them: its configuration (G = 4), the
 // contexts per request and the first step's queries, back to back.
 struct BatchInputs {
