@@ -22,9 +22,10 @@
 //     (VE = min(E, 16 bytes / key bytes)): chunk c covers d = (32c + l) VE ... + VE - 1, so each load
 //     instruction of the warp reads 32 VE contiguous keys (fully coalesced, up to 16 bytes a lane).
 //     All G rows are loaded into registers before any use (G x E floats a lane), with streaming
-//     loads (read once). Per-row dot products (cosine) are lane partials + xor-butterfly shuffles,
-//     which leave the same sum on every lane; per-token weights are computed redundantly by every
-//     lane in registers. The composite is written once, VE elements a lane, streaming stores.
+//     loads (read once). Per-row dot products (cosine) are lane partials + xor shuffles (a group's
+//     2G + 1 sums together: kernels/warp_sums.cuh); token r's weight is computed by lane r and
+//     shuffled to every lane (kernels/pool_fast.cuh spread_weights). The composite is written once,
+//     VE elements a lane, streaming stores.
 //   Generic path (any D, any G, any alignment): lane l owns d = l, l + 32, ...; per-warp shared
 //     memory holds the G weights, G scratch weights and two D-float rows (group mean / composite,
 //     min row). Rows are re-read from global memory (L1) in each pass.

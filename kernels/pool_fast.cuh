@@ -17,6 +17,15 @@ struct FastShape {
   static __device__ __forceinline__ int dim_of(int i, int lane) { return ((i / VE) * 32 + lane) * VE + i % VE; }
 };
 
+// Per-token weights are computed once, token r's by lane r (r < G <= 16), and then given to every lane:
+// out[r] = lane r's `mine`. The same function on the same inputs as when every lane computed all G, so
+// the same bits, for G times fewer divisions, logarithms and square roots a group.
+template <int G>
+__device__ __forceinline__ void spread_weights(float mine, float (&out)[G]) {
+#pragma unroll
+  for (int r = 0; r < G; ++r) out[r] = __shfl_sync(0xFFFFFFFFu, mine, r);
+}
+
 // Cosine weights of the n rows x[0..n) against the group mean, or the request's query reference.
 template <int D, int G, class K>
 __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& s, int lane,
@@ -64,12 +73,12 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
     for (int i = NV; i < N; ++i) v[i] = 0.0f;
     const float sum = warp_sums<N>(v, lane);
     const float mnorm = sqrtf(__shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(2 * G)));
-#pragma unroll
-    for (int r = 0; r < G; ++r) {
-      const float kk = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(r));
-      const float km = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(G + r));
-      out[r] = r < s.n ? cosine_weight(kk, km, mnorm, a.eps, a.power) : 0.0f;
-    }
+    // Lane r < G fetches row r's two sums and computes its weight (one square root and one division a
+    // lane instead of G); lanes past G repeat row G - 1's and are not read.
+    const int r = lane < G ? lane : G - 1;
+    const float kk = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(r));
+    const float km = __shfl_sync(0xFFFFFFFFu, sum, warp_sums_lane<N>(G + r));
+    spread_weights<G>(r < s.n ? cosine_weight(kk, km, mnorm, a.eps, a.power) : 0.0f, out);
   } else {  // G = 16: one sum at a time
     const float mnorm = sqrtf(warp_sum(mm));
 #pragma unroll
@@ -88,49 +97,47 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
   }
 }
 
-// A group's access statistics (tfidf and hybrid), loaded with its keys before any weight is computed.
+// A group's access statistics (tfidf and hybrid), loaded with its keys before any weight is computed:
+// lane r < n holds token r's (one coalesced load for the group), the other lanes zeros.
 template <int G>
 struct TfidfIn {
   long long N = 0;  // steps of the request (0: no statistics yet, every weight 1)
-  float mass[G];
-  std::uint32_t cnt[G];
+  float mass = 0.0f;
+  std::uint32_t cnt = 0;
 };
 
 // The statistics are loaded whatever N is (the launcher requires the arrays for tfidf and hybrid), so that
 // they do not wait for N: one memory round trip with the keys instead of two after them. With N = 0 they
 // are not used (they may be stale).
 template <int G>
-__device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupSpan& s) {
+__device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupSpan& s, int lane) {
   TfidfIn<G> t;
   t.N = __ldg(a.stats_steps + s.req);
-#pragma unroll
-  for (int r = 0; r < G; ++r) {
-    t.mass[r] = 0.0f;
-    t.cnt[r] = 0;
-    if (r < s.n) {
-      t.mass[r] = __ldg(a.stats_mass + s.first + r);
-      t.cnt[r] = __ldg(a.stats_count + s.first + r);
-    }
+  if (lane < s.n) {
+    t.mass = __ldg(a.stats_mass + s.first + lane);
+    t.cnt = __ldg(a.stats_count + s.first + lane);
   }
   return t;
 }
 
+// amax = the largest mass of the group's n tokens (0 when N = 0), over lanes 0..G-1 by xor steps below G
+// (max is exact in any order; masses are >= 0 and lanes past n hold 0, the reference's starting value).
 template <int G>
-__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, const TfidfIn<G>& t,
+__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, int lane, const TfidfIn<G>& t,
                                            float (&out)[G]) {
-  float amax = 0.0f;
+  float amax = t.N != 0 && lane < s.n ? t.mass : 0.0f;
 #pragma unroll
-  for (int r = 0; r < G; ++r)
-    if (r < s.n && t.N != 0) amax = t.mass[r] > amax ? t.mass[r] : amax;
-#pragma unroll
-  for (int r = 0; r < G; ++r)
-    out[r] = r < s.n ? (t.N == 0 ? 1.0f : tfidf_weight(t.mass[r], amax, t.cnt[r], t.N, a.eps)) : 0.0f;
+  for (int o = 1; o < G; o <<= 1) {
+    const float b = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+    amax = b > amax ? b : amax;
+  }
+  spread_weights<G>(lane < s.n ? (t.N == 0 ? 1.0f : tfidf_weight(t.mass, amax, t.cnt, t.N, a.eps)) : 0.0f, out);
 }
 
 template <int G>
-__device__ __forceinline__ void positional_fast(const PoolArgs& a, int n, float (&out)[G]) {
-#pragma unroll
-  for (int r = 0; r < G; ++r) out[r] = r < n ? positional_weight(r, G, a.lambda, a.bias) : 0.0f;
+__device__ __forceinline__ void positional_fast(const PoolArgs& a, int n, int lane, float (&out)[G]) {
+  const int r = lane < G ? lane : G - 1;
+  spread_weights<G>(r < n ? positional_weight(r, G, a.lambda, a.bias) : 0.0f, out);
 }
 
 // w <- w * (v / mean v)^alpha over the n tokens (core/weights.h hybrid_multiply).
@@ -151,23 +158,23 @@ __device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan&
                                              const float (&x)[G][D / 32], const TfidfIn<G>& t, float (&w)[G]) {
   switch (a.scheme) {
     case Weighting::positional:
-      positional_fast<G>(a, s.n, w);
+      positional_fast<G>(a, s.n, lane, w);
       return;
     case Weighting::cosine:
       cosine_fast<D, G, K>(a, s, lane, x, w);
       return;
     case Weighting::tfidf:
-      tfidf_fast<G>(a, s, t, w);
+      tfidf_fast<G>(a, s, lane, t, w);
       return;
     case Weighting::hybrid: {
       float v[G];
 #pragma unroll
       for (int r = 0; r < G; ++r) w[r] = r < s.n ? 1.0f : 0.0f;
-      positional_fast<G>(a, s.n, v);
+      positional_fast<G>(a, s.n, lane, v);
       hybrid_multiply_fast<G>(v, s.n, a.alpha_positional, w);
       cosine_fast<D, G, K>(a, s, lane, x, v);
       hybrid_multiply_fast<G>(v, s.n, a.alpha_cosine, w);
-      tfidf_fast<G>(a, s, t, v);
+      tfidf_fast<G>(a, s, lane, t, v);
       hybrid_multiply_fast<G>(v, s.n, a.alpha_tfidf, w);
       return;
     }
@@ -334,7 +341,7 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_mi
   if (a.scheme == Weighting::tfidf || a.scheme == Weighting::hybrid) {  // core/weights.h uses_stats
 #pragma unroll
     for (int q = 0; q < GPW; ++q)
-      if (s[q].n > 0) t[q] = load_tfidf<G>(a, s[q]);
+      if (s[q].n > 0) t[q] = load_tfidf<G>(a, s[q], lane);
   }
 #pragma unroll
   for (int q = 0; q < GPW; ++q) {
