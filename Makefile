@@ -1,7 +1,7 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
-# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, test-emu, clean.
+# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, sass-counts, test-emu, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -17,7 +17,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle kernel-resources
+.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle kernel-resources sass-counts
 
 all: build
 
@@ -71,6 +71,12 @@ bench: build
 # Registers, spills and shared memory of every CUDA kernel, as ptxas reported them (no GPU needed).
 kernel-resources: build
 	$(PYTHON) scripts/kernel_resources.py $(BUILD_DIR)
+
+# Static instruction counts of the pooling kernel's paths (no GPU needed); cuobjdump and nvdisasm from PyPI into the venv.
+sass-counts: build venv
+	@$(VENV_PY) -c "import glob,sys; sys.exit(0 if glob.glob('$(VENV)/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm') else 1)" || \
+	  $(VENV_PY) -m pip install -q --disable-pip-version-check --only-binary=:all: nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+	$(VENV_PY) scripts/pool_sass_counts.py --build $(BUILD_DIR)
 
 # Prebuilt GPU programs and their libraries for a device machine (kernels/DEVICE_RUNS.md).
 device-bundle: deps

@@ -299,10 +299,10 @@ __device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSp
   store_row_fast<D, K>(a, e, c, lane);
 }
 
-// Grid: one warp per fast_groups_per_warp groups (kernels/pool_dispatch.cuh launch_fast).
+// One warp's groups (the kernel's body; scripts/pool_sass_counts.py also compiles it with the scheme and
+// precision fixed, to count the instructions of one path).
 template <int D, int G, class K>
-__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_min_blocks<D, G, K>()))
-    pool_fast_kernel(const __grid_constant__ PoolArgs a) {
+__device__ __forceinline__ void pool_fast_warp(const PoolArgs& a) {
   using S = FastShape<D, K>;
   using raw = typename K::raw;
   constexpr int E = S::E;
@@ -354,6 +354,13 @@ __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_mi
       pool_group_fast<D, G, K>(a, s[q], e0 + q, lane, x, t[q]);
     }
   }
+}
+
+// Grid: one warp per fast_groups_per_warp groups (kernels/pool_dispatch.cuh launch_fast).
+template <int D, int G, class K>
+__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_min_blocks<D, G, K>()))
+    pool_fast_kernel(const __grid_constant__ PoolArgs a) {
+  pool_fast_warp<D, G, K>(a);
 }
 
 }  // namespace ip::cuda::detail
