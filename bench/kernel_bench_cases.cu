@@ -262,19 +262,26 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     double target_us;
     cuda::TopkSampling sampling = cuda::TopkSampling::automatic;
     bool chained = true;
+    cuda::TopkOrder order = cuda::TopkOrder::automatic;
   };
   const auto automatic = cuda::TopkSampling::automatic, off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
   // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
   // compressed indexer's row (1Mi tokens / G = 4, k = 2048 / 4) and the decode step's batch (1024 rows
   // of 32Ki / 4 composites, k = 512). For comparison: single rows with the sampling step (automatic
-  // samples only batches larger than L2), and plain launches instead of chained ones (sm_90).
+  // samples only batches larger than L2), plain launches instead of chained ones (sm_90), and the other
+  // way of ordering the selection than `automatic` picks (ranks for these single rows, the bitonic sort
+  // for the two large batches).
+  const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, off}, C{1, kMi / 4, 512, 0},
               C{1024, 8 * kKi, 512, 0}, C{1, kMi, 2048, 0, on}, C{1, kMi / 4, 512, 0, on},
               C{1, kMi, 2048, 0, automatic, false}, C{1, kMi / 4, 512, 0, automatic, false},
-              C{1024, 8 * kKi, 512, 0, automatic, false}}) {
+              C{1024, 8 * kKi, 512, 0, automatic, false}, C{1, kMi, 2048, 0, automatic, true, bitonic},
+              C{1, kMi / 4, 512, 0, automatic, true, bitonic}, C{64, kMi, 2048, 0, automatic, true, rank},
+              C{1024, 8 * kKi, 512, 0, automatic, true, rank}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
-    Row row{"topk", fmt::format("top-{}{}{}", c.k, how, c.chained ? "" : " (not chained)"),
+    const char* order = c.order == bitonic ? " (bitonic order)" : c.order == rank ? " (rank order)" : "";
+    Row row{"topk", fmt::format("top-{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
       const double in_bytes = c.rows * c.n * 4.0;
@@ -303,6 +310,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.workspace_bytes = ws.size();
       a.sampling = c.sampling;
       a.chained = c.chained;
+      a.order = c.order;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

@@ -73,6 +73,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_REQUIRE(a.sampling == TopkSampling::automatic || a.sampling == TopkSampling::off ||
                  a.sampling == TopkSampling::on,
              "top-k: sampling = {} is not automatic, off or on", static_cast<int>(a.sampling));
+  IP_REQUIRE(a.order == TopkOrder::automatic || a.order == TopkOrder::bitonic || a.order == TopkOrder::rank,
+             "top-k: order = {} is not automatic, bitonic or rank", static_cast<int>(a.order));
   const Layout l = layout(a.rows, a.max_row, a.k);
   IP_REQUIRE(a.workspace != nullptr, "top-k: workspace is null");
   IP_REQUIRE(a.workspace_bytes >= l.total, "top-k: workspace_bytes = {} < {} needed (topk_workspace_bytes)",
@@ -136,8 +138,16 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaGetLastError());
   IP_LAUNCH_CHAINED(grid, detail::kTopkThreads, 0, stream, chain, detail::topk_ties_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
-  IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, chain,
-                    detail::topk_sort_kernel)(p);
+  const bool rank = a.order == TopkOrder::rank ||
+                    (a.order == TopkOrder::automatic &&
+                     static_cast<long long>(a.rows) * a.k * a.k <= kTopkRankMaxWork);
+  if (rank) {
+    const dim3 rgrid(static_cast<unsigned>(a.rows), static_cast<unsigned>((a.k + 31) / 32));
+    IP_LAUNCH_CHAINED(rgrid, detail::kTopkRankThreads, 0, stream, chain, detail::topk_rank_kernel)(p);
+  } else {
+    IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, chain,
+                      detail::topk_sort_kernel)(p);
+  }
   IP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -26,9 +26,13 @@
 //   3. ties (only rows that need a subset of the ties): the lowest-id ties. Listed ties: one block sorts
 //      the ids. Otherwise an ordered scan of each block's chunk that holds ties, offset by the tie counts
 //      of the blocks before it.
-//   4. sort: one block per row sorts the k candidates (key, id) packed as topk_composite by a bitonic
-//      sort, descending: score descending, ties to the lower id. Each thread holds k / 512 candidates
-//      (1 to 8) in registers; only the steps whose pairs lie in different warps go through shared memory.
+//   4. order the k candidates (key, id) packed as topk_composite, descending: score descending, ties to
+//      the lower id. Either one block per row sorts them by a bitonic sort (each thread holds k / 512
+//      candidates, 1 to 8, in registers; only the steps whose pairs lie in different warps go through
+//      shared memory), or ceil(k / 32) blocks per row rank them: a candidate's place is the number of
+//      candidates above it (composites are unique, so the places are a permutation), each lane one
+//      candidate, the block's warps splitting the comparisons. Ranking does k^2 comparisons a row but
+//      spreads them over the GPU; the launcher picks it for small batches (TopkOrder).
 // Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
 // order: the output is deterministic.
 #pragma once
@@ -46,6 +50,7 @@ namespace ip::cuda::detail {
 
 constexpr int kTopkThreads = 256;
 constexpr int kTopkSortThreads = 512;
+constexpr int kTopkRankThreads = 256;  // step 4 by ranks: threads a block, 32 candidates a block (one a lane)
 constexpr int kTopkMaxK = ::ip::cuda::kTopkMaxK;  // kernels/topk.h
 constexpr int kTopkHistBins = 2048;
 constexpr int kCompactUnroll = 8;  // loads in flight per thread in the full-row passes (16 spilled on sm_90)
@@ -627,6 +632,46 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
 
 // Step 4. Grid (rows), kTopkSortThreads threads. Bitonic sort of bitonic_size<1>(k) composites: the k
 // candidates, then padding 0 (sorts last, id -1).
+// Step 4 by ranks. Grid (rows, ceil(k / 32)); block (row, b) places candidates 32 b .. 32 b + 31 and
+// writes the padding slots among them (ids -1, NaN values) of a row with fewer than k candidates.
+__global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams p) {
+  chained_start();
+  constexpr int kWarps = kTopkRankThreads / 32;
+  __shared__ std::uint64_t v[kTopkMaxK];
+  __shared__ std::uint32_t above[kWarps][32];
+  const int row = blockIdx.x;
+  const TopkRowState* st = p.state + row;
+  const int k = p.k;
+  const int count = static_cast<int>(st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k));
+  const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) v[i] = cand[i];
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int i = static_cast<int>(blockIdx.y) * 32 + lane;
+  const std::uint64_t mine = i < count ? v[i] : 0ull;
+  // Warp w compares with candidates [j0, j1): every lane reads the same v[j] (a broadcast).
+  const int per = (count + kWarps - 1) / kWarps;
+  const int j0 = min(count, warp * per), j1 = min(count, j0 + per);
+  std::uint32_t n = 0;
+#pragma unroll 8
+  for (int j = j0; j < j1; ++j) n += v[j] > mine ? 1u : 0u;
+  above[warp][lane] = n;
+  __syncthreads();
+  if (warp != 0 || i >= k) return;
+  const long long base = static_cast<long long>(row) * k;
+  if (i < count) {
+    std::uint32_t rank = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) rank += above[w][lane];
+    const std::int32_t id = topk_composite_id(mine);
+    p.ids[base + rank] = id;
+    if (p.values) p.values[base + rank] = p.scores[p.row_offset[row] + id];
+  } else {  // slot i >= count: no candidate ranks there
+    p.ids[base + i] = -1;
+    if (p.values) p.values[base + i] = __int_as_float(0x7FC00000);
+  }
+}
+
 __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
   chained_start();
   __shared__ std::uint64_t v[kTopkMaxK];

@@ -24,6 +24,13 @@ constexpr int kTopkSamples = 4096;
 // smaller batches are read again from L2) and only for rows of at least 16 * kTopkSamples scores.
 enum class TopkSampling { automatic, off, on };
 
+// How step 4 puts a row's k selected scores in order (the same order either way): one block per row
+// sorts them (bitonic), or ceil(k / 32) blocks per row rank each by counting the others above it (k^2
+// comparisons a row, spread over the GPU: faster for a few rows, slower for large batches).
+// automatic: rank when rows * k * k <= kTopkRankMaxWork, else bitonic.
+enum class TopkOrder { automatic, bitonic, rank };
+constexpr long long kTopkRankMaxWork = 1LL << 26;
+
 struct TopkArgs {
   int rows = 1;
   const long long* row_offset = nullptr;  // device [rows + 1]: row r is scores[row_offset[r] .. row_offset[r+1])
@@ -39,6 +46,7 @@ struct TopkArgs {
   // each may start while the one before it finishes, and waits for it inside). false: plain launches,
   // one after another (for comparison; the answer is the same).
   bool chained = true;
+  TopkOrder order = TopkOrder::automatic;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

@@ -1,7 +1,8 @@
 // ip::cuda::topk against the CPU's ip::topk (a full stable sort): sizes {1, 19, 111, 989, 100000, 2M},
 // batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores, ties at
 // the k-th score (a few, listed by id, and more than the list holds), kernel_bench's uniform scores,
-// k = 1, k = n, k = 4096, poisoned outputs; argument checks run without a GPU.
+// k = 1, k = n, k = 4096, poisoned outputs, both ways of ordering the selection (bitonic sort and ranks),
+// rows shorter than k (padded); argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,7 +94,13 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   a.workspace = d_ws.data();
   a.workspace_bytes = ws_bytes;
   a.sampling = sampling;
-  for (int rep = 0; rep < 2; ++rep) {  // a second call on the used workspace gives the same answer
+  // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch;
+  // each twice: a second call on the used workspace gives the same answer.
+  for (int rep = 0; rep < 4; ++rep) {
+    a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
+    SCOPED_TRACE(rep < 2 ? "order bitonic" : "order rank");
+    d_ids.fill_bytes(rep % 2 ? 0x5A : 0xFF);
+    d_val.fill_bytes(rep % 2 ? 0x5A : 0xFF);
     cuda::topk(a, nullptr);
     IP_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<std::int32_t> ids = d_ids.to_host();
@@ -218,6 +225,67 @@ TEST(Topk, TiesAtTheThreshold) {
   check({threshold_ties(200000, 512, 10, rng), make_row(200000, Dist::clustered_ties, rng),
          make_row(150000, Dist::uniform24, rng), make_row(70000, Dist::normal, rng)},
         512);
+}
+
+// A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
+// yields its own top scores, then ids -1 and NaN values, in both orders.
+TEST(Topk, RowsShorterThanKArePadded) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const int k = 300;
+  const std::vector<std::vector<float>> rows = {make_row(5000, Dist::normal, rng), make_row(37, Dist::few_values, rng),
+                                                make_row(299, Dist::normal, rng), make_row(1, Dist::normal, rng)};
+  std::vector<long long> off = {0};
+  std::vector<float> all;
+  for (const auto& r : rows) {
+    all.insert(all.end(), r.begin(), r.end());
+    off.push_back(off.back() + static_cast<long long>(r.size()));
+  }
+  const int R = static_cast<int>(rows.size());
+  auto d_s = test::to_device(all);
+  auto d_off = test::to_device(off);
+  auto d_ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
+  auto d_val = test::poisoned<float>(static_cast<std::size_t>(R) * k);
+  const std::size_t ws_bytes = cuda::topk_workspace_bytes(R, 5000, k);
+  auto d_ws = test::poisoned<unsigned char>(ws_bytes);
+  cuda::TopkArgs a;
+  a.rows = R;
+  a.row_offset = d_off.data();
+  a.max_row = 5000;
+  a.scores = d_s.data();
+  a.k = k;
+  a.ids = d_ids.data();
+  a.values = d_val.data();
+  a.workspace = d_ws.data();
+  a.workspace_bytes = ws_bytes;
+  for (cuda::TopkOrder order : {cuda::TopkOrder::bitonic, cuda::TopkOrder::rank}) {
+    SCOPED_TRACE(order == cuda::TopkOrder::rank ? "order rank" : "order bitonic");
+    a.order = order;
+    d_ids.fill_bytes(0x5A);  // not 0xFF: that reads as id -1
+    d_val.fill_bytes(0x5A);
+    cuda::topk(a, nullptr);
+    IP_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<std::int32_t> ids = d_ids.to_host();
+    const std::vector<float> vals = d_val.to_host();
+    for (int r = 0; r < R; ++r) {
+      const auto& s = rows[r];
+      const int n = static_cast<int>(std::min<std::size_t>(s.size(), k));
+      const std::vector<std::int32_t> ref = ip::topk(s.data(), static_cast<Index64>(s.size()), n);
+      for (int i = 0; i < k; ++i) {
+        const std::int32_t got = ids[static_cast<std::size_t>(r) * k + i];
+        const float v = vals[static_cast<std::size_t>(r) * k + i];
+        std::uint32_t vb;
+        std::memcpy(&vb, &v, sizeof vb);
+        if (i < n) {
+          ASSERT_EQ(got, ref[i]) << "row " << r << " rank " << i;
+          ASSERT_EQ(std::memcmp(&v, &s[got], sizeof v), 0) << "row " << r << " rank " << i;
+        } else {
+          ASSERT_EQ(got, -1) << "row " << r << " padding slot " << i;
+          ASSERT_EQ(vb, 0x7FC00000u) << "row " << r << " padding slot " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
