@@ -37,6 +37,10 @@ metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapse
 metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,smsp__inst_executed.sum,smsp__sass_inst_executed_op_shared_atom.sum
 metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_atom.sum
+# Global atomics and reductions (a top-k pass adds each block's histogram to the row's with up to 2048 of
+# them: kernels/DEVICE_RUNS.md, open questions); names checked for GH100 as above on 2026-12-04.
+metrics+=,smsp__sass_inst_executed_op_global_red.sum,smsp__sass_inst_executed_op_global_atom.sum
+metrics+=,lts__t_sectors_op_red.sum,lts__t_sectors_op_atom.sum
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 status=0
 for g in "${groups[@]}"; do
