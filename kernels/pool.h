@@ -42,6 +42,11 @@ struct PoolArgs {
   const long long* fresh_from = nullptr;     // [requests], required with prev_weights
   float tau = 0.0f;
   unsigned long long* repooled = nullptr;    // [1] counter, required with prev_weights
+  // Experiment (kernel_bench compares both forms in one run; kernels/DEVICE_RUNS.md item 13): the
+  // pipelined fast kernel, whose warps stride over the groups and load their next groups while pooling
+  // the current ones. Only for fp16 and bf16 keys at D = 128, G = 4 (other shapes and fp32 keys, which
+  // reach the copy bandwidth without it, ignore it); the same bytes either way.
+  bool pipelined = false;
 };
 
 // Validates the arguments (throws ip::Error naming the bad one) and launches on `stream`.

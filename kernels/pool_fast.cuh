@@ -299,60 +299,106 @@ __device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSp
   store_row_fast<D, K>(a, e, c, lane);
 }
 
+// What a warp loads for its groups e0 .. e0 + GPW - 1 before pooling any: their places, keys (raw: 2-byte
+// keys take half the registers) and statistics.
+template <int D, int G, class K, int kGroups = fast_groups_per_warp<D, G, K>()>
+struct FastSet {
+  static constexpr int GPW = kGroups;
+  GroupSpan s[GPW];
+  typename K::raw xr[GPW][G][D / 32];
+  TfidfIn<G> t[GPW];
+};
+
+// All loads first: GPW groups of G rows, NC vector loads each, then their statistics.
+template <int D, int G, class K, int GPW>
+__device__ __forceinline__ void load_fast_set(const PoolArgs& a, long long e0, int lane, FastSet<D, G, K, GPW>& x) {
+  using S = FastShape<D, K>;
+  using raw = typename K::raw;
+#pragma unroll
+  for (int q = 0; q < GPW; ++q)  // n = 0 past the end, and for inconsistent offsets: never read outside the request
+    x.s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < GPW; ++q) {
+    const raw* base = static_cast<const raw*>(a.keys) + x.s[q].first * D;
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int ch = 0; ch < S::NC; ++ch) {
+        if (r < x.s[q].n) {
+          load_raw_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE,
+                                  &x.xr[q][r][ch * S::VE]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < S::VE; ++j) x.xr[q][r][ch * S::VE + j] = raw(0);  // decodes to +0
+        }
+      }
+    }
+  }
+  if (a.scheme == Weighting::tfidf || a.scheme == Weighting::hybrid) {  // core/weights.h uses_stats
+#pragma unroll
+    for (int q = 0; q < GPW; ++q)
+      if (x.s[q].n > 0) x.t[q] = load_tfidf<G>(a, x.s[q], lane);
+  }
+}
+
+// Pools the groups of a loaded set, one after another.
+template <int D, int G, class K, int GPW>
+__device__ __forceinline__ void pool_fast_set(const PoolArgs& a, long long e0, int lane,
+                                              const FastSet<D, G, K, GPW>& x) {
+  constexpr int E = D / 32;
+#pragma unroll
+  for (int q = 0; q < GPW; ++q) {
+    if (x.s[q].n > 0) {  // warp-uniform
+      float k[G][E];
+#pragma unroll
+      for (int r = 0; r < G; ++r)
+#pragma unroll
+        for (int i = 0; i < E; ++i) k[r][i] = K::decode(x.xr[q][r][i]);
+      pool_group_fast<D, G, K>(a, x.s[q], e0 + q, lane, k, x.t[q]);
+    }
+  }
+}
+
 // One warp's groups (the kernel's body; scripts/pool_sass_counts.py also compiles it with the scheme and
 // precision fixed, to count the instructions of one path).
 template <int D, int G, class K>
 __device__ __forceinline__ void pool_fast_warp(const PoolArgs& a) {
-  using S = FastShape<D, K>;
-  using raw = typename K::raw;
-  constexpr int E = S::E;
-  constexpr int GPW = fast_groups_per_warp<D, G, K>();
+  constexpr int GPW = FastSet<D, G, K>::GPW;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const long long e0 =
       (static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5)) *
       GPW;
   if (e0 >= a.batch.total_entries) return;  // whole warps
-  GroupSpan s[GPW];
-#pragma unroll
-  for (int q = 0; q < GPW; ++q)  // n = 0 past the end, and for inconsistent offsets: never read outside the request
-    s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
+  FastSet<D, G, K> x;
+  load_fast_set(a, e0, lane, x);
+  pool_fast_set(a, e0, lane, x);
+}
 
-  // All loads first: GPW groups of G rows, NC vector loads each, then their statistics. The keys stay
-  // raw (2-byte keys: half the registers) until their group is pooled.
-  raw xr[GPW][G][E];
-#pragma unroll
-  for (int q = 0; q < GPW; ++q) {
-    const raw* base = static_cast<const raw*>(a.keys) + s[q].first * D;
-#pragma unroll
-    for (int r = 0; r < G; ++r) {
-#pragma unroll
-      for (int ch = 0; ch < S::NC; ++ch) {
-        if (r < s[q].n) {
-          load_raw_keys<K, S::VE>(base + static_cast<long long>(r) * D + (ch * 32 + lane) * S::VE,
-                                  &xr[q][r][ch * S::VE]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < S::VE; ++j) xr[q][r][ch * S::VE + j] = raw(0);  // decodes to +0
-        }
-      }
-    }
-  }
-  TfidfIn<G> t[GPW];
-  if (a.scheme == Weighting::tfidf || a.scheme == Weighting::hybrid) {  // core/weights.h uses_stats
-#pragma unroll
-    for (int q = 0; q < GPW; ++q)
-      if (s[q].n > 0) t[q] = load_tfidf<G>(a, s[q], lane);
-  }
-#pragma unroll
-  for (int q = 0; q < GPW; ++q) {
-    if (s[q].n > 0) {  // warp-uniform
-      float x[G][E];
-#pragma unroll
-      for (int r = 0; r < G; ++r)
-#pragma unroll
-        for (int i = 0; i < E; ++i) x[r][i] = K::decode(xr[q][r][i]);
-      pool_group_fast<D, G, K>(a, s[q], e0 + q, lane, x, t[q]);
-    }
+// The pipelined form (PoolArgs::pipelined, an experiment): a grid of at most one wave of resident blocks,
+// each warp striding over the groups; it issues the loads of its next groups before it pools the current
+// ones, so that its loads stay in flight while it computes (in the plain form a warp loads, waits, pools
+// and exits, and only other warps' loads overlap its arithmetic). Two sets of registers, one group each
+// (with two, as the plain form holds for 2-byte keys, ptxas spilled 150-200 B under the same bounds).
+template <int D, int G, class K>
+__device__ __forceinline__ void pool_fast_pipelined_warp(const PoolArgs& a) {
+  constexpr int GPW = 1;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long stride = static_cast<long long>(gridDim.x) * pool_tuning::kFastWarpsPerBlock * GPW;
+  long long e0 =
+      (static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5)) *
+      GPW;
+  if (e0 >= a.batch.total_entries) return;  // whole warps
+  FastSet<D, G, K, GPW> cur;
+  load_fast_set(a, e0, lane, cur);
+  for (;;) {
+    const long long e1 = e0 + stride;
+    const bool more = e1 < a.batch.total_entries;  // warp-uniform
+    FastSet<D, G, K, GPW> next;
+    if (more) load_fast_set(a, e1, lane, next);
+    pool_fast_set(a, e0, lane, cur);
+    if (!more) return;
+    cur = next;
+    e0 = e1;
   }
 }
 
@@ -361,6 +407,15 @@ template <int D, int G, class K>
 __global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, (fast_min_blocks<D, G, K>()))
     pool_fast_kernel(const __grid_constant__ PoolArgs a) {
   pool_fast_warp<D, G, K>(a);
+}
+
+// Grid: at most one wave of resident blocks (kernels/pool_dispatch.cuh launch_fast_pipelined). 3 blocks
+// an SM (at most 85 registers): 2-byte keys fit 80 registers without spilling. Launched for 2-byte keys
+// only: with fp32 keys the two sets spilled 84 B at 80 registers (160 B at 64) on sm_90.
+template <int D, int G, class K>
+__global__ void __launch_bounds__(pool_tuning::kFastWarpsPerBlock * 32, 3)
+    pool_fast_pipelined_kernel(const __grid_constant__ PoolArgs a) {
+  pool_fast_pipelined_warp<D, G, K>(a);
 }
 
 }  // namespace ip::cuda::detail

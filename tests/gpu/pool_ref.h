@@ -31,6 +31,7 @@ struct PoolCase {
   int key_offset = 0;              // keys start this many elements into their buffer (misalignment)
   int payload_offset = 0;          // payload starts this many elements into its buffer
   bool integer_keys = false;       // small integers (exact arithmetic) instead of normal values
+  bool pipelined = false;          // PoolArgs::pipelined (2-byte keys at D = 128, G = 4)
   unsigned seed = 1;
 
   int group_size() const { return scheme == Weighting::exact ? 1 : G; }
@@ -39,7 +40,8 @@ struct PoolCase {
     return fmt::format("{}{}{} {} keys={} G={} D={} B={} offsets={}/{}{}", to_string(scheme), bias ? "+bias" : "",
                        query ? "+query" : "", to_string(precision),
                        key_type == cuda::KeyType::fp32 ? "fp32" : key_type == cuda::KeyType::fp16 ? "fp16" : "bf16",
-                       group_size(), D, lengths.size(), key_offset, payload_offset, integer_keys ? " int" : "");
+                       group_size(), D, lengths.size(), key_offset, payload_offset,
+                       std::string(integer_keys ? " int" : "") + (pipelined ? " pipelined" : ""));
   }
 };
 

@@ -130,6 +130,7 @@ GpuOut run_gpu(const PoolCase& c, const PoolInputs& in, int poison, bool with_we
   a.payload = d_payload.data() + static_cast<std::size_t>(c.payload_offset) * eb;
   a.scales = scale_bytes(c.precision) ? d_scales.data() : nullptr;
   a.weights = with_weights ? d_weights.data() : nullptr;
+  a.pipelined = c.pipelined;
   cuda::Stream stream;
   cuda::pool(a, stream);
   stream.sync();
@@ -372,6 +373,33 @@ TEST_P(PoolScheme, OtherHeadDims) {
         PoolCase c{s.scheme, s.bias, s.query, p, kKeyTypes[seed % 3], G, D, {1, 19, 0, 111, 989}};
         c.seed = seed++;
         check_case(c, host_fma);
+      }
+}
+
+// The pipelined form (PoolArgs::pipelined: 2-byte keys at D = 128, G = 4; warps stride over the groups,
+// many steps each on the emulator, whose occupancy query allows the fewest blocks): against the CPU, and
+// byte for byte the plain form's output (the same per-group code).
+TEST_P(PoolScheme, PipelinedFormEqualsThePlainOne) {
+  IP_REQUIRE_GPU();
+  const bool host_fma = host_fuses_pooling();
+  const SchemeVariant s = GetParam();
+  if (s.scheme == Weighting::exact) GTEST_SKIP() << "exact pools at G = 1: no pipelined form";
+  unsigned seed = 400;
+  for (Precision p : kPrecisions)
+    for (cuda::KeyType kt : {cuda::KeyType::fp16, cuda::KeyType::bf16})
+      for (const std::vector<long long>& lengths : {std::vector<long long>{1, 19, 0, 111, 989},
+                                                    std::vector<long long>{19, 70000, 0, 989}}) {
+        PoolCase c{s.scheme, s.bias, s.query, p, kt, 4, 128, lengths};
+        c.seed = seed++;
+        c.pipelined = true;
+        check_case(c, host_fma);
+        const PoolInputs in(c);
+        const GpuOut piped = run_gpu(c, in, 0x5A, true);
+        c.pipelined = false;
+        const GpuOut plain = run_gpu(c, in, 0x5A, true);
+        EXPECT_TRUE(piped.payload == plain.payload) << c.name() << ": payload differs from the plain form";
+        EXPECT_TRUE(piped.scales == plain.scales) << c.name() << ": scales differ from the plain form";
+        EXPECT_TRUE(piped.weights == plain.weights) << c.name() << ": weights differ from the plain form";
       }
 }
 
