@@ -9,7 +9,7 @@
 #   of each percentage.
 # environment:
 #   NCU=PATH               the ncu binary (default: ncu on PATH, /usr/local/cuda/bin/ncu, then Nsight Compute's folder)
-#   KERNELS=REGEX          kernels to profile (default: topk|score)
+#   KERNELS=REGEX          kernels to profile (default: topk|score|pool_fast)
 #   NCU_BOX_S=90           time box per group in seconds
 # The metric names were checked for GH100 with the CUPTI host API (indexpool run with profile.chip = GH100
 # validates them before any point runs); ncu reads the same Perfworks metrics.
@@ -32,7 +32,7 @@ ncu=${NCU:-$(command -v ncu || true)}
 for c in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do [[ -z "$ncu" && -x "$c" ]] && ncu=$c; done
 [[ -n "$ncu" && -x "$ncu" ]] || { echo "gpu-ncu-summary: ncu not found (set NCU=PATH)"; exit 1; }
 box=${NCU_BOX_S:-90}
-kernels=${KERNELS:-topk|score}
+kernels=${KERNELS:-topk|score|pool_fast}
 metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,smsp__inst_executed.sum,smsp__sass_inst_executed_op_shared_atom.sum
