@@ -40,7 +40,8 @@
 #                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
 #                                     score kernels of kernel_bench; about 2 x 60 s at most;
-#                                     GPU_CHECK_NCU_GROUPS="topk" for fewer kernel_bench groups)
+#                                     GPU_CHECK_NCU_GROUPS="topk" for fewer kernel_bench groups, "topk pool"
+#                                     for the pooling kernels too)
 #   GPU_CHECK_NSIGHT=1                also run scripts/gpu-nsight-check.sh: the README's nsys and ncu command
 #                                     lines on configs/nsight.ini --profile, and checks of what they captured
 #                                     (IndexPool NVTX ranges; only pool / score kernels); "partial" when nsys or
