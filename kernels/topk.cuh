@@ -630,8 +630,6 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   }
 }
 
-// Step 4. Grid (rows), kTopkSortThreads threads. Bitonic sort of bitonic_size<1>(k) composites: the k
-// candidates, then padding 0 (sorts last, id -1).
 // Step 4 by ranks. Grid (rows, ceil(k / 32)); block (row, b) places candidates 32 b .. 32 b + 31 and
 // writes the padding slots among them (ids -1, NaN values) of a row with fewer than k candidates.
 __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams p) {
@@ -642,7 +640,7 @@ __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams 
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
   const int k = p.k;
-  const int count = static_cast<int>(st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k));
+  const int count = st->take_all ? static_cast<int>(min(st->slots, static_cast<std::uint32_t>(k))) : k;
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
   for (int i = threadIdx.x; i < count; i += blockDim.x) v[i] = cand[i];
   __syncthreads();
@@ -672,6 +670,8 @@ __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams 
   }
 }
 
+// Step 4. Grid (rows), kTopkSortThreads threads. Bitonic sort of bitonic_size<1>(k) composites: the k
+// candidates, then padding 0 (sorts last, id -1).
 __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams p) {
   chained_start();
   __shared__ std::uint64_t v[kTopkMaxK];

@@ -65,46 +65,65 @@ std::vector<float> threshold_ties(long long n, int k, int copies, std::mt19937& 
   return s;
 }
 
+// A batch of rows on the device, its outputs and workspace poisoned (the launcher must not rely on a
+// clean workspace), and the arguments of a call over it.
+struct DeviceBatch {
+  cuda::DeviceBuffer<float> scores;
+  cuda::DeviceBuffer<long long> off;
+  cuda::DeviceBuffer<std::int32_t> ids;
+  cuda::DeviceBuffer<float> vals;
+  cuda::DeviceBuffer<unsigned char> ws;
+  cuda::TopkArgs a;
+
+  DeviceBatch(const std::vector<std::vector<float>>& rows, int k, bool with_values) {
+    std::vector<long long> o = {0};
+    std::vector<float> all;
+    long long max_row = 0;
+    for (const auto& r : rows) {
+      all.insert(all.end(), r.begin(), r.end());
+      o.push_back(o.back() + static_cast<long long>(r.size()));
+      max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
+    }
+    const int R = static_cast<int>(rows.size());
+    scores = test::to_device(all);
+    off = test::to_device(o);
+    ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
+    vals = test::poisoned<float>(static_cast<std::size_t>(R) * k);
+    ws = test::poisoned<unsigned char>(cuda::topk_workspace_bytes(R, max_row, k));
+    a.rows = R;
+    a.row_offset = off.data();
+    a.max_row = max_row;
+    a.scores = scores.data();
+    a.k = k;
+    a.ids = ids.data();
+    a.values = with_values ? vals.data() : nullptr;
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+  }
+  // One call with the outputs poisoned with `poison` first; the outputs on the host.
+  std::pair<std::vector<std::int32_t>, std::vector<float>> run(int poison) {
+    ids.fill_bytes(poison);
+    vals.fill_bytes(poison);
+    cuda::topk(a, nullptr);
+    IP_CUDA_CHECK(cudaDeviceSynchronize());
+    return {ids.to_host(), vals.to_host()};
+  }
+};
+
 void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true,
            cuda::TopkSampling sampling = cuda::TopkSampling::automatic) {
-  std::vector<long long> off = {0};
-  std::vector<float> all;
   long long max_row = 0;
-  for (const auto& r : rows) {
-    all.insert(all.end(), r.begin(), r.end());
-    off.push_back(off.back() + static_cast<long long>(r.size()));
-    max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
-  }
+  for (const auto& r : rows) max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
   SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={}", rows.size(), max_row, k, static_cast<int>(sampling)));
   const int R = static_cast<int>(rows.size());
-  auto d_s = test::to_device(all);
-  auto d_off = test::to_device(off);
-  auto d_ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
-  auto d_val = test::poisoned<float>(static_cast<std::size_t>(R) * k);
-  const std::size_t ws_bytes = cuda::topk_workspace_bytes(R, max_row, k);
-  auto d_ws = test::poisoned<unsigned char>(ws_bytes);  // the launcher must not rely on a clean workspace
-  cuda::TopkArgs a;
-  a.rows = R;
-  a.row_offset = d_off.data();
-  a.max_row = max_row;
-  a.scores = d_s.data();
-  a.k = k;
-  a.ids = d_ids.data();
-  a.values = with_values ? d_val.data() : nullptr;
-  a.workspace = d_ws.data();
-  a.workspace_bytes = ws_bytes;
-  a.sampling = sampling;
+  DeviceBatch b(rows, k, with_values);
+  b.a.sampling = sampling;
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch;
   // each twice: a second call on the used workspace gives the same answer.
   for (int rep = 0; rep < 4; ++rep) {
-    a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
+    b.a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
     SCOPED_TRACE(rep < 2 ? "order bitonic" : "order rank");
-    d_ids.fill_bytes(rep % 2 ? 0x5A : 0xFF);
-    d_val.fill_bytes(rep % 2 ? 0x5A : 0xFF);
-    cuda::topk(a, nullptr);
-    IP_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<std::int32_t> ids = d_ids.to_host();
-    const std::vector<float> vals = d_val.to_host();
+    const auto [ids, vals] = b.run(rep % 2 ? 0x5A : 0xFF);
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
       const std::vector<std::int32_t> ref = ip::topk(s.data(), static_cast<Index64>(s.size()), k);
@@ -235,38 +254,12 @@ TEST(Topk, RowsShorterThanKArePadded) {
   const int k = 300;
   const std::vector<std::vector<float>> rows = {make_row(5000, Dist::normal, rng), make_row(37, Dist::few_values, rng),
                                                 make_row(299, Dist::normal, rng), make_row(1, Dist::normal, rng)};
-  std::vector<long long> off = {0};
-  std::vector<float> all;
-  for (const auto& r : rows) {
-    all.insert(all.end(), r.begin(), r.end());
-    off.push_back(off.back() + static_cast<long long>(r.size()));
-  }
   const int R = static_cast<int>(rows.size());
-  auto d_s = test::to_device(all);
-  auto d_off = test::to_device(off);
-  auto d_ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
-  auto d_val = test::poisoned<float>(static_cast<std::size_t>(R) * k);
-  const std::size_t ws_bytes = cuda::topk_workspace_bytes(R, 5000, k);
-  auto d_ws = test::poisoned<unsigned char>(ws_bytes);
-  cuda::TopkArgs a;
-  a.rows = R;
-  a.row_offset = d_off.data();
-  a.max_row = 5000;
-  a.scores = d_s.data();
-  a.k = k;
-  a.ids = d_ids.data();
-  a.values = d_val.data();
-  a.workspace = d_ws.data();
-  a.workspace_bytes = ws_bytes;
+  DeviceBatch b(rows, k, true);
   for (cuda::TopkOrder order : {cuda::TopkOrder::bitonic, cuda::TopkOrder::rank}) {
     SCOPED_TRACE(order == cuda::TopkOrder::rank ? "order rank" : "order bitonic");
-    a.order = order;
-    d_ids.fill_bytes(0x5A);  // not 0xFF: that reads as id -1
-    d_val.fill_bytes(0x5A);
-    cuda::topk(a, nullptr);
-    IP_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<std::int32_t> ids = d_ids.to_host();
-    const std::vector<float> vals = d_val.to_host();
+    b.a.order = order;
+    const auto [ids, vals] = b.run(0x5A);  // not 0xFF: that reads as id -1
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
       const int n = static_cast<int>(std::min<std::size_t>(s.size(), k));
