@@ -23,6 +23,8 @@ constexpr std::size_t kAlign = 256;
 constexpr long long kCompactMin = 8192;   // compact list capacity: max(kCompactMin, max_row / 16), <= max_row
 constexpr long long kCompactDiv = 16;
 constexpr long long kSampleMinRow = 16LL * kTopkSamples;  // automatic sampling: rows at least this long
+static_assert(detail::kTopkMaxK * sizeof(std::uint64_t) <= 48 * 1024,
+              "the rank kernel's dynamic shared memory (k composites) must not need the opt-in above 48 KiB");
 
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -143,7 +145,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                      static_cast<long long>(a.rows) * a.k * a.k <= kTopkRankMaxWork);
   if (rank) {
     const dim3 rgrid(static_cast<unsigned>(a.rows), static_cast<unsigned>((a.k + 31) / 32));
-    IP_LAUNCH_CHAINED(rgrid, detail::kTopkRankThreads, 0, stream, chain, detail::topk_rank_kernel)(p);
+    const std::size_t smem = static_cast<std::size_t>(a.k) * sizeof(std::uint64_t);  // <= 32 KiB: k <= 4096
+    IP_LAUNCH_CHAINED(rgrid, detail::kTopkRankThreads, smem, stream, chain, detail::topk_rank_kernel)(p);
   } else {
     IP_LAUNCH_CHAINED(static_cast<unsigned>(a.rows), detail::kTopkSortThreads, 0, stream, chain,
                       detail::topk_sort_kernel)(p);

@@ -632,10 +632,12 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
 
 // Step 4 by ranks. Grid (rows, ceil(k / 32)); block (row, b) places candidates 32 b .. 32 b + 31 and
 // writes the padding slots among them (ids -1, NaN values) of a row with fewer than k candidates.
+// Dynamic shared memory: k composites (8k bytes, at most 32 KiB), so that small k leaves room for more
+// blocks an SM.
 __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams p) {
   chained_start();
   constexpr int kWarps = kTopkRankThreads / 32;
-  __shared__ std::uint64_t v[kTopkMaxK];
+  IP_DYNAMIC_SHARED(std::uint64_t, v);
   __shared__ std::uint32_t above[kWarps][32];
   const int row = blockIdx.x;
   const TopkRowState* st = p.state + row;
