@@ -77,6 +77,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
              "top-k: sampling = {} is not automatic, off or on", static_cast<int>(a.sampling));
   IP_REQUIRE(a.order == TopkOrder::automatic || a.order == TopkOrder::bitonic || a.order == TopkOrder::rank,
              "top-k: order = {} is not automatic, bitonic or rank", static_cast<int>(a.order));
+  IP_REQUIRE(a.min_chunk == 0 || a.min_chunk >= detail::kTopkThreads,
+             "top-k: min_chunk = {} (must be 0 for the default or at least {})", a.min_chunk, detail::kTopkThreads);
   const Layout l = layout(a.rows, a.max_row, a.k);
   IP_REQUIRE(a.workspace != nullptr, "top-k: workspace is null");
   IP_REQUIRE(a.workspace_bytes >= l.total, "top-k: workspace_bytes = {} < {} needed (topk_workspace_bytes)",
@@ -91,8 +93,10 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
   const bool chain = a.chained && major >= 9;
   const long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
-  const long long cap = bpr_cap(a.max_row);
-  const int bpr = static_cast<int>(std::clamp<long long>(want, 1, cap));
+  const long long cap = bpr_cap(a.max_row);  // the workspace's layout (tie counts per block)
+  const long long chunk_cap =
+      a.min_chunk > 0 ? std::clamp<long long>((a.max_row + a.min_chunk - 1) / a.min_chunk, 1, cap) : cap;
+  const int bpr = static_cast<int>(std::clamp<long long>(want, 1, chunk_cap));
 
   auto* ws = static_cast<unsigned char*>(a.workspace);
   TopkParams p{a.rows,

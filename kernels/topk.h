@@ -47,6 +47,12 @@ struct TopkArgs {
   // one after another (for comparison; the answer is the same).
   bool chained = true;
   TopkOrder order = TopkOrder::automatic;
+  // Tuning (0: the default, 4096): the fewest scores a block takes in a full-row pass. A row of n scores
+  // gets at most ceil(n / min_chunk) blocks; each adds its shared histogram to the row's with up to 2048
+  // global reductions at the end of a pass, so larger chunks mean fewer of those and fewer blocks (less
+  // memory parallelism). 0 or at least 256; values below 4096 act as 4096 (the workspace is laid out for
+  // that many blocks). The answer is the same whatever it is.
+  long long min_chunk = 0;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

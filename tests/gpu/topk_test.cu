@@ -111,13 +111,15 @@ struct DeviceBatch {
 };
 
 void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true,
-           cuda::TopkSampling sampling = cuda::TopkSampling::automatic) {
+           cuda::TopkSampling sampling = cuda::TopkSampling::automatic, long long min_chunk = 0) {
   long long max_row = 0;
   for (const auto& r : rows) max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
-  SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={}", rows.size(), max_row, k, static_cast<int>(sampling)));
+  SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={} min_chunk={}", rows.size(), max_row, k,
+                           static_cast<int>(sampling), min_chunk));
   const int R = static_cast<int>(rows.size());
   DeviceBatch b(rows, k, with_values);
   b.a.sampling = sampling;
+  b.a.min_chunk = min_chunk;
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch;
   // each twice: a second call on the used workspace gives the same answer.
   for (int rep = 0; rep < 4; ++rep) {
@@ -246,6 +248,18 @@ TEST(Topk, TiesAtTheThreshold) {
         512);
 }
 
+// Larger chunks a block (TopkArgs::min_chunk): fewer blocks a row, down to one; the same ids.
+TEST(Topk, LargerChunksGiveTheSameIds) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(19);
+  const auto off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
+  for (long long chunk : {16384LL, 65536LL, 1LL << 22}) {
+    check({make_row(1 << 20, Dist::normal, rng)}, 2048, true, off, chunk);
+    check({make_row(300000, Dist::uniform24, rng), threshold_ties(200000, 512, 40, rng)}, 512, true, off, chunk);
+    check({make_row(300000, Dist::clustered_ties, rng), sample_spikes(100000, rng)}, 1000, true, on, chunk);
+  }
+}
+
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
 // yields its own top scores, then ids -1 and NaN values, in both orders.
 TEST(Topk, RowsShorterThanKArePadded) {
@@ -338,6 +352,15 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a = good();
   a.workspace_bytes -= 1;
   expect_error(a, "workspace_bytes");
+  a = good();
+  a.order = static_cast<cuda::TopkOrder>(7);
+  expect_error(a, "order = 7");
+  a = good();
+  a.min_chunk = 100;
+  expect_error(a, "min_chunk = 100");
+  a = good();
+  a.min_chunk = -1;
+  expect_error(a, "min_chunk = -1");
   EXPECT_THROW(cuda::topk_workspace_bytes(1, 5, 10), Error);
   EXPECT_GE(cuda::topk_workspace_bytes(64, 1 << 20, 2048), 64u * 2048 * 8);
 }
