@@ -99,7 +99,6 @@ __device__ __forceinline__ void cosine_fast(const PoolArgs& a, const GroupSpan& 
 
 // A group's access statistics (tfidf and hybrid), loaded with its keys before any weight is computed:
 // lane r < n holds token r's (one coalesced load for the group), the other lanes zeros.
-template <int G>
 struct TfidfIn {
   long long N = 0;  // steps of the request (0: no statistics yet, every weight 1)
   float mass = 0.0f;
@@ -109,9 +108,8 @@ struct TfidfIn {
 // The statistics are loaded whatever N is (the launcher requires the arrays for tfidf and hybrid), so that
 // they do not wait for N: one memory round trip with the keys instead of two after them. With N = 0 they
 // are not used (they may be stale).
-template <int G>
-__device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupSpan& s, int lane) {
-  TfidfIn<G> t;
+__device__ __forceinline__ TfidfIn load_tfidf(const PoolArgs& a, const GroupSpan& s, int lane) {
+  TfidfIn t;
   t.N = __ldg(a.stats_steps + s.req);
   if (lane < s.n) {
     t.mass = __ldg(a.stats_mass + s.first + lane);
@@ -123,7 +121,7 @@ __device__ __forceinline__ TfidfIn<G> load_tfidf(const PoolArgs& a, const GroupS
 // amax = the largest mass of the group's n tokens (0 when N = 0), over lanes 0..G-1 by xor steps below G
 // (max is exact in any order; masses are >= 0 and lanes past n hold 0, the reference's starting value).
 template <int G>
-__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, int lane, const TfidfIn<G>& t,
+__device__ __forceinline__ void tfidf_fast(const PoolArgs& a, const GroupSpan& s, int lane, const TfidfIn& t,
                                            float (&out)[G]) {
   float amax = t.N != 0 && lane < s.n ? t.mass : 0.0f;
 #pragma unroll
@@ -155,7 +153,7 @@ __device__ __forceinline__ void hybrid_multiply_fast(const float (&v)[G], int n,
 
 template <int D, int G, class K>
 __device__ __forceinline__ void weights_fast(const PoolArgs& a, const GroupSpan& s, int lane,
-                                             const float (&x)[G][D / 32], const TfidfIn<G>& t, float (&w)[G]) {
+                                             const float (&x)[G][D / 32], const TfidfIn& t, float (&w)[G]) {
   switch (a.scheme) {
     case Weighting::positional:
       positional_fast<G>(a, s.n, lane, w);
@@ -241,7 +239,7 @@ IP_HOST_DEVICE constexpr int fast_min_blocks() {
 // One group from its keys x (in registers) and statistics t: weights, the update gate, the composite.
 template <int D, int G, class K>
 __device__ __forceinline__ void pool_group_fast(const PoolArgs& a, const GroupSpan& s, long long e, int lane,
-                                                const float (&x)[G][D / 32], const TfidfIn<G>& t) {
+                                                const float (&x)[G][D / 32], const TfidfIn& t) {
   constexpr int E = D / 32;
   float w[G];
   weights_fast<D, G, K>(a, s, lane, x, t, w);
@@ -306,7 +304,7 @@ struct FastSet {
   static constexpr int GPW = kGroups;
   GroupSpan s[GPW];
   typename K::raw xr[GPW][G][D / 32];
-  TfidfIn<G> t[GPW];
+  TfidfIn t[GPW];
 };
 
 // All loads first: GPW groups of G rows, NC vector loads each, then their statistics.
@@ -337,7 +335,7 @@ __device__ __forceinline__ void load_fast_set(const PoolArgs& a, long long e0, i
   if (a.scheme == Weighting::tfidf || a.scheme == Weighting::hybrid) {  // core/weights.h uses_stats
 #pragma unroll
     for (int q = 0; q < GPW; ++q)
-      if (x.s[q].n > 0) x.t[q] = load_tfidf<G>(a, x.s[q], lane);
+      if (x.s[q].n > 0) x.t[q] = load_tfidf(a, x.s[q], lane);
   }
 }
 
@@ -359,15 +357,18 @@ __device__ __forceinline__ void pool_fast_set(const PoolArgs& a, long long e0, i
   }
 }
 
+// The warp's index in the grid (kFastWarpsPerBlock warps a block).
+__device__ __forceinline__ long long fast_warp_index() {
+  return static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5);
+}
+
 // One warp's groups (the kernel's body; scripts/pool_sass_counts.py also compiles it with the scheme and
 // precision fixed, to count the instructions of one path).
 template <int D, int G, class K>
 __device__ __forceinline__ void pool_fast_warp(const PoolArgs& a) {
   constexpr int GPW = FastSet<D, G, K>::GPW;
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  const long long e0 =
-      (static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5)) *
-      GPW;
+  const long long e0 = fast_warp_index() * GPW;
   if (e0 >= a.batch.total_entries) return;  // whole warps
   FastSet<D, G, K> x;
   load_fast_set(a, e0, lane, x);
@@ -384,9 +385,7 @@ __device__ __forceinline__ void pool_fast_pipelined_warp(const PoolArgs& a) {
   constexpr int GPW = 1;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const long long stride = static_cast<long long>(gridDim.x) * pool_tuning::kFastWarpsPerBlock * GPW;
-  long long e0 =
-      (static_cast<long long>(blockIdx.x) * pool_tuning::kFastWarpsPerBlock + (static_cast<int>(threadIdx.x) >> 5)) *
-      GPW;
+  long long e0 = fast_warp_index() * GPW;
   if (e0 >= a.batch.total_entries) return;  // whole warps
   FastSet<D, G, K, GPW> cur;
   load_fast_set(a, e0, lane, cur);
