@@ -274,6 +274,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     bool chained = true;
     cuda::TopkOrder order = cuda::TopkOrder::automatic;
     long long min_chunk = 0;
+    cuda::TopkLaunch launch = cuda::TopkLaunch::automatic;
   };
   const auto automatic = cuda::TopkSampling::automatic, off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
   // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
@@ -282,21 +283,25 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // samples only batches larger than L2), plain launches instead of chained ones (sm_90), and the other
   // way of ordering the selection than `automatic` picks (ranks for these single rows, the bitonic sort
   // for the two large batches), and single rows in larger chunks a block (fewer blocks, fewer global
-  // histogram additions: TopkArgs::min_chunk).
+  // histogram additions: TopkArgs::min_chunk), and single rows in one launch (TopkLaunch::single).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
+  const auto single = cuda::TopkLaunch::single;
   for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, off}, C{1, kMi / 4, 512, 0},
               C{1024, 8 * kKi, 512, 0}, C{1, kMi, 2048, 0, on}, C{1, kMi / 4, 512, 0, on},
               C{1, kMi, 2048, 0, automatic, false}, C{1, kMi / 4, 512, 0, automatic, false},
               C{1024, 8 * kKi, 512, 0, automatic, false}, C{1, kMi, 2048, 0, automatic, true, bitonic},
               C{1, kMi / 4, 512, 0, automatic, true, bitonic}, C{64, kMi, 2048, 0, automatic, true, rank},
               C{1024, 8 * kKi, 512, 0, automatic, true, rank}, C{1, kMi, 2048, 0, automatic, true, order_auto, 16 * kKi},
-              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 16 * kKi}}) {
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 16 * kKi},
+              C{1, kMi, 2048, 0, automatic, true, order_auto, 0, single},
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, single}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
     const char* order = c.order == bitonic ? " (bitonic order)" : c.order == rank ? " (rank order)" : "";
     const std::string chunk = c.min_chunk ? fmt::format(" (chunk {})", tok(c.min_chunk)) : std::string();
-    Row row{"topk", fmt::format("top-{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk),
+    const char* launch = c.launch == single ? " (one launch)" : "";
+    Row row{"topk", fmt::format("top-{}{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk, launch),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
       const double in_bytes = c.rows * c.n * 4.0;
@@ -327,6 +332,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.chained = c.chained;
       a.order = c.order;
       a.min_chunk = c.min_chunk;
+      a.launch = c.launch;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

@@ -568,6 +568,13 @@ void fatal_shfl_source(int lane, int src, unsigned mask) {
   die("lane %d reads lane %d in a shuffle with mask %08x, which does not include it, in %s", lane, src, mask, where(e));
 }
 
+void fatal_sleep() {
+  Emu& e = emu();
+  die("__nanosleep in %s: a spin-wait that has to wait. Blocks run one after another here and a thread runs until "
+      "it reaches a barrier, so what it waits for can never happen (on a GPU: a wait on a later block, or a hang)",
+      where(e));
+}
+
 namespace {
 struct MmaIn {
   std::uint32_t a[4], b[2];

@@ -64,6 +64,8 @@ unsigned lane_id();
 unsigned char* dynamic_shared();
 
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
+// __nanosleep: only a spin-wait calls it, and here a spin-wait that waits at all never ends.
+[[noreturn]] void fatal_sleep();
 
 // The shuffle collective: lane l gets the value of lane arg[l], which must be in the mask.
 template <class T>
@@ -146,6 +148,9 @@ inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
   ::cuemu::syncwarp(mask);
 }
 inline void __threadfence() {}
+inline void __nanosleep(unsigned) {
+  ::cuemu::fatal_sleep();
+}
 inline void __threadfence_block() {}
 
 template <class T>

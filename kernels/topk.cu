@@ -37,7 +37,7 @@ long long compact_cap(long long max_row) {
 }
 
 struct Layout {
-  std::size_t state, hist, ties, cand, clist, tlist, total;
+  std::size_t state, hist, sync, ties, cand, clist, tlist, total;
 };
 
 Layout layout(int rows, long long max_row, int k) {
@@ -45,7 +45,8 @@ Layout layout(int rows, long long max_row, int k) {
   Layout l{};
   l.state = 0;
   l.hist = align_up(r * sizeof(TopkRowState));
-  l.ties = l.hist + align_up(r * detail::kTopkHistBins * sizeof(std::uint32_t));
+  l.sync = l.hist + align_up(r * detail::kTopkHistBins * sizeof(std::uint32_t));
+  l.ties = l.sync + align_up((1 + r * detail::kTopkSingleSteps) * sizeof(std::uint32_t));
   l.cand = l.ties + align_up(r * static_cast<std::size_t>(bpr_cap(max_row)) * sizeof(std::uint32_t));
   l.clist = l.cand + align_up(r * static_cast<std::size_t>(k) * sizeof(std::uint64_t));
   l.tlist = l.clist + align_up(r * static_cast<std::size_t>(compact_cap(max_row)) * sizeof(std::uint64_t));
@@ -77,6 +78,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
              "top-k: sampling = {} is not automatic, off or on", static_cast<int>(a.sampling));
   IP_REQUIRE(a.order == TopkOrder::automatic || a.order == TopkOrder::bitonic || a.order == TopkOrder::rank,
              "top-k: order = {} is not automatic, bitonic or rank", static_cast<int>(a.order));
+  IP_REQUIRE(a.launch == TopkLaunch::automatic || a.launch == TopkLaunch::chain || a.launch == TopkLaunch::single,
+             "top-k: launch = {} is not automatic, chain or single", static_cast<int>(a.launch));
+  const bool single = a.launch == TopkLaunch::single;
+  IP_REQUIRE(!single || a.sampling != TopkSampling::on,
+             "top-k: launch single does not sample (sampling must be automatic or off)");
+  IP_REQUIRE(!single || a.order != TopkOrder::bitonic,
+             "top-k: launch single orders by ranks (order must be automatic or rank)");
   IP_REQUIRE(a.min_chunk == 0 || a.min_chunk >= detail::kTopkThreads,
              "top-k: min_chunk = {} (must be 0 for the default or at least {})", a.min_chunk, detail::kTopkThreads);
   const Layout l = layout(a.rows, a.max_row, a.k);
@@ -114,9 +122,31 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                reinterpret_cast<std::uint32_t*>(ws + l.tlist),
                0,
                a.ids,
-               a.values};
-  // Row states and histograms start at zero; the passes leave the histograms zero.
+               a.values,
+               reinterpret_cast<std::uint32_t*>(ws + l.sync)};
+  // Row states, histograms and the single launch's counters start at zero; the passes leave the
+  // histograms zero.
   IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));
+  if (single) {
+    // Enough blocks for the widest step, at most as many as the GPU holds at once (more would only spin).
+    const long long kb = detail::topk_single_blocks(detail::kTopkSingleSteps - 1, bpr, a.k);
+    long long items = 0;
+    for (int s = 0; s < detail::kTopkSingleSteps; ++s) items += detail::topk_single_blocks(s, bpr, a.k);
+    IP_REQUIRE(static_cast<long long>(a.rows) * items < (1LL << 31),
+               "top-k: launch single takes at most 2^31 work items ({} rows x {} blocks a row)", a.rows, items);
+    const std::size_t smem = static_cast<std::size_t>(a.k) * sizeof(std::uint64_t);  // the rank step's
+    // With the static shared memory (about 16.5 KiB), k = 4096 passes the 48 KiB a block gets unasked.
+    IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_single_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    int resident = 0;
+    IP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, detail::topk_single_kernel,
+                                                                detail::kTopkThreads, smem));
+    const long long widest = static_cast<long long>(a.rows) * std::max<long long>(bpr, kb);
+    const long long grid = std::min(widest, static_cast<long long>(sms) * std::max(resident, 1));
+    IP_LAUNCH(static_cast<unsigned>(grid), detail::kTopkThreads, smem, stream, detail::topk_single_kernel)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   // Step 0 when the batch would be read from DRAM on every pass (or when asked for).
   int l2 = 0;
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));

@@ -35,6 +35,9 @@
 //      spreads them over the GPU; the launcher picks it for small batches (TopkOrder).
 // Slot order after step 2 depends on atomics, but the candidate set does not, and step 4 is a total
 // order: the output is deterministic.
+// Each step is a kernel launch (chained on sm_90), or, with TopkLaunch::single (no sampling, ranks),
+// one kernel runs steps 1-4 as work items taken in order, each block waiting for the step before on its
+// row (topk_single_kernel). The steps' block bodies (topk_*_block) are the same either way.
 #pragma once
 
 #include <cstddef>
@@ -97,6 +100,25 @@ struct TopkParams {
   long long sample_min_row;  // step 0 samples rows at least this long
   std::int32_t* ids;
   float* values;
+  // The single launch (topk_single_kernel): [0] the next work item, then per row kTopkSingleSteps counts
+  // of the blocks done with each step. Zero at the start of a call (the launcher's memset).
+  std::uint32_t* sync;
+};
+
+// Shared memory of a histogram pass (one block), of the tie step and of the rank step; the chained
+// kernels declare their own, the single launch a union of the three.
+struct TopkHistShared {
+  std::uint32_t h[kTopkHistBins];
+  std::uint64_t stage[kTopkStage];
+  std::uint32_t staged, stage_base, found_rem, found_count;
+  int found_digit;
+  bool last, keep;
+};
+struct TopkTiesShared {
+  std::uint32_t tie_ids[kTopkTieListCap];
+};
+struct TopkRankShared {
+  std::uint32_t above[kTopkRankThreads / 32][32];
 };
 
 // Every kernel of the chain is launched with IP_LAUNCH_CHAINED (kernels/launch.h): it waits for the one
@@ -348,21 +370,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
 // and REDO (launched after the SAMPLED one: the plain pass 0 again, for the rows whose sampled list was
 // dropped, their first pass having counted only the keys >= lo).
 template <int PASS, bool SAMPLED = false, bool REDO = false>
-__global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
-  chained_start();
+__device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, int by, TopkHistShared& sh) {
   static_assert(PASS == 0 || (!SAMPLED && !REDO), "only pass 0 is sampled or redone");
   static_assert(!(SAMPLED && REDO), "one variant at a time");
   using Dg = Digit<PASS>;
   constexpr int bins = 1 << Dg::bits;
-  const int row = blockIdx.x;
   TopkRowState* st = p.state + row;
   if (REDO && !(st->sampled && !st->compact)) return;  // only rows whose sampled list was dropped
   if (st->take_all) return;  // the same for every block of the row
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
 
-  __shared__ std::uint32_t h[bins];
-  __shared__ bool last;
+  std::uint32_t* const h = sh.h;
   for (int d = threadIdx.x; d < bins; d += blockDim.x) h[d] = 0;
   __syncthreads();
 
@@ -383,7 +402,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   const std::uint32_t lo = PASS == 0 ? st->lo : prefix;  // st->lo: 0 unless sampled
   long long begin, end;
   if (listed) {  // the surviving keys are all in the compact list
-    block_chunk(min(st->ccount, p.compact_cap), blockIdx.y, p.bpr, begin, end);  // min: memory-safe
+    block_chunk(min(st->ccount, p.compact_cap), by, p.bpr, begin, end);  // min: memory-safe
     for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
@@ -393,11 +412,12 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
     // atomic per warp tile) and reach the row's list with one reservation per block, after the loop (a
     // reservation per warp tile was a global atomic round trip on one address per row for most tiles);
     // what does not fit in the stage is reserved in the list directly, per warp tile.
-    __shared__ std::uint64_t stage[kTopkStage];
-    __shared__ std::uint32_t staged, stage_base;
+    std::uint64_t* const stage = sh.stage;
+    std::uint32_t& staged = sh.staged;
+    std::uint32_t& stage_base = sh.stage_base;
     if (threadIdx.x == 0) staged = 0;
     __syncthreads();
-    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    block_chunk(n, by, p.bpr, begin, end);
     const int lane = threadIdx.x & 31;
     constexpr long long tile = 32 * kCompactUnroll;
     for (long long i0 = begin + (threadIdx.x >> 5) * tile; i0 < end; i0 += (blockDim.x >> 5) * tile) {
@@ -452,7 +472,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
     for (std::uint32_t i = threadIdx.x; i < kept; i += blockDim.x)
       if (stage_base + i < p.compact_cap) clist[stage_base + i] = stage[i];
   } else {
-    block_chunk(n, blockIdx.y, p.bpr, begin, end);
+    block_chunk(n, by, p.bpr, begin, end);
     for_each_key(s, begin, end, [&](std::uint32_t key, long long) {
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
     });
@@ -463,12 +483,13 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
     if (h[d]) atomicAdd(gh + d, h[d]);
   __threadfence();
   __syncthreads();
+  bool& last = sh.last;
   if (threadIdx.x == 0) last = atomicAdd(&st->done_blocks, 1u) == static_cast<std::uint32_t>(p.bpr - 1);
   __syncthreads();
   if (!last) return;
   __threadfence();
   if (sampled) {  // keep the list if it holds the top k (and so the histogram counts them) and fits
-    __shared__ bool keep;
+    bool& keep = sh.keep;
     if (threadIdx.x == 0) {
       const std::uint32_t c = __ldcg(&st->ccount);
       keep = c >= static_cast<std::uint32_t>(p.k) && c <= p.compact_cap;
@@ -497,8 +518,9 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   }
   std::uint32_t total;
   const std::uint32_t above = block_exclusive_sum(local, total);
-  __shared__ int found_digit;
-  __shared__ std::uint32_t found_rem, found_count;
+  int& found_digit = sh.found_digit;
+  std::uint32_t& found_rem = sh.found_rem;
+  std::uint32_t& found_count = sh.found_count;
   if (threadIdx.x == 0) found_digit = -1;
   __syncthreads();
   if (above < k_rem && k_rem <= above + local) {
@@ -532,12 +554,17 @@ __global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
   for (int d = threadIdx.x; d < bins; d += blockDim.x) gh[d] = 0;  // clean for the next pass
 }
 
+template <int PASS, bool SAMPLED = false, bool REDO = false>
+__global__ void __launch_bounds__(kTopkThreads) topk_hist_kernel(TopkParams p) {
+  chained_start();
+  __shared__ TopkHistShared sh;
+  topk_hist_block<PASS, SAMPLED, REDO>(p, blockIdx.x, blockIdx.y, sh);
+}
+
 // Step 2. Grid (rows, bpr). Candidates from the compact list or the row. A row that takes only some of
 // its ties lists their ids (at most kTopkTieListCap of them) or, with more, has each block count the
 // ties in its chunk of the row, the order step 3's scan needs.
-__global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
-  chained_start();
-  const int row = blockIdx.x;
+__device__ __forceinline__ void topk_gather_block(const TopkParams& p, int row, int by) {
   TopkRowState* st = p.state + row;
   const std::uint32_t prefix = st->prefix, mask = st->mask;
   const bool take_all = st->take_all != 0, compact = st->compact != 0;
@@ -556,11 +583,11 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
     if (t < static_cast<std::uint32_t>(kTopkTieListCap)) tlist[t] = id;
   };
   long long begin, end;
-  block_chunk(n, blockIdx.y, p.bpr, begin, end);
+  block_chunk(n, by, p.bpr, begin, end);
   std::uint32_t ties = 0;
   if (compact) {  // the list holds every key that can still be taken, ties included
     long long cb, ce;
-    block_chunk(min(st->ccount, p.compact_cap), blockIdx.y, p.bpr, cb, ce);
+    block_chunk(min(st->ccount, p.compact_cap), by, p.bpr, cb, ce);
     const std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
     for (long long i = cb + threadIdx.x; i < ce; i += blockDim.x) {
       const std::uint64_t c = clist[i];
@@ -585,21 +612,24 @@ __global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p)
   }
   std::uint32_t total;
   block_exclusive_sum(ties, total);
-  if (threadIdx.x == 0) p.tie_count[static_cast<long long>(row) * p.bpr_cap + blockIdx.y] = total;
+  if (threadIdx.x == 0) p.tie_count[static_cast<long long>(row) * p.bpr_cap + by] = total;
+}
+
+__global__ void __launch_bounds__(kTopkThreads) topk_gather_kernel(TopkParams p) {
+  chained_start();
+  topk_gather_block(p, blockIdx.x, blockIdx.y);
 }
 
 // Step 3. Grid (rows, bpr). Only rows that take a strict subset of the ties at the threshold T: the
 // `need` lowest ids among them fill the last `need` candidate slots.
-__global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
-  chained_start();
-  const int row = blockIdx.x;
+__device__ __forceinline__ void topk_ties_block(const TopkParams& p, int row, int by, TopkTiesShared& sh) {
   const TopkRowState* st = p.state + row;
   if (st->take_all) return;
   const std::uint32_t T = st->prefix, need = st->k_rem;
   std::uint64_t* cand = p.cand + static_cast<long long>(row) * p.k + (p.k - need);
   if (st->bucket_count <= static_cast<std::uint32_t>(kTopkTieListCap)) {  // listed: one block sorts the ids
-    if (blockIdx.y != 0) return;
-    __shared__ std::uint32_t tie_ids[kTopkTieListCap];
+    if (by != 0) return;
+    std::uint32_t* const tie_ids = sh.tie_ids;
     const int m = static_cast<int>(min(st->tcount, static_cast<std::uint32_t>(kTopkTieListCap)));
     const int n2 = bitonic_size<1>(m);
     const std::uint32_t* tlist = p.tlist + static_cast<long long>(row) * kTopkTieListCap;
@@ -610,15 +640,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
     return;
   }
   const std::uint32_t* counts = p.tie_count + static_cast<long long>(row) * p.bpr_cap;
-  if (counts[blockIdx.y] == 0) return;  // no ties in this chunk (block-uniform)
+  if (counts[by] == 0) return;  // no ties in this chunk (block-uniform)
   std::uint32_t before = 0;
-  for (int b = threadIdx.x; b < static_cast<int>(blockIdx.y); b += blockDim.x) before += counts[b];
+  for (int b = threadIdx.x; b < by; b += blockDim.x) before += counts[b];
   std::uint32_t offset;
   block_exclusive_sum(before, offset);  // offset = ties in the chunks before this one
   if (offset >= need) return;           // block-uniform
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   long long begin, end;
-  block_chunk(n, blockIdx.y, p.bpr, begin, end);
+  block_chunk(n, by, p.bpr, begin, end);
   const float* s = p.scores + off;
   for (long long i0 = begin; i0 < end && offset < need; i0 += blockDim.x) {
     const long long i = i0 + threadIdx.x;
@@ -630,16 +660,21 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
   }
 }
 
+__global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
+  chained_start();
+  __shared__ TopkTiesShared sh;
+  topk_ties_block(p, blockIdx.x, blockIdx.y, sh);
+}
+
 // Step 4 by ranks. Grid (rows, ceil(k / 32)); block (row, b) places candidates 32 b .. 32 b + 31 and
 // writes the padding slots among them (ids -1, NaN values) of a row with fewer than k candidates.
 // Dynamic shared memory: k composites (8k bytes, at most 32 KiB), so that small k leaves room for more
 // blocks an SM.
-__global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams p) {
-  chained_start();
+// v: k composites of shared memory. blockDim.x == kTopkRankThreads.
+__device__ __forceinline__ void topk_rank_block(const TopkParams& p, int row, int by, std::uint64_t* v,
+                                                TopkRankShared& sh) {
   constexpr int kWarps = kTopkRankThreads / 32;
-  IP_DYNAMIC_SHARED(std::uint64_t, v);
-  __shared__ std::uint32_t above[kWarps][32];
-  const int row = blockIdx.x;
+  std::uint32_t (&above)[kWarps][32] = sh.above;
   const TopkRowState* st = p.state + row;
   const int k = p.k;
   const int count = st->take_all ? static_cast<int>(min(st->slots, static_cast<std::uint32_t>(k))) : k;
@@ -647,7 +682,7 @@ __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams 
   for (int i = threadIdx.x; i < count; i += blockDim.x) v[i] = cand[i];
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int i = static_cast<int>(blockIdx.y) * 32 + lane;
+  const int i = by * 32 + lane;
   const std::uint64_t mine = i < count ? v[i] : 0ull;
   // Warp w compares with candidates [j0, j1): every lane reads the same v[j] (a broadcast).
   const int per = (count + kWarps - 1) / kWarps;
@@ -669,6 +704,90 @@ __global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams 
   } else {  // slot i >= count: no candidate ranks there
     p.ids[base + i] = -1;
     if (p.values) p.values[base + i] = __int_as_float(0x7FC00000);
+  }
+}
+
+__global__ void __launch_bounds__(kTopkRankThreads) topk_rank_kernel(TopkParams p) {
+  chained_start();
+  IP_DYNAMIC_SHARED(std::uint64_t, v);
+  __shared__ TopkRankShared sh;
+  topk_rank_block(p, blockIdx.x, blockIdx.y, v, sh);
+}
+
+// ---- the whole search in one launch ----
+// Steps of the single launch: passes 0, 1 and 2, gather, ties, rank (no sampling, order by ranks).
+constexpr int kTopkSingleSteps = 6;
+static_assert(kTopkRankThreads == kTopkThreads, "the single launch runs every step with one block size");
+
+// Blocks a row takes in step s of the single launch: the passes, gather and ties bpr, the rank step
+// ceil(k / 32).
+__host__ __device__ __forceinline__ int topk_single_blocks(int step, int bpr, int k) {
+  return step < kTopkSingleSteps - 1 ? bpr : (k + 31) / 32;
+}
+
+// Waits (thread 0, then the block) until *count reaches `want`, then makes the writes released before
+// the count's increments visible to the block (the fence cooperative groups' grid sync uses).
+__device__ __forceinline__ void topk_wait_count(const std::uint32_t* count, std::uint32_t want) {
+  if (threadIdx.x == 0) {
+    unsigned ns = 32;
+    while (*reinterpret_cast<const volatile std::uint32_t*>(count) < want) {
+      __nanosleep(ns);
+      if (ns < 512) ns *= 2;
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// The single launch (TopkLaunch::single): one kernel does what the chain's six do, with one launch's
+// latency instead of six. Work items are (step, row, block of the step), numbered step by step; each
+// block takes the next item from a counter (sync[0]), waits until every block of the step before it
+// on the same row has finished (a per-row count, sync[1 + row * kTopkSingleSteps + step]), runs that
+// step's block body and counts itself done. A block waits only on items numbered below its own, which
+// blocks already running hold, so the wait ends however many blocks are resident: the grid is sized
+// for the GPU, not for the work. Dynamic shared memory: k composites (the rank step's). ptxas gives it
+// the registers of its largest step (93 on sm_80, 122 on sm_90: 2 blocks an SM); bounded to 3 blocks an
+// SM it spilled 28-84 bytes. One row of 1Mi scores takes 256 blocks a step, which 2 an SM hold at once.
+__global__ void __launch_bounds__(kTopkThreads) topk_single_kernel(TopkParams p) {
+  union Shared {
+    TopkHistShared hist;
+    TopkTiesShared ties;
+    TopkRankShared rank;
+  };
+  __shared__ Shared sh;
+  __shared__ std::uint32_t item_sh;
+  IP_DYNAMIC_SHARED(std::uint64_t, v);
+  std::uint32_t* const done = p.sync + 1;
+  const std::uint32_t rows = static_cast<std::uint32_t>(p.rows);
+  for (;;) {
+    __syncthreads();  // the previous item's shared memory and item_sh are no longer read
+    if (threadIdx.x == 0) item_sh = atomicAdd(p.sync, 1u);
+    __syncthreads();
+    std::uint32_t item = item_sh;
+    int step = 0;
+    std::uint32_t nb = static_cast<std::uint32_t>(topk_single_blocks(0, p.bpr, p.k));
+    while (step < kTopkSingleSteps && item >= rows * nb) {
+      item -= rows * nb;
+      if (++step < kTopkSingleSteps) nb = static_cast<std::uint32_t>(topk_single_blocks(step, p.bpr, p.k));
+    }
+    if (step == kTopkSingleSteps) return;  // no work left (block-uniform)
+    const int row = static_cast<int>(item / nb), by = static_cast<int>(item % nb);
+    std::uint32_t* const row_done = done + static_cast<long long>(row) * kTopkSingleSteps;
+    if (step > 0)
+      topk_wait_count(row_done + step - 1, static_cast<std::uint32_t>(topk_single_blocks(step - 1, p.bpr, p.k)));
+    switch (step) {
+      case 0: topk_hist_block<0>(p, row, by, sh.hist); break;
+      case 1: topk_hist_block<1>(p, row, by, sh.hist); break;
+      case 2: topk_hist_block<2>(p, row, by, sh.hist); break;
+      case 3: topk_gather_block(p, row, by); break;
+      case 4: topk_ties_block(p, row, by, sh.ties); break;
+      default: topk_rank_block(p, row, by, v, sh.rank); break;
+    }
+    __syncthreads();  // every thread's writes of this item are done
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(row_done + step, 1u);
+    }
   }
 }
 

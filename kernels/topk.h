@@ -31,6 +31,15 @@ enum class TopkSampling { automatic, off, on };
 enum class TopkOrder { automatic, bitonic, rank };
 constexpr long long kTopkRankMaxWork = 1LL << 26;
 
+// How a call's steps reach the GPU (the answer is the same either way). chain: a kernel per step (6-8 of
+// them, chained on sm_90 when `chained`): each step's launch and the wait for the step before it cost a
+// few microseconds, whatever the step's work. single: one kernel for the whole search after the
+// workspace's memset; its blocks take (step, row, block) work items in order from a counter and wait
+// (spinning) until the step before theirs has finished on their row. It orders by ranks and does not
+// sample, so `order` bitonic or `sampling` on with it are errors (automatic sampling is off with it).
+// automatic: chain (single has not been timed on a GPU yet).
+enum class TopkLaunch { automatic, chain, single };
+
 struct TopkArgs {
   int rows = 1;
   const long long* row_offset = nullptr;  // device [rows + 1]: row r is scores[row_offset[r] .. row_offset[r+1])
@@ -53,6 +62,7 @@ struct TopkArgs {
   // memory parallelism). 0 or at least 256; values below 4096 act as 4096 (the workspace is laid out for
   // that many blocks). The answer is the same whatever it is.
   long long min_chunk = 0;
+  TopkLaunch launch = TopkLaunch::automatic;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

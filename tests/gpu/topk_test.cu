@@ -100,10 +100,12 @@ struct DeviceBatch {
     a.workspace = ws.data();
     a.workspace_bytes = ws.size();
   }
-  // One call with the outputs poisoned with `poison` first; the outputs on the host.
-  std::pair<std::vector<std::int32_t>, std::vector<float>> run(int poison) {
+  // One call with the outputs (and, with fresh_workspace, the workspace) poisoned with `poison` first;
+  // the outputs on the host.
+  std::pair<std::vector<std::int32_t>, std::vector<float>> run(int poison, bool fresh_workspace = false) {
     ids.fill_bytes(poison);
     vals.fill_bytes(poison);
+    if (fresh_workspace) ws.fill_bytes(poison);
     cuda::topk(a, nullptr);
     IP_CUDA_CHECK(cudaDeviceSynchronize());
     return {ids.to_host(), vals.to_host()};
@@ -120,12 +122,15 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   DeviceBatch b(rows, k, with_values);
   b.a.sampling = sampling;
   b.a.min_chunk = min_chunk;
-  // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch;
-  // each twice: a second call on the used workspace gives the same answer.
-  for (int rep = 0; rep < 4; ++rep) {
+  // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch,
+  // then the single launch (ranks, no sampling; not with sampling on); each twice: first on a poisoned
+  // workspace (nothing left by the way before may help), then on the one it used.
+  const int reps = sampling == cuda::TopkSampling::on ? 4 : 6;
+  for (int rep = 0; rep < reps; ++rep) {
     b.a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
-    SCOPED_TRACE(rep < 2 ? "order bitonic" : "order rank");
-    const auto [ids, vals] = b.run(rep % 2 ? 0x5A : 0xFF);
+    b.a.launch = rep < 4 ? cuda::TopkLaunch::chain : cuda::TopkLaunch::single;
+    SCOPED_TRACE(rep < 2 ? "order bitonic" : rep < 4 ? "order rank" : "launch single");
+    const auto [ids, vals] = b.run(rep % 2 ? 0x5A : 0xFF, /*fresh_workspace=*/rep % 2 == 0);
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
       const std::vector<std::int32_t> ref = ip::topk(s.data(), static_cast<Index64>(s.size()), k);
@@ -261,7 +266,7 @@ TEST(Topk, LargerChunksGiveTheSameIds) {
 }
 
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
-// yields its own top scores, then ids -1 and NaN values, in both orders.
+// yields its own top scores, then ids -1 and NaN values, in both orders and in the single launch.
 TEST(Topk, RowsShorterThanKArePadded) {
   IP_REQUIRE_GPU();
   std::mt19937 rng(17);
@@ -270,10 +275,11 @@ TEST(Topk, RowsShorterThanKArePadded) {
                                                 make_row(299, Dist::normal, rng), make_row(1, Dist::normal, rng)};
   const int R = static_cast<int>(rows.size());
   DeviceBatch b(rows, k, true);
-  for (cuda::TopkOrder order : {cuda::TopkOrder::bitonic, cuda::TopkOrder::rank}) {
-    SCOPED_TRACE(order == cuda::TopkOrder::rank ? "order rank" : "order bitonic");
-    b.a.order = order;
-    const auto [ids, vals] = b.run(0x5A);  // not 0xFF: that reads as id -1
+  for (int way = 0; way < 3; ++way) {
+    SCOPED_TRACE(way == 0 ? "order bitonic" : way == 1 ? "order rank" : "launch single");
+    b.a.order = way == 0 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
+    b.a.launch = way == 2 ? cuda::TopkLaunch::single : cuda::TopkLaunch::chain;
+    const auto [ids, vals] = b.run(0x5A, /*fresh_workspace=*/true);  // not 0xFF: that reads as id -1
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
       const int n = static_cast<int>(std::min<std::size_t>(s.size(), k));
@@ -355,6 +361,17 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a = good();
   a.order = static_cast<cuda::TopkOrder>(7);
   expect_error(a, "order = 7");
+  a = good();
+  a.launch = static_cast<cuda::TopkLaunch>(5);
+  expect_error(a, "launch = 5");
+  a = good();
+  a.launch = cuda::TopkLaunch::single;
+  a.sampling = cuda::TopkSampling::on;
+  expect_error(a, "does not sample");
+  a = good();
+  a.launch = cuda::TopkLaunch::single;
+  a.order = cuda::TopkOrder::bitonic;
+  expect_error(a, "orders by ranks");
   a = good();
   a.min_chunk = 100;
   expect_error(a, "min_chunk = 100");
