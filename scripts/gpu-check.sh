@@ -409,6 +409,13 @@ if [[ "$ref" != none && -s "$ref" && -s "$OUT_DIR/kernel_bench.json" ]] && comma
     >"$OUT_DIR/kernel_bench_compare.txt" 2>&1
   cat "$OUT_DIR/kernel_bench_compare.txt"
 fi
+# Each A/B case of this run against its base case ("(one launch)" vs the plain one, ...).
+if [[ -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null && ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
+  say "kernel_bench variants against their base cases"
+  python3 "$ROOT/scripts/kernel_bench_compare.py" --variants "$OUT_DIR/kernel_bench.json" \
+    >"$OUT_DIR/kernel_bench_variants.txt" 2>&1
+  cat "$OUT_DIR/kernel_bench_variants.txt"
+fi
 
 # ---- 8. runner with backend = cuda ------------------------------------------------------------------
 say "8/9 indexpool run with backend = cuda"

@@ -2,6 +2,7 @@
 """Compares two kernel_bench JSON files (`kernel_bench --json FILE`), case by case.
 
 usage: kernel_bench_compare.py BEFORE.json AFTER.json [--group GROUP] [--min-change PCT]
+       kernel_bench_compare.py --variants RUN.json [--group GROUP]
 
 For every case present in both (matched by group, case and params), prints the two medians, the speed-up
 BEFORE / AFTER, and the same ratio taken against each run's own copy bandwidth (the runs' fraction of copy),
@@ -11,6 +12,11 @@ copy); --min-change hides cases whose speed-up is within PCT percent of 1 (defau
 Timing: a file's "timing" is "queued" (launches queued behind a blocking kernel; "sync_median_ms" holds the
 runs from an idle GPU) or, in files written before that field existed, "unqueued" (every run from an idle
 GPU). A case queued in both files compares the medians; otherwise the runs from an idle GPU.
+--variants compares within one run instead: each case whose name ends in a parenthesized variant
+("top-2048 (one launch)", "uniform bf16 keys (pipelined)") with its base case, the same group and params
+and the name without that suffix ("top-2048"); a suffix without such a base ("compressed (G=4)") is no
+variant. Prints both medians and base / variant (above 1: the variant is faster), on the queued medians
+when both cases were queued, else on the runs from an idle GPU.
 Standard library only. Exit status 2 on bad arguments or files, else 0.
 """
 import argparse
@@ -90,15 +96,53 @@ def compare(before, after, group=None, min_change=0.0, out=sys.stdout):
     return rows
 
 
+def variants(data, group=None, out=sys.stdout):
+    """Each variant case of one run against its base case: rows (group, variant, base, params, t_base,
+    t_variant, base / variant)."""
+    cases = {key(c): c for c in data["cases"] if c.get("runs", 0) > 0}
+    print(f"run: git {data.get('git_revision', '?')}, {data.get('device', '?')}", file=out)
+    print("speed-up = base median / variant median (above 1: the variant is faster)", file=out)
+    rows = []
+    for (g, name, params), c in cases.items():
+        if (group and g != group) or not name.endswith(")") or " (" not in name:
+            continue
+        base_name = name[: name.rindex(" (")]
+        base = cases.get((g, base_name, params))
+        if base is None:
+            continue
+        both_queued = timing(data) == "queued" and c.get("queued") is not False and base.get("queued") is not False
+        if both_queued:
+            tb, tv = base["median_ms"], c["median_ms"]
+        else:
+            tb, tv = base.get("sync_median_ms") or base["median_ms"], c.get("sync_median_ms") or c["median_ms"]
+        if tb <= 0 or tv <= 0:
+            continue
+        rows.append((g, name, base_name, params, tb, tv, tb / tv))
+    for g, name, base_name, params, tb, tv, s in rows:
+        print(f"  {g:9} {name[:34]:34} {params[:36]:36} base {fmt_time(tb):>11}  variant {fmt_time(tv):>11}  "
+              f"{s:5.2f}x", file=out)
+    if not rows:
+        print("  no variant cases", file=out)
+    return rows
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("before")
-    p.add_argument("after")
+    p.add_argument("files", nargs="+", metavar="FILE", help="BEFORE.json AFTER.json, or RUN.json with --variants")
     p.add_argument("--group")
     p.add_argument("--min-change", type=float, default=0.0, metavar="PCT")
+    p.add_argument("--variants", action="store_true", help="compare each variant case of one run with its base")
     args = p.parse_args(argv[1:])
+    want = 1 if args.variants else 2
+    if len(args.files) != want:
+        print(f"kernel_bench_compare: {'--variants takes one file' if args.variants else 'give two files'}, "
+              f"got {len(args.files)}", file=sys.stderr)
+        return 2
     try:
-        compare(load(args.before), load(args.after), args.group, args.min_change)
+        if args.variants:
+            variants(load(args.files[0]), args.group)
+            return 0
+        compare(load(args.files[0]), load(args.files[1]), args.group, args.min_change)
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2

@@ -66,3 +66,29 @@ def test_a_queued_file_is_compared_by_its_runs_from_an_idle_gpu(tmp_path):
     assert rows and all(s == pytest.approx(1.0) for _, _, _, s, _ in rows)
     rows = kbc.compare(queued, halved, group="score", out=io.StringIO())
     assert rows and all(s == pytest.approx(2.0) for _, _, _, s, _ in rows)
+
+
+def test_variants_are_paired_with_their_base_case_in_one_run():
+    # The third evening call (7432f91): chained vs plain launches and sampled single rows (DEVICE_RUNS.md:
+    # 68.3 vs 72.3 us, 54.1 vs 58.5 us, 162.6 vs 170.1 us; sampling 74.9 and 57.2 us).
+    run = kbc.load(os.path.join(RUNS, "2026-12-04-h200-7432f91-kernel_bench.json"))
+    out = io.StringIO()
+    rows = kbc.variants(run, out=out)
+    by = {(name, params): (base, tb, tv, s) for _, name, base, params, tb, tv, s in rows}
+    base, tb, tv, s = by[("top-2048 (not chained)", "1 row of 1Mi")]
+    assert base == "top-2048" and tb * 1e3 == pytest.approx(68.3, abs=0.05) and tv * 1e3 == pytest.approx(72.3, abs=0.05)
+    assert s == pytest.approx(tb / tv) and s < 1
+    assert by[("top-512 (not chained)", "1024 rows of 8Ki")][1] * 1e3 == pytest.approx(162.6, abs=0.05)
+    assert by[("top-2048 (sampled)", "1 row of 1Mi")][2] * 1e3 == pytest.approx(74.9, abs=0.05)
+    # a parenthesized name with no base case of that name is not a variant
+    assert not any(name.startswith("compressed") for _, name, *_ in rows)
+    assert all(g == "topk" for g, *_ in rows) and len(rows) == 6
+    assert kbc.variants(run, group="pool", out=io.StringIO()) == []
+
+
+def test_variants_mode_takes_one_file(capsys):
+    one = os.path.join(RUNS, "2026-12-04-h200-7432f91-kernel_bench.json")
+    assert kbc.main(["x", "--variants", one, AFTER]) == 2
+    assert "one file" in capsys.readouterr().err
+    assert kbc.main(["x", one]) == 2
+    assert kbc.main(["x", "--variants", one]) == 0
