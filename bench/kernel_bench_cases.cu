@@ -275,6 +275,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     cuda::TopkOrder order = cuda::TopkOrder::automatic;
     long long min_chunk = 0;
     cuda::TopkLaunch launch = cuda::TopkLaunch::automatic;
+    bool one_wave = false;
   };
   const auto automatic = cuda::TopkSampling::automatic, off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
   // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
@@ -283,7 +284,8 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // samples only batches larger than L2), plain launches instead of chained ones (sm_90), and the other
   // way of ordering the selection than `automatic` picks (ranks for these single rows, the bitonic sort
   // for the two large batches), and single rows in larger chunks a block (fewer blocks, fewer global
-  // histogram additions: TopkArgs::min_chunk), and single rows in one launch (TopkLaunch::single).
+  // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), and the
+  // 64-row batch in one wave of blocks (TopkArgs::one_wave).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
   const auto single = cuda::TopkLaunch::single;
@@ -295,12 +297,13 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
               C{1024, 8 * kKi, 512, 0, automatic, true, rank}, C{1, kMi, 2048, 0, automatic, true, order_auto, 16 * kKi},
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 16 * kKi},
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, single},
-              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, single}}) {
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, single},
+              C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cuda::TopkLaunch::automatic, true}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
     const char* order = c.order == bitonic ? " (bitonic order)" : c.order == rank ? " (rank order)" : "";
     const std::string chunk = c.min_chunk ? fmt::format(" (chunk {})", tok(c.min_chunk)) : std::string();
-    const char* launch = c.launch == single ? " (one launch)" : "";
+    const char* launch = c.launch == single ? " (one launch)" : c.one_wave ? " (one wave)" : "";
     Row row{"topk", fmt::format("top-{}{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk, launch),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
@@ -333,6 +336,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.order = c.order;
       a.min_chunk = c.min_chunk;
       a.launch = c.launch;
+      a.one_wave = c.one_wave;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

@@ -100,7 +100,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   // The passes are launched chained (programmatic dependent launch, sm_90 and later): each starts while
   // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
   const bool chain = a.chained && major >= 9;
-  const long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
+  long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
+  if (a.one_wave) {
+    int resident = 0;
+    IP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, detail::topk_hist_kernel<0>,
+                                                                detail::kTopkThreads, 0));
+    want = static_cast<long long>(sms) * std::max(resident, 1) / a.rows;  // floor: at most one wave
+  }
   const long long cap = bpr_cap(a.max_row);  // the workspace's layout (tie counts per block)
   const long long chunk_cap =
       a.min_chunk > 0 ? std::clamp<long long>((a.max_row + a.min_chunk - 1) / a.min_chunk, 1, cap) : cap;

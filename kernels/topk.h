@@ -63,6 +63,11 @@ struct TopkArgs {
   // that many blocks). The answer is the same whatever it is.
   long long min_chunk = 0;
   TopkLaunch launch = TopkLaunch::automatic;
+  // Tuning: the blocks a row gets in a pass. false (the default): 8 blocks an SM over the batch, which is
+  // 1.33 waves where ptxas's registers let 6 of the passes' blocks be resident (sm_90: 40 registers); true:
+  // as many as are resident at once (the occupancy API), one wave, so no SM starts a second round of
+  // blocks while others idle. Either is capped by the rows' chunks (min_chunk). The answer is the same.
+  bool one_wave = false;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

@@ -113,15 +113,17 @@ struct DeviceBatch {
 };
 
 void check(const std::vector<std::vector<float>>& rows, int k, bool with_values = true,
-           cuda::TopkSampling sampling = cuda::TopkSampling::automatic, long long min_chunk = 0) {
+           cuda::TopkSampling sampling = cuda::TopkSampling::automatic, long long min_chunk = 0,
+           bool one_wave = false) {
   long long max_row = 0;
   for (const auto& r : rows) max_row = std::max<long long>(max_row, static_cast<long long>(r.size()));
-  SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={} min_chunk={}", rows.size(), max_row, k,
-                           static_cast<int>(sampling), min_chunk));
+  SCOPED_TRACE(fmt::format("rows={} max_row={} k={} sampling={} min_chunk={} one_wave={}", rows.size(), max_row, k,
+                           static_cast<int>(sampling), min_chunk, one_wave));
   const int R = static_cast<int>(rows.size());
   DeviceBatch b(rows, k, with_values);
   b.a.sampling = sampling;
   b.a.min_chunk = min_chunk;
+  b.a.one_wave = one_wave;
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch,
   // then the single launch (ranks, no sampling; not with sampling on); each twice: first on a poisoned
   // workspace (nothing left by the way before may help), then on the one it used.
@@ -263,6 +265,17 @@ TEST(Topk, LargerChunksGiveTheSameIds) {
     check({make_row(300000, Dist::uniform24, rng), threshold_ties(200000, 512, 40, rng)}, 512, true, off, chunk);
     check({make_row(300000, Dist::clustered_ties, rng), sample_spikes(100000, rng)}, 1000, true, on, chunk);
   }
+}
+
+// TopkArgs::one_wave changes only the blocks a row gets (fewer here: the emulator reports 1 resident block
+// an SM), not the answer.
+TEST(Topk, OneWaveGivesTheSameIds) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 5; ++r) rows.push_back(make_row(200000 + 7919 * r, r % 2 ? Dist::uniform24 : Dist::rounded, rng));
+  rows.push_back(threshold_ties(150000, 700, 30, rng));
+  for (auto sampling : {cuda::TopkSampling::off, cuda::TopkSampling::on}) check(rows, 700, true, sampling, 0, true);
 }
 
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
