@@ -135,6 +135,7 @@ struct ScoreSet {
   long long tokens = 0, entries = 0;
   Precision prec = Precision::fp32;
   int H = 1, D = 128, n = 1, k = 1;
+  cuda::ScoreMath math = cuda::ScoreMath::automatic;
   std::vector<DeviceBuffer<std::uint8_t>> rows;
   std::vector<DeviceBuffer<float>> scales;
   DeviceBuffer<float> q, hw, scores, values;
@@ -177,6 +178,7 @@ struct ScoreSet {
     a.head_weights = hw.data();
     a.heads = H;
     a.scores = scores.data();
+    a.math = math;
     cuda::score(a, env.stream);
   }
   void topk(const Env& env) {
@@ -261,6 +263,36 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
             }
             break;
           }
+      }
+  // Not judged, for comparison with the automatic math of the same case: H = 8 on CUDA cores (math fp32)
+  // instead of tensor cores (on the H200, H = 8 bf16 rows took 435 us for 16Mi tokens on tensor cores,
+  // 59% of copy, while H = 1 took 269 us on CUDA cores, 95%), and H = 64 with one bf16 mma a k-step
+  // instead of bf16x2's two (math bf16: the query rounded to bf16; is H = 64 bound by mma.sync?).
+  struct V {
+    int H;
+    cuda::ScoreMath math;
+    const char* label;
+  };
+  for (long long T0 : Ts)
+    for (V v : {V{8, cuda::ScoreMath::fp32, "CUDA cores"}, V{64, cuda::ScoreMath::bf16, "bf16 math"}})
+      for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
+        if (v.math == cuda::ScoreMath::bf16 && p == Precision::fp32) continue;
+        const long long T = env.scaled(T0, 2 * kTokens);
+        Row row{"score", fmt::format("compressed (G=4) ({})", v.label),
+                fmt::format("T={} D={} H={} {}", tok(T), D, v.H, to_string(p))};
+        run_case(rows, row, [&](Row& r) {
+          ScoreSet s(T, (T + G - 1) / G, p, v.H, static_cast<int>(kTokens / G), env);
+          s.math = v.math;
+          r.bytes = s.score_bytes();
+          r.t = time_runs(env, env.runs, [&](int c) { s.score(c, env); });
+          finish(r, env);
+          const double tflops = 2.0 * v.H * D * s.entries / (r.t.median_ms * 1e-3) / 1e12;
+          r.extra = fmt::format("{:.1f} TFLOP/s", tflops);
+          r.figures = {{"tflops", tflops}};
+          r.note = fmt::format("{} rotating input copies; math {}", s.n,
+                               v.math == cuda::ScoreMath::fp32 ? "fp32 (CUDA cores)" : "bf16 (one mma a step)");
+          r.verdict = "-";
+        });
       }
 }
 
