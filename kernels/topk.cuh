@@ -773,8 +773,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_single_kernel(TopkParams p)
     if (step == kTopkSingleSteps) return;  // no work left (block-uniform)
     const int row = static_cast<int>(item / nb), by = static_cast<int>(item % nb);
     std::uint32_t* const row_done = done + static_cast<long long>(row) * kTopkSingleSteps;
-    if (step > 0)
+    if (step == kTopkSingleSteps - 1) {
+      // The rank step needs the gather; the ties step only for a row that takes some of its ties (not
+      // take_all, set by the passes before the gather): most rows skip that wait and its wake-up.
+      topk_wait_count(row_done + step - 2, static_cast<std::uint32_t>(topk_single_blocks(step - 2, p.bpr, p.k)));
+      if (!p.state[row].take_all)
+        topk_wait_count(row_done + step - 1, static_cast<std::uint32_t>(topk_single_blocks(step - 1, p.bpr, p.k)));
+    } else if (step > 0) {
       topk_wait_count(row_done + step - 1, static_cast<std::uint32_t>(topk_single_blocks(step - 1, p.bpr, p.k)));
+    }
     switch (step) {
       case 0: topk_hist_block<0>(p, row, by, sh.hist); break;
       case 1: topk_hist_block<1>(p, row, by, sh.hist); break;
