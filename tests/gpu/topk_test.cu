@@ -1,8 +1,9 @@
 // ip::cuda::topk against the CPU's ip::topk (a full stable sort): sizes {1, 19, 111, 989, 100000, 2M},
 // batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores, ties at
 // the k-th score (a few, listed by id, and more than the list holds), kernel_bench's uniform scores,
-// k = 1, k = n, k = 4096, poisoned outputs, both ways of ordering the selection (bitonic sort and ranks),
-// rows shorter than k (padded); argument checks run without a GPU.
+// k = 1, k = n, k = 4096, poisoned outputs and workspaces, both ways of ordering the selection (bitonic
+// sort and ranks), the single launch (once per check, and one batch many times over), rows shorter than k
+// (padded); argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -276,6 +277,34 @@ TEST(Topk, OneWaveGivesTheSameIds) {
   for (int r = 0; r < 5; ++r) rows.push_back(make_row(200000 + 7919 * r, r % 2 ? Dist::uniform24 : Dist::rounded, rng));
   rows.push_back(threshold_ties(150000, 700, 30, rng));
   for (auto sampling : {cuda::TopkSampling::off, cuda::TopkSampling::on}) check(rows, 700, true, sampling, 0, true);
+}
+
+// The single launch's blocks hand each step to the next through counters and fences in global memory,
+// which only a GPU runs concurrently (the emulator runs one block at a time, so there this is three
+// ordinary calls): the same batch many times, every answer the CPU's. A lost wait or a stale read shows
+// as a wrong id in some calls.
+TEST(Topk, SingleLaunchRepeatedly) {
+  IP_REQUIRE_GPU();
+#if defined(IP_CUEMU)
+  const int calls = 3;
+#else
+  const int calls = 40;
+#endif
+  std::mt19937 rng(29);
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 12; ++r)
+    rows.push_back(r % 3 == 2 ? threshold_ties(60000 + 1000 * r, 300, 20, rng)
+                              : make_row(40000 + 9973 * r, r % 3 ? Dist::uniform24 : Dist::rounded, rng));
+  const int k = 300;
+  DeviceBatch b(rows, k, true);
+  b.a.launch = cuda::TopkLaunch::single;
+  std::vector<std::vector<std::int32_t>> ref;
+  for (const auto& s : rows) ref.push_back(ip::topk(s.data(), static_cast<Index64>(s.size()), k));
+  for (int c = 0; c < calls; ++c) {
+    const auto [ids, vals] = b.run(c % 2 ? 0x5A : 0xFF, /*fresh_workspace=*/c % 4 == 0);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (int i = 0; i < k; ++i) ASSERT_EQ(ids[r * k + i], ref[r][i]) << "call " << c << " row " << r << " rank " << i;
+  }
 }
 
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
