@@ -167,7 +167,7 @@ void score(const ScoreArgs& a, cudaStream_t stream) {
   if (a.batch.total_entries == 0) return;
   ScoreParams p{a.batch.requests, a.batch.entry_offset, a.batch.total_entries,
                 static_cast<const unsigned char*>(a.rows), a.scales, a.dim, a.queries, a.head_weights, a.heads,
-                a.scores, math == ScoreMath::bf16x2 || math == ScoreMath::bf16x3, math == ScoreMath::bf16x3};
+                a.scores, math == ScoreMath::bf16x2 || math == ScoreMath::bf16x3, math == ScoreMath::bf16x3, 0u};
   if (math == ScoreMath::fp32) {
     const bool aligned = aligned16(a.rows);
     switch (a.precision) {

@@ -46,6 +46,9 @@ struct ScoreParams {
   float* scores;
   bool split;       // mma path: hi + lo query parts (bf16x2, bf16x3) or hi only (bf16)
   bool split_rows;  // mma path, fp32/fp16 rows: hi + lo row parts too (bf16x3)
+  // 0, from the launcher: a value the compiler cannot know, to make the first mma of a load stage depend
+  // on every load of the stage (score_mma_kernel).
+  std::uint32_t opaque_zero;
 };
 
 // ---- element decoding ----
@@ -497,6 +500,28 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
               else
                 *reinterpret_cast<uint4*>(buf[cl][m][h]) = make_uint4(0, 0, 0, 0);
             }
+        // bf16 and fp8 rows at NT <= 2 (H <= 16, where the rows' latency rather than
+        // the mma sets the time): every loaded word, masked by a zero the compiler cannot see through, goes
+        // into the stage's first fragments, so the first mma depends on all the stage's loads. Without it
+        // ptxas (CUDA 13.0, sm_90) issued the second chunk's loads after the first chunk's mma, i.e. after
+        // waiting for the first chunk's data: two memory round trips a stage instead of one (SASS of
+        // <bf16|fp8, 128, 1>). It costs registers: <bf16, 128, 1> 68 -> 84, <fp8, 128, 1> 80 -> 96 (5
+        // blocks an SM instead of 7 and 6), with every stage's 4 KiB a warp in flight at once. Where
+        // it made ptxas spill (fp16 rows, int8 rows, NT = 4 at D = 256) it is left out; fp32 rows' loads of
+        // a stage were issued together without it.
+        constexpr bool kLoadsTogether = (P == Precision::bf16 || P == Precision::fp8) && NT <= 2;
+        std::uint32_t all_loaded = 0;
+        if constexpr (kLoadsTogether) {
+#pragma unroll
+          for (int cl = 0; cl < CL; ++cl)
+#pragma unroll
+            for (int m = 0; m < kMmaMTiles; ++m)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int w = 0; w < 4; ++w) all_loaded |= reinterpret_cast<const std::uint32_t*>(buf[cl][m][h])[w];
+          all_loaded &= p.opaque_zero;
+        }
 #pragma unroll
         for (int cl = 0; cl < CL; ++cl)
 #pragma unroll
@@ -513,6 +538,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
                 to_bf16x2<P>(buf[cl][m][0], 4 * i, a[m][0], a[m][2]);
                 to_bf16x2<P>(buf[cl][m][1], 4 * i, a[m][1], a[m][3]);
               }
+              if (kLoadsTogether && cl == 0 && i == 0) a[m][0] |= all_loaded;  // 0: the dependency only
             }
             const int s = (c0 + cl) * C + i;
 #pragma unroll
