@@ -129,7 +129,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                0,
                a.ids,
                a.values,
-               reinterpret_cast<std::uint32_t*>(ws + l.sync)};
+               reinterpret_cast<std::uint32_t*>(ws + l.sync),
+               0u};
   // Row states, histograms and the single launch's counters start at zero; the passes leave the
   // histograms zero.
   IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));

@@ -103,6 +103,8 @@ struct TopkParams {
   // The single launch (topk_single_kernel): [0] the next work item, then per row kTopkSingleSteps counts
   // of the blocks done with each step. Zero at the start of a call (the launcher's memset).
   std::uint32_t* sync;
+  // 0, from the launcher: a value the compiler cannot know (load_keys).
+  std::uint32_t opaque_zero;
 };
 
 // Shared memory of a histogram pass (one block), of the tie step and of the rank step; the chained
@@ -311,18 +313,35 @@ __device__ __forceinline__ T block_radix_select(const T* v, int n, std::uint32_t
   return prefix;
 }
 
+// kCompactUnroll scores from s at i0 + u * stride (u = 0, 1, ...), issued before any is used; those at
+// end or beyond read s[end - 1] instead (end > 0 and s[end - 1] in the caller's range) and come back as
+// key 0. zero: 0 (TopkParams::opaque_zero). Written as `i < end ? topk_key(__ldg(s + i)) : 0u`, each load
+// became a branch around the load and its key conversion, and ptxas (CUDA 13.0, sm_90) issued every load
+// after the previous one's conversion: a memory round trip per score (SASS, 2026-12-04), not one per
+// kCompactUnroll. Unconditional loads were still split 6 + 2 around a conversion; so every conversion
+// also depends on all the loads, through their bits ANDed with a zero the compiler cannot see through.
+__device__ __forceinline__ void load_keys(const float* s, long long i0, long long stride, long long end,
+                                          std::uint32_t zero, std::uint32_t (&keys)[kCompactUnroll]) {
+  std::uint32_t v[kCompactUnroll];
+#pragma unroll
+  for (int u = 0; u < kCompactUnroll; ++u) v[u] = __float_as_uint(__ldg(s + min(i0 + u * stride, end - 1)));
+  std::uint32_t all = 0;
+#pragma unroll
+  for (int u = 0; u < kCompactUnroll; ++u) all |= v[u];
+  all &= zero;
+#pragma unroll
+  for (int u = 0; u < kCompactUnroll; ++u) keys[u] = i0 + u * stride < end ? topk_key(__uint_as_float(v[u] | all)) : 0u;
+}
+
 // Calls f(key, i) for every i in [begin, end), the block's threads striding; kCompactUnroll loads are
 // issued before any is used (memory-level parallelism for the full-row passes).
 template <class F>
-__device__ __forceinline__ void for_each_key(const float* s, long long begin, long long end, F&& f) {
+__device__ __forceinline__ void for_each_key(const float* s, long long begin, long long end, std::uint32_t zero,
+                                             F&& f) {
   const long long step = static_cast<long long>(blockDim.x) * kCompactUnroll;
   for (long long i0 = begin + threadIdx.x; i0 < end; i0 += step) {
     std::uint32_t keys[kCompactUnroll];
-#pragma unroll
-    for (int u = 0; u < kCompactUnroll; ++u) {
-      const long long i = i0 + static_cast<long long>(u) * blockDim.x;
-      keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
-    }
+    load_keys(s, i0, blockDim.x, end, zero, keys);
 #pragma unroll
     for (int u = 0; u < kCompactUnroll; ++u) {
       const long long i = i0 + static_cast<long long>(u) * blockDim.x;
@@ -421,12 +440,15 @@ __device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, in
     const int lane = threadIdx.x & 31;
     constexpr long long tile = 32 * kCompactUnroll;
     for (long long i0 = begin + (threadIdx.x >> 5) * tile; i0 < end; i0 += (blockDim.x >> 5) * tile) {
+      // All the tile's loads first, then the histogram: with the shared atomic in the same loop as the
+      // load, ptxas (CUDA 13.0, sm_90) issued each load after the previous key's atomic, which waits for
+      // that key: kCompactUnroll dependent memory round trips a tile instead of one.
       std::uint32_t keys[kCompactUnroll];
+      load_keys(s, i0 + lane, 32, end, p.opaque_zero, keys);  // i0 < end: every address stays inside the chunk
       std::uint32_t mine = 0;
 #pragma unroll
       for (int u = 0; u < kCompactUnroll; ++u) {
         const long long i = i0 + u * 32 + lane;
-        keys[u] = i < end ? topk_key(__ldg(s + i)) : 0u;
         if (i < end && (keys[u] & mask) == prefix && (!sampled || keys[u] >= lo))
           atomicAdd(&h[(keys[u] >> Dg::shift) & Dg::mask], 1u);
         mine += i < end && keys[u] >= lo;  // pass 1, 2: in the bucket or above it
@@ -473,7 +495,7 @@ __device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, in
       if (stage_base + i < p.compact_cap) clist[stage_base + i] = stage[i];
   } else {
     block_chunk(n, by, p.bpr, begin, end);
-    for_each_key(s, begin, end, [&](std::uint32_t key, long long) {
+    for_each_key(s, begin, end, p.opaque_zero, [&](std::uint32_t key, long long) {
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
     });
   }
@@ -600,7 +622,7 @@ __device__ __forceinline__ void topk_gather_block(const TopkParams& p, int row, 
     if (!take_all && !list_ties)
       for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) ties += topk_key(__ldg(s + i)) == prefix;
   } else {
-    for_each_key(s, begin, end, [&](std::uint32_t key, long long i) {
+    for_each_key(s, begin, end, p.opaque_zero, [&](std::uint32_t key, long long i) {
       const std::uint32_t mk = key & mask;
       if (mk > prefix || (mk == prefix && take_all))
         take(topk_composite(key, static_cast<std::uint32_t>(i)));
@@ -745,10 +767,11 @@ __device__ __forceinline__ void topk_wait_count(const std::uint32_t* count, std:
 // on the same row has finished (a per-row count, sync[1 + row * kTopkSingleSteps + step]), runs that
 // step's block body and counts itself done. A block waits only on items numbered below its own, which
 // blocks already running hold, so the wait ends however many blocks are resident: the grid is sized
-// for the GPU, not for the work. Dynamic shared memory: k composites (the rank step's). ptxas gives it
-// the registers of its largest step (93 on sm_80, 122 on sm_90: 2 blocks an SM); bounded to 3 blocks an
-// SM it spilled 28-84 bytes. One row of 1Mi scores takes 256 blocks a step, which 2 an SM hold at once.
-__global__ void __launch_bounds__(kTopkThreads) topk_single_kernel(TopkParams p) {
+// for the GPU, not for the work. Dynamic shared memory: k composites (the rank step's). Bounded to 2
+// blocks an SM: 93 registers on sm_80, 96 on sm_90, no spill (unbounded, ptxas chose 80 on sm_90 and
+// spilled 40 B; bounded to 3 blocks it spilled 28-84 B). One row of 1Mi scores takes 256 blocks a step,
+// which 2 an SM hold at once.
+__global__ void __launch_bounds__(kTopkThreads, 2) topk_single_kernel(TopkParams p) {
   union Shared {
     TopkHistShared hist;
     TopkTiesShared ties;

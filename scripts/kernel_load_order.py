@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Checks, from the SASS of a build (no GPU needed), that kernels meant to have several loads in flight
+issue them before using any.
+
+Two places where ptxas (CUDA 13.0, sm_90) had put a load behind a use of the one before it, turning one
+memory round trip into several (found in the SASS, 2026-12-04):
+- tensor-core scoring (kernels/score.cuh): of a load stage's 8 16-byte row loads, 4 came after the first
+  chunk's mma, which waits for the first 4: two round trips a stage for bf16 and fp8 rows. The kernel now
+  makes the first mma depend on every load of the stage (kLoadsTogether). Checked: the LDG.E.128 before
+  the first HMMA number the stage's 8.
+- top-k's full-row passes (kernels/topk.cuh): of the 8 score loads a thread meant to have in flight, each
+  came after the previous score's key conversion (written `i < end ? topk_key(__ldg(s + i)) : 0`, every
+  load sat in a branch with its conversion), and in the compacting loop after the previous key's
+  shared-memory histogram atomic: a memory round trip per score instead of one per 8. load_keys now
+  loads unconditionally (clamped addresses) and makes every conversion depend on all 8 loads. Checked: in
+  the sequence of score loads (L: LDG.E.CONSTANT), key conversions (c: the LOP3 with 0x7fffffff that
+  topk_key starts with) and histogram atomics (A: ATOMS), each kernel has at least its expected number of
+  runs of 8 consecutive loads (one per unrolled loop).
+
+Needs cuobjdump and nvdisasm (`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, which `make
+sass-counts` does in the venv; found as scripts/pool_sass_counts.py finds them).
+
+  scripts/kernel_load_order.py [--build build] [--arch 90] [--cuobjdump PATH]
+Exit status: 0 when every kernel passes, 1 when one does not, 2 on a usage problem.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pool_sass_counts import ROOT, find_cuobjdump  # noqa: E402
+
+PRECISION = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3, "fp8": 4}  # core/quant.h
+# (precision, D, NT, loads a thread issues in a stage: chunks x m-tiles x 2 rows)
+SCORE_KERNELS = [("bf16", 128, 1, 8), ("fp8", 128, 1, 8), ("bf16", 128, 2, 8), ("fp8", 128, 2, 8)]
+# top-k kernels with unrolled score loads: (name, mangled, runs of 8 loads expected: one per unrolled loop)
+TOPK_UNROLL = 8  # kCompactUnroll
+TOPK_KERNELS = [
+    ("topk_hist_kernel<0, false, false>", "_ZN2ip4cuda6detail16topk_hist_kernelILi0ELb0ELb0EEEvNS1_10TopkParamsE", 1),
+    ("topk_hist_kernel<0, false, true>", "_ZN2ip4cuda6detail16topk_hist_kernelILi0ELb0ELb1EEEvNS1_10TopkParamsE", 1),
+    ("topk_hist_kernel<0, true, false>", "_ZN2ip4cuda6detail16topk_hist_kernelILi0ELb1ELb0EEEvNS1_10TopkParamsE", 2),
+    ("topk_hist_kernel<1, false, false>", "_ZN2ip4cuda6detail16topk_hist_kernelILi1ELb0ELb0EEEvNS1_10TopkParamsE", 2),
+    ("topk_hist_kernel<2, false, false>", "_ZN2ip4cuda6detail16topk_hist_kernelILi2ELb0ELb0EEEvNS1_10TopkParamsE", 2),
+    ("topk_gather_kernel", "_ZN2ip4cuda6detail18topk_gather_kernelENS1_10TopkParamsE", 1),
+    ("topk_single_kernel", "_ZN2ip4cuda6detail18topk_single_kernelENS1_10TopkParamsE", 6),
+]
+
+
+def mangled(prec, d, nt):
+    return f"_ZN2ip4cuda6detail16score_mma_kernelILNS_9PrecisionE{PRECISION[prec]}ELi{d}ELi{nt}EEEvNS1_11ScoreParamsE"
+
+
+def loads_and_uses(sass):
+    """The kernel's score loads (L), key conversions (c) and shared atomics (A) in program order."""
+    seq = []
+    for line in sass.splitlines():
+        if re.search(r"\bLDG\.E\.CONSTANT\b", line):
+            seq.append("L")
+        elif re.search(r"\bLOP3\.LUT R\d+, R\d+, 0x7fffffff\b", line):
+            seq.append("c")
+        elif re.search(r"\bATOMS\.", line):
+            seq.append("A")
+    return "".join(seq)
+
+
+def loads_before_first_mma(sass):
+    loads = 0
+    for line in sass.splitlines():
+        if re.search(r"\bHMMA\.", line):
+            return loads
+        if re.search(r"\bLDG\.E\.128\b", line):
+            loads += 1
+    return None  # no mma at all
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--arch", default="90")
+    ap.add_argument("--cuobjdump", default=None)
+    args = ap.parse_args(argv[1:])
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    if not cuobjdump:
+        print("score_load_order: cuobjdump not found; `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm` "
+              "or pass --cuobjdump PATH", file=sys.stderr)
+        return 2
+    objdir = os.path.join(args.build, "kernels", "CMakeFiles", "indexpool_kernels.dir")
+    objs = {k: os.path.join(objdir, f"{k}.cu.o") for k in ("score", "topk")}
+    for o in objs.values():
+        if not os.path.exists(o):
+            print(f"kernel_load_order: {o} does not exist (build the kernels first: make build)", file=sys.stderr)
+            return 2
+
+    def sass(obj, fun):
+        r = subprocess.run([cuobjdump, "-sass", "-arch", f"sm_{args.arch}", "-fun", fun, obj],
+                           capture_output=True, text=True)
+        return r.stdout if r.returncode == 0 and "Function" in r.stdout else None
+
+    bad = 0
+    print(f"sm_{args.arch}: score_mma_kernel, 128-bit global loads before the first mma")
+    for prec, d, nt, want in SCORE_KERNELS:
+        name = f"score_mma_kernel<{prec}, {d}, {nt}>"
+        text = sass(objs["score"], mangled(prec, d, nt))
+        got = loads_before_first_mma(text) if text else None
+        if got is None:
+            print(f"  {name:36} not found in the object")
+            bad += 1
+            continue
+        ok = got >= want
+        bad += not ok
+        print(f"  {name:36} {got} of the stage's {want}  {'ok' if ok else 'FAIL: loads sunk below the mma'}")
+    print(f"sm_{args.arch}: top-k, score loads (L), key conversions (c), histogram atomics (A) in program order")
+    for name, fun, want in TOPK_KERNELS:
+        text = sass(objs["topk"], fun)
+        if not text:
+            print(f"  {name:36} not found in the object")
+            bad += 1
+            continue
+        seq = loads_and_uses(text)
+        runs = len(re.findall("L{%d,}" % TOPK_UNROLL, seq))
+        ok = runs >= want
+        bad += not ok
+        print(f"  {name:36} {runs} of {want} runs of {TOPK_UNROLL} loads  {'ok' if ok else 'FAIL'}  {seq}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
