@@ -374,8 +374,27 @@ __global__ void __launch_bounds__(kTopkThreads) topk_sample_kernel(TopkParams p)
   __shared__ std::uint32_t v[kTopkSamples];
   __shared__ std::uint32_t h[kTopkHistBins];
   const float* s = p.scores + off;
-  for (int i = threadIdx.x; i < S; i += blockDim.x)
-    v[i] = topk_key(__ldg(s + (2 * static_cast<long long>(i) + 1) * n / (2LL * S)));
+  // A thread's kTopkSamples / kTopkThreads samples loaded before any is converted or stored (as a strided
+  // loop, load then store, each load waited for the one before: 16 scattered memory round trips a
+  // thread; the conversions also depend on every load, through TopkParams::opaque_zero).
+  {
+    constexpr int kPer = kTopkSamples / kTopkThreads;
+    static_assert(kPer * kTopkThreads == kTopkSamples, "whole samples a thread");
+    const int t = static_cast<int>(threadIdx.x);
+    std::uint32_t x[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const long long i = min(t + j * kTopkThreads, S - 1);
+      x[j] = __float_as_uint(__ldg(s + (2 * i + 1) * n / (2LL * S)));
+    }
+    std::uint32_t all = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) all |= x[j];
+    all &= p.opaque_zero;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (t + j * kTopkThreads < S) v[t + j * kTopkThreads] = topk_key(__uint_as_float(x[j] | all));
+  }
   __syncthreads();
   const std::uint32_t lo = block_radix_select(v, S, static_cast<std::uint32_t>(r), h);  // the r-th largest
   if (threadIdx.x == 0) {
@@ -692,16 +711,44 @@ __global__ void __launch_bounds__(kTopkThreads) topk_ties_kernel(TopkParams p) {
 // writes the padding slots among them (ids -1, NaN values) of a row with fewer than k candidates.
 // Dynamic shared memory: k composites (8k bytes, at most 32 KiB), so that small k leaves room for more
 // blocks an SM.
+// v[i] = cand[i] for i < count and `fill` for count <= i < n (n <= kPer * blockDim.x), each thread's kPer
+// loads issued before any store: as a strided loop (load, store, next) each load waited for the one
+// before, up to k / blockDim.x memory round trips (SASS, 2026-12-04); unrolled, ptxas still put a store
+// or two between them (two or three round trips), so with kTogether every store also depends on all the
+// loads (ORed with their bits ANDed with zero, 0: TopkParams::opaque_zero): one round trip (the rank
+// step; the sort kernel spilled 8 B with it). Loads past count read cand[count - 1] again (an L1 hit).
+// Every thread of the block calls it; a __syncthreads must follow.
+template <int kPer, bool kTogether>
+__device__ __forceinline__ void stage_candidates(const std::uint64_t* cand, int count, int n, std::uint64_t fill,
+                                                 std::uint32_t zero, std::uint64_t* v) {
+  const int t = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  std::uint64_t c[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) c[j] = count > 0 ? cand[min(t + j * nt, count - 1)] : fill;
+  std::uint64_t all = 0;
+  if constexpr (kTogether) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) all |= c[j];
+    all &= zero;
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = t + j * nt;
+    if (i < n) v[i] = i < count ? (c[j] | all) : fill;
+  }
+}
+
 // v: k composites of shared memory. blockDim.x == kTopkRankThreads.
 __device__ __forceinline__ void topk_rank_block(const TopkParams& p, int row, int by, std::uint64_t* v,
                                                 TopkRankShared& sh) {
   constexpr int kWarps = kTopkRankThreads / 32;
   std::uint32_t (&above)[kWarps][32] = sh.above;
   const TopkRowState* st = p.state + row;
+  const long long off = p.row_offset[row];  // loaded now, with the state: the values' gather needs it
   const int k = p.k;
   const int count = st->take_all ? static_cast<int>(min(st->slots, static_cast<std::uint32_t>(k))) : k;
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) v[i] = cand[i];
+  stage_candidates<kTopkMaxK / kTopkRankThreads, true>(cand, count, count, 0ull, p.opaque_zero, v);
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int i = by * 32 + lane;
@@ -722,7 +769,7 @@ __device__ __forceinline__ void topk_rank_block(const TopkParams& p, int row, in
     for (int w = 0; w < kWarps; ++w) rank += above[w][lane];
     const std::int32_t id = topk_composite_id(mine);
     p.ids[base + rank] = id;
-    if (p.values) p.values[base + rank] = p.scores[p.row_offset[row] + id];
+    if (p.values) p.values[base + rank] = p.scores[off + id];
   } else {  // slot i >= count: no candidate ranks there
     p.ids[base + i] = -1;
     if (p.values) p.values[base + i] = __int_as_float(0x7FC00000);
@@ -832,15 +879,32 @@ __global__ void __launch_bounds__(kTopkSortThreads) topk_sort_kernel(TopkParams 
   const std::uint32_t count = st->take_all ? min(st->slots, static_cast<std::uint32_t>(k)) : static_cast<std::uint32_t>(k);
   const int n2 = bitonic_size<1>(k);
   const std::uint64_t* cand = p.cand + static_cast<long long>(row) * k;
-  for (int i = threadIdx.x; i < n2; i += blockDim.x) v[i] = i < static_cast<int>(count) ? cand[i] : 0ull;
+  const long long off = p.row_offset[row];
+  stage_candidates<kTopkMaxK / kTopkSortThreads, false>(cand, static_cast<int>(count), n2, 0ull, p.opaque_zero, v);
   __syncthreads();
   block_bitonic_sort_spread<true, kTopkSortPerThread>(v, n2);
-  const long long off = p.row_offset[row];
-  for (int i = threadIdx.x; i < k; i += blockDim.x) {
-    const std::uint64_t c = v[i];
-    const std::int32_t id = c ? topk_composite_id(c) : -1;
-    p.ids[static_cast<long long>(row) * k + i] = id;
-    if (p.values) p.values[static_cast<long long>(row) * k + i] = id >= 0 ? p.scores[off + id] : __int_as_float(0x7FC00000);
+  // Ids first, then every value load of the thread, then the stores (a load per step of a strided loop
+  // waited for the one before). A row with no candidate loads nothing; otherwise a padding slot (id -1)
+  // reads the row's first score, unused.
+  constexpr int kOut = kTopkMaxK / kTopkSortThreads;
+  const int t = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  std::int32_t ids[kOut];
+  float vals[kOut];
+#pragma unroll
+  for (int j = 0; j < kOut; ++j) {
+    const int i = t + j * nt;
+    const std::uint64_t c = i < k ? v[i] : 0ull;
+    ids[j] = c ? topk_composite_id(c) : -1;
+  }
+#pragma unroll
+  for (int j = 0; j < kOut; ++j)
+    vals[j] = p.values && count > 0 ? p.scores[off + max(ids[j], 0)] : __int_as_float(0x7FC00000);
+#pragma unroll
+  for (int j = 0; j < kOut; ++j) {
+    const int i = t + j * nt;
+    if (i >= k) continue;
+    p.ids[static_cast<long long>(row) * k + i] = ids[j];
+    if (p.values) p.values[static_cast<long long>(row) * k + i] = ids[j] >= 0 ? vals[j] : __int_as_float(0x7FC00000);
   }
 }
 
