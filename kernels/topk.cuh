@@ -66,7 +66,7 @@ constexpr int kTopkSamples = ::ip::cuda::kTopkSamples;
 constexpr int kTopkSortPerThread = kTopkMaxK / kTopkSortThreads;
 constexpr int kTopkTiesPerThread = kTopkTieListCap / kTopkThreads;
 
-struct TopkRowState {
+struct alignas(16) TopkRowState {
   std::uint32_t prefix;        // digits found so far
   std::uint32_t mask;          // bits of the key they cover
   std::uint32_t k_rem;         // keys still needed among those matching prefix under mask
@@ -82,6 +82,20 @@ struct TopkRowState {
   std::uint32_t pad[4];
 };
 static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
+
+// A row's state, for a step that reads several fields before branching on them. Field by field, ptxas
+// loaded take_all, branched on it, then loaded the rest, and more after the next barrier: three memory
+// round trips at the start of every pass (SASS, 2026-12-04); it did the same with vector loads (split
+// into the fields used) and with inline-PTX vector loads. What keeps the loads together is the branch
+// depending on all of them: see the pass's first `return`.
+__device__ __forceinline__ TopkRowState load_row_state(const TopkRowState* st) {
+  TopkRowState r;
+  const uint4* src = reinterpret_cast<const uint4*>(st);
+  uint4* dst = reinterpret_cast<uint4*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = src[i];
+  return r;
+}
 
 struct TopkParams {
   int rows;
@@ -414,16 +428,20 @@ __device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, in
   using Dg = Digit<PASS>;
   constexpr int bins = 1 << Dg::bits;
   TopkRowState* st = p.state + row;
-  if (REDO && !(st->sampled && !st->compact)) return;  // only rows whose sampled list was dropped
-  if (st->take_all) return;  // the same for every block of the row
-  const std::uint32_t prefix = st->prefix, mask = st->mask;
-  const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : st->k_rem;
+  const TopkRowState sv = load_row_state(st);  // the fields read below, as the previous step left them
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;  // with the state, not after
+  // 0, but the first branch then needs every field used below, so their loads go out before it
+  const std::uint32_t all_loaded = (sv.prefix | sv.mask | sv.k_rem | sv.bucket_count | sv.compact | sv.ccount |
+                                    sv.sampled | sv.lo | static_cast<std::uint32_t>(n)) & p.opaque_zero;
+  if (REDO && !(sv.sampled && !sv.compact)) return;  // only rows whose sampled list was dropped
+  if (sv.take_all | all_loaded) return;  // the same for every block of the row
+  const std::uint32_t prefix = sv.prefix, mask = sv.mask;
+  const std::uint32_t k_rem = PASS == 0 ? static_cast<std::uint32_t>(p.k) : sv.k_rem;
 
   std::uint32_t* const h = sh.h;
   for (int d = threadIdx.x; d < bins; d += blockDim.x) h[d] = 0;
   __syncthreads();
 
-  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   const float* s = p.scores + off;
   std::uint64_t* clist = p.clist + static_cast<long long>(row) * p.compact_cap;
   // The list holds every key >= lo: pass 0 takes lo from step 0's sample (the list is kept if it holds
@@ -432,15 +450,15 @@ __device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, in
   // pass-0 bucket, else pass 2 the pass-1 bucket. The same decision in every block.
   // A sampled pass 0 histograms only the keys >= lo (the others cannot be in the top k when the list
   // is kept; when it is not, the REDO launch counts them all).
-  const bool sampled = SAMPLED && st->sampled != 0;
-  const bool listed = PASS >= 1 && st->compact != 0;
+  const bool sampled = SAMPLED && sv.sampled != 0;
+  const bool listed = PASS >= 1 && sv.compact != 0;
   const bool compacting =
       PASS == 0 ? sampled
-                : !listed && static_cast<unsigned long long>(st->bucket_count) + (p.k - k_rem) <= p.compact_cap;
-  const std::uint32_t lo = PASS == 0 ? st->lo : prefix;  // st->lo: 0 unless sampled
+                : !listed && static_cast<unsigned long long>(sv.bucket_count) + (p.k - k_rem) <= p.compact_cap;
+  const std::uint32_t lo = PASS == 0 ? sv.lo : prefix;  // lo: 0 unless sampled
   long long begin, end;
-  if (listed) {  // the surviving keys are all in the compact list
-    block_chunk(min(st->ccount, p.compact_cap), by, p.bpr, begin, end);  // min: memory-safe
+  if (listed) {  // the surviving keys are all in the compact list (ccount final: a listed pass adds none)
+    block_chunk(min(sv.ccount, p.compact_cap), by, p.bpr, begin, end);  // min: memory-safe
     for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const std::uint32_t key = static_cast<std::uint32_t>(clist[i] >> 32);
       if ((key & mask) == prefix) atomicAdd(&h[(key >> Dg::shift) & Dg::mask], 1u);
