@@ -61,6 +61,8 @@ struct AttnParams {
   float* part_ml = nullptr;           // [max_splits, heads, 2] running max and sum of each split
   float* part_o = nullptr;            // [max_splits, heads, vdim] unnormalized output of each split
   float* final_ml = nullptr;          // [requests, heads, 2] final max and sum
+  // 0: a value the compiler cannot know (attn_load_tile), set by no one.
+  unsigned opaque_zero = 0;
 };
 
 // Dynamic shared memory of the split kernel: token rows, then q, K (rows padded by one float against
@@ -161,6 +163,53 @@ __global__ void __launch_bounds__(kScanThreads) attn_scan_kernel(AttnParams p) {
   }
 }
 
+// A tile's K and V rows into shared memory for compile-time D and Dv (multiples of 4, rows 16-byte
+// aligned): each thread's 16-byte loads, all issued before any is stored, then the stores. As strided
+// loops (load, store, next) each load waited for the one before: (D + Dv) * kAttnTile / kAttnThreads
+// dependent memory round trips a tile, 64 at D = Dv = 128 (SASS, sm_90, 2026-12-04); now one. Rows of
+// invalid tokens (row -1) load row 0 and store zeros. Every store also depends on every load (their bits
+// ANDed with p.opaque_zero, 0), or ptxas puts stores between the loads.
+template <int kD, int kDv>
+__device__ __forceinline__ void attn_load_tile(const AttnParams& p, const long long* rows_s, float* k_s, float* v_s) {
+  constexpr int KQ = kD / 4, VQ = kDv / 4;
+  constexpr int KN = kAttnTile * KQ / kAttnThreads, VN = kAttnTile * VQ / kAttnThreads;
+  static_assert(KN * kAttnThreads == kAttnTile * KQ && VN * kAttnThreads == kAttnTile * VQ, "whole rows a pass");
+  const int tid = threadIdx.x;
+  float4 kv[KN], vv[VN];
+#pragma unroll
+  for (int j = 0; j < KN; ++j) {
+    const int i = tid + j * kAttnThreads, t = i / KQ, q = i % KQ;
+    kv[j] = __ldg(reinterpret_cast<const float4*>(p.keys + max(rows_s[t], 0LL) * kD) + q);
+  }
+#pragma unroll
+  for (int j = 0; j < VN; ++j) {
+    const int i = tid + j * kAttnThreads, t = i / VQ, q = i % VQ;
+    vv[j] = __ldg(reinterpret_cast<const float4*>(p.values + max(rows_s[t], 0LL) * kDv) + q);
+  }
+  unsigned all = 0;
+#pragma unroll
+  for (int j = 0; j < KN; ++j) all |= __float_as_uint(kv[j].x);
+#pragma unroll
+  for (int j = 0; j < VN; ++j) all |= __float_as_uint(vv[j].x);
+  all &= p.opaque_zero;
+  auto put = [&](float* dst, const float4& x, bool valid) {
+    dst[0] = valid ? __uint_as_float(__float_as_uint(x.x) | all) : 0.0f;
+    dst[1] = valid ? x.y : 0.0f;
+    dst[2] = valid ? x.z : 0.0f;
+    dst[3] = valid ? x.w : 0.0f;
+  };
+#pragma unroll
+  for (int j = 0; j < KN; ++j) {
+    const int i = tid + j * kAttnThreads, t = i / KQ, q = i % KQ;
+    put(k_s + t * (kD + 1) + q * 4, kv[j], rows_s[t] >= 0);
+  }
+#pragma unroll
+  for (int j = 0; j < VN; ++j) {
+    const int i = tid + j * kAttnThreads, t = i / VQ, q = i % VQ;
+    put(v_s + t * kDv + q * 4, vv[j], rows_s[t] >= 0);
+  }
+}
+
 // Block (w, g): split w of the batch (CSR over requests), heads [g*kAttnHeads, ...) of its request.
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) {
@@ -195,9 +244,35 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) 
   float* a_s = l_s + kAttnHeads;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < kAttnHeads * D; i += kAttnThreads) {
-    const int h = i / D;
-    q_s[i] = h < hh ? p.queries[(static_cast<long long>(b) * p.heads + h0 + h) * D + i % D] : 0.0f;
+  [[maybe_unused]] const bool vec_rows = ((reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) & 15u) == 0;
+  bool q_staged = false;
+  if constexpr (kD > 0 && kD % 4 == 0) {
+    // 16-byte loads, all issued before any store (as a strided loop each waited for the one before:
+    // kAttnHeads * D / kAttnThreads round trips, 8 at D = 128); heads past hh load the last one, store 0.
+    if ((reinterpret_cast<std::uintptr_t>(p.queries) & 15u) == 0) {
+      constexpr int QN = kAttnHeads * kD / 4 / kAttnThreads;
+      static_assert(QN * kAttnThreads * 4 == kAttnHeads * kD, "whole heads a pass");
+      float4 qv[QN];
+#pragma unroll
+      for (int j = 0; j < QN; ++j) {
+        const int i = tid + j * kAttnThreads, h = i / (kD / 4);
+        qv[j] = __ldg(reinterpret_cast<const float4*>(p.queries + (static_cast<long long>(b) * p.heads + h0 + min(h, hh - 1)) * kD) +
+                      i % (kD / 4));
+      }
+#pragma unroll
+      for (int j = 0; j < QN; ++j) {
+        const int i = tid + j * kAttnThreads;
+        const bool valid = i / (kD / 4) < hh;
+        reinterpret_cast<float4*>(q_s)[i] = valid ? qv[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      q_staged = true;
+    }
+  }
+  if (!q_staged) {
+    for (int i = tid; i < kAttnHeads * D; i += kAttnThreads) {
+      const int h = i / D;
+      q_s[i] = h < hh ? p.queries[(static_cast<long long>(b) * p.heads + h0 + h) * D + i % D] : 0.0f;
+    }
   }
   for (int i = tid; i < kAttnHeads * Dv; i += kAttnThreads) o_s[i] = 0.0f;
   if (tid < kAttnHeads) {
@@ -217,15 +292,24 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) 
       rows_s[tid] = row;
     }
     __syncthreads();  // rows ready; also orders the previous tile's O update before these loads
-    for (int i = tid; i < kAttnTile * D; i += kAttnThreads) {
-      const int t = i / D, d = i % D;
-      const long long r = rows_s[t];
-      k_s[t * (D + 1) + d] = r >= 0 ? p.keys[r * D + d] : 0.0f;
+    bool loaded = false;
+    if constexpr (kD > 0 && kDv > 0 && kD % 4 == 0 && kDv % 4 == 0) {
+      if (vec_rows) {
+        attn_load_tile<kD, kDv>(p, rows_s, k_s, v_s);
+        loaded = true;
+      }
     }
-    for (int i = tid; i < kAttnTile * Dv; i += kAttnThreads) {
-      const int t = i / Dv, d = i % Dv;
-      const long long r = rows_s[t];
-      v_s[i] = r >= 0 ? p.values[r * Dv + d] : 0.0f;
+    if (!loaded) {  // any dim, or rows not 16-byte aligned
+      for (int i = tid; i < kAttnTile * D; i += kAttnThreads) {
+        const int t = i / D, d = i % D;
+        const long long r = rows_s[t];
+        k_s[t * (D + 1) + d] = r >= 0 ? p.keys[r * D + d] : 0.0f;
+      }
+      for (int i = tid; i < kAttnTile * Dv; i += kAttnThreads) {
+        const int t = i / Dv, d = i % Dv;
+        const long long r = rows_s[t];
+        v_s[i] = r >= 0 ? p.values[r * Dv + d] : 0.0f;
+      }
     }
     __syncthreads();
     // Logits (stored raw in the probability rows; the probability kernel normalizes them).

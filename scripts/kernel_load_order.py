@@ -16,6 +16,11 @@ memory round trip into several (found in the SASS, 2026-12-04):
   the sequence of score loads (L: LDG.E.CONSTANT), key conversions (c: the LOP3 with 0x7fffffff that
   topk_key starts with) and histogram atomics (A: ATOMS), each kernel has at least its expected number of
   runs of 8 consecutive loads (one per unrolled loop).
+- decode attention's split kernel (kernels/attention.cuh): a tile's K and V rows, loaded by a strided loop
+  (load, store to shared memory, next), one round trip per element a thread: 64 a tile at D = Dv = 128.
+  attn_load_tile now issues a thread's 16-byte loads before any store. Checked: from the kernel's first
+  16-byte constant load (the q staging's, then the tile's) to each following shared-memory store, the
+  most 16-byte loads issued without a store between: the tile's (D + Dv) * 32 / 4 / 128 (16 at 128).
 
 Needs cuobjdump and nvdisasm (`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, which `make
 sass-counts` does in the venv; found as scripts/pool_sass_counts.py finds them).
@@ -46,6 +51,26 @@ TOPK_KERNELS = [
     ("topk_gather_kernel", "_ZN2ip4cuda6detail18topk_gather_kernelENS1_10TopkParamsE", 1),
     ("topk_single_kernel", "_ZN2ip4cuda6detail18topk_single_kernelENS1_10TopkParamsE", 6),
 ]
+
+
+# attention split kernels: (D = Dv, 16-byte loads a thread issues for a tile)
+ATTN_KERNELS = [(64, 8), (128, 16), (256, 32)]
+
+
+def attn_mangled(d):
+    return f"_ZN2ip4cuda6detail17attn_split_kernelILi{d}ELi{d}EEEvNS1_10AttnParamsE"
+
+
+def most_loads_between_stores(sass):
+    """The most LDG.E.128 in a row with no shared-memory store (STS) between them."""
+    best = run = 0
+    for line in sass.splitlines():
+        if re.search(r"\bLDG\.E\.128", line):
+            run += 1
+            best = max(best, run)
+        elif re.search(r"\bSTS(\.|\b)", line):
+            run = 0
+    return best
 
 
 def mangled(prec, d, nt):
@@ -88,7 +113,7 @@ def main(argv):
               "or pass --cuobjdump PATH", file=sys.stderr)
         return 2
     objdir = os.path.join(args.build, "kernels", "CMakeFiles", "indexpool_kernels.dir")
-    objs = {k: os.path.join(objdir, f"{k}.cu.o") for k in ("score", "topk")}
+    objs = {k: os.path.join(objdir, f"{k}.cu.o") for k in ("score", "topk", "attention")}
     for o in objs.values():
         if not os.path.exists(o):
             print(f"kernel_load_order: {o} does not exist (build the kernels first: make build)", file=sys.stderr)
@@ -124,6 +149,18 @@ def main(argv):
         ok = runs >= want
         bad += not ok
         print(f"  {name:36} {runs} of {want} runs of {TOPK_UNROLL} loads  {'ok' if ok else 'FAIL'}  {seq}")
+    print(f"sm_{args.arch}: attn_split_kernel, the most 16-byte loads issued with no shared-memory store between")
+    for d, want in ATTN_KERNELS:
+        name = f"attn_split_kernel<{d}, {d}>"
+        text = sass(objs["attention"], attn_mangled(d))
+        if not text:
+            print(f"  {name:36} not found in the object")
+            bad += 1
+            continue
+        got = most_loads_between_stores(text)
+        ok = got >= want
+        bad += not ok
+        print(f"  {name:36} {got} of a tile's {want}  {'ok' if ok else 'FAIL'}")
     return 1 if bad else 0
 
 
