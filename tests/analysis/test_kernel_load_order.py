@@ -1,0 +1,41 @@
+"""Tests of scripts/kernel_load_order.py's SASS readers on excerpts shaped like cuobjdump's output (the
+script itself needs a build and cuobjdump; `make sass-counts` runs it)."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import kernel_load_order as klo  # noqa: E402
+
+
+def sass(*ops):
+    return "\n".join(f"        /*{i * 16:04x}*/                   {op} ;" for i, op in enumerate(ops))
+
+
+def test_loads_before_the_first_mma():
+    sunk = sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "LDG.E.128.CONSTANT R8, desc[UR8][R6.64]",
+                "HMMA.16816.F32.BF16 R32, R4, R12, R32", "LDG.E.128.CONSTANT R16, desc[UR8][R2.64+0x40]")
+    together = sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "LDG.E.128.CONSTANT R8, desc[UR8][R6.64]",
+                    "LDG.E.128.CONSTANT R16, desc[UR8][R2.64+0x40]", "HMMA.16816.F32.BF16 R32, R4, R12, R32")
+    assert klo.loads_before_first_mma(sunk) == 2
+    assert klo.loads_before_first_mma(together) == 3
+    assert klo.loads_before_first_mma(sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]")) is None
+
+
+def test_topk_sequence_tells_serial_loads_from_batched_ones():
+    serial = sass(*["LDG.E.CONSTANT R4, desc[UR6][R4.64]", "LOP3.LUT R3, R4, 0x7fffffff, RZ, 0xc0, !PT",
+                    "ATOMS.POPC.INC.32 RZ, [R3+UR4]"] * 3)
+    batched = sass(*(["LDG.E.CONSTANT R%d, desc[UR6][R2.64]" % r for r in range(8)] +
+                     ["LOP3.LUT R20, R%d, 0x7fffffff, RZ, 0xc0, !PT" % r for r in range(8)] +
+                     ["ATOMS.POPC.INC.32 RZ, [R20+UR4]"] * 8))
+    assert klo.loads_and_uses(serial) == "LcA" * 3
+    assert klo.loads_and_uses(batched) == "L" * 8 + "c" * 8 + "A" * 8
+
+
+def test_loads_between_shared_stores():
+    text = sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "STS [R1], R4", "LDG.E.128.CONSTANT R8, desc[UR8][R2.64]",
+                "LDS R9, [R1]", "LDG.E.128.CONSTANT R12, desc[UR8][R2.64]", "LDG.E.128.CONSTANT R16, desc[UR8][R2.64]",
+                "STS.128 [R1], R12")
+    assert klo.most_loads_between_stores(text) == 3
+    assert klo.most_loads_between_stores(sass("LDG.E R4, desc[UR8][R2.64]", "STS [R1], R4")) == 0
