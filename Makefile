@@ -74,8 +74,6 @@ kernel-resources: build
 
 # Static instruction counts of the pooling kernel's paths (no GPU needed); cuobjdump and nvdisasm from PyPI into the venv.
 sass-counts: build venv
-	@$(VENV_PY) -c "import glob,sys; sys.exit(0 if glob.glob('$(VENV)/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm') else 1)" || \
-	  $(VENV_PY) -m pip install -q --disable-pip-version-check --only-binary=:all: nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 	$(VENV_PY) scripts/pool_sass_counts.py --build $(BUILD_DIR)
 	$(VENV_PY) scripts/kernel_load_order.py --build $(BUILD_DIR)
 

@@ -22,11 +22,12 @@ memory round trip into several (found in the SASS, 2026-12-04):
   16-byte constant load (the q staging's, then the tile's) to each following shared-memory store, the
   most 16-byte loads issued without a store between: the tile's (D + Dv) * 32 / 4 / 128 (16 at 128).
 
-Needs cuobjdump and nvdisasm (`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, which `make
-sass-counts` does in the venv; found as scripts/pool_sass_counts.py finds them).
+Needs cuobjdump and nvdisasm: the project's venv has them (analysis/requirements.txt; `make venv`), found as
+scripts/pool_sass_counts.py finds them. CTest runs this as kernels.LoadOrder.LoadsGoOutTogether.
 
   scripts/kernel_load_order.py [--build build] [--arch 90] [--cuobjdump PATH]
-Exit status: 0 when every kernel passes, 1 when one does not, 2 on a usage problem.
+Exit status: 0 when every kernel passes, 1 when one does not, 2 on a usage problem (no build objects), 3
+when cuobjdump is not found (CTest reports the test skipped, with this message).
 """
 import argparse
 import os
@@ -109,9 +110,9 @@ def main(argv):
     args = ap.parse_args(argv[1:])
     cuobjdump = find_cuobjdump(args.cuobjdump)
     if not cuobjdump:
-        print("score_load_order: cuobjdump not found; `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm` "
-              "or pass --cuobjdump PATH", file=sys.stderr)
-        return 2
+        print("kernel_load_order: cuobjdump not found (not on PATH, not in the project's venv: run `make venv`, "
+              "or pass --cuobjdump PATH)", file=sys.stderr)
+        return 3
     objdir = os.path.join(args.build, "kernels", "CMakeFiles", "indexpool_kernels.dir")
     objs = {k: os.path.join(objdir, f"{k}.cu.o") for k in ("score", "topk", "attention")}
     for o in objs.values():

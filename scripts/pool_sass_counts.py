@@ -15,8 +15,8 @@ kernel on a machine without a GPU, not a substitute for kernel_bench.
 
 Needs nvcc, cuobjdump and nvdisasm (cuobjdump -sass runs it). They are not in every CUDA toolkit
 install; `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm` puts both under
-site-packages/nvidia/cu*/bin, which this script finds (or pass --cuobjdump). `make sass-counts` does that
-in the project's venv.
+site-packages/nvidia/cu*/bin, which this script finds (or pass --cuobjdump). The project's venv has
+both (analysis/requirements.txt, `make venv`).
 
   scripts/pool_sass_counts.py [--arch 90] [--nvcc PATH] [--cuobjdump PATH] [--build build]
 """
