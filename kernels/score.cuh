@@ -517,9 +517,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
 #pragma unroll
             for (int m = 0; m < kMmaMTiles; ++m)
 #pragma unroll
-              for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int w = 0; w < 4; ++w) all_loaded |= reinterpret_cast<const std::uint32_t*>(buf[cl][m][h])[w];
+              for (int h = 0; h < 2; ++h)  // one word of each 16-byte load: the load writes all four at once
+                all_loaded |= reinterpret_cast<const std::uint32_t*>(buf[cl][m][h])[0];
           all_loaded &= p.opaque_zero;
         }
 #pragma unroll
