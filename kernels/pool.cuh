@@ -15,8 +15,9 @@
 //
 // Thread mapping
 //   One warp per entry (group of G <= 16 consecutive tokens of one request; the last group of a
-//   request may hold fewer). The warp finds its request with a binary search of entry_offset
-//   (core/segments.h), so requests of any lengths share one launch without padding.
+//   request may hold fewer; the fast path gives a warp two groups of 2-byte keys where they fit). The
+//   warp finds its request with a binary search of entry_offset (core/segments.h), so requests of any
+//   lengths share one launch without padding; a batch of one request needs no search and no offset load.
 //   Fast path (D in {64, 128, 256}, G in {1, 2, 4, 8, 16}, keys and payload 16-byte aligned):
 //     lane l owns E = D/32 elements of every row, in NC chunks of VE contiguous elements
 //     (VE = min(E, 16 bytes / key bytes)): chunk c covers d = (32c + l) VE ... + VE - 1, so each load
@@ -138,11 +139,55 @@ struct GroupSpan {
   int n;            // tokens in the group, 1..G (0 only when the offsets are inconsistent)
 };
 
-__device__ __forceinline__ GroupSpan locate_group(const PoolArgs& a, long long e, int G) {
-  const int b = segment_of(a.batch.entry_offset, a.batch.requests, e);
-  const long long first = a.batch.token_offset[b] + (e - a.batch.entry_offset[b]) * G;
-  const long long left = a.batch.token_offset[b + 1] - first;
+// Entry e's span in request b, whose tokens start at token row `tokens_from` and end before `tokens_end`
+// and whose entries start at `entries_from`.
+__device__ __forceinline__ GroupSpan group_span(int b, long long tokens_from, long long tokens_end,
+                                                long long entries_from, long long e, int G) {
+  const long long first = tokens_from + (e - entries_from) * G;
+  const long long left = tokens_end - first;
   return {b, first, left >= G ? G : (left > 0 ? static_cast<int>(left) : 0)};
+}
+
+// Entry e's span. A batch of one request has offsets {0, total_tokens} and {0, total_entries}
+// (kernels/batch.h), known without a load: its warps' first memory round trip is their keys', not the
+// offsets' (one L2 round trip less in every warp's life; the runner's pooling and kernel_bench's are
+// single requests). Other batches search entry_offset and load their request's offsets.
+__device__ __forceinline__ GroupSpan locate_group(const PoolArgs& a, long long e, int G) {
+  if (a.batch.requests == 1) return group_span(0, 0, a.batch.total_tokens, 0, e, G);
+  const int b = segment_of(a.batch.entry_offset, a.batch.requests, e);
+  return group_span(b, a.batch.token_offset[b], a.batch.token_offset[b + 1], a.batch.entry_offset[b], e, G);
+}
+
+// The spans of a warp's groups e0 .. e0 + GPW - 1 (e0 < total_entries; n = 0 past the end). In a batch
+// of several requests the request of e0 is searched once and its offsets, with the entry offset that
+// ends it, are loaded together; the later groups that lie in it (all of them but at a request's end)
+// take those, so the warp's keys wait for one round trip of offsets, not GPW one after another. A later
+// group in another request is located by itself. The same spans as locate_group of each group.
+template <int GPW>
+__device__ __forceinline__ void locate_groups(const PoolArgs& a, long long e0, int G, GroupSpan (&s)[GPW]) {
+  if (GPW == 1 || a.batch.requests == 1) {
+#pragma unroll
+    for (int q = 0; q < GPW; ++q)
+      s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
+    return;
+  }
+  const int b = segment_of(a.batch.entry_offset, a.batch.requests, e0);
+  const long long entries_from = a.batch.entry_offset[b], entries_end = a.batch.entry_offset[b + 1];
+  const long long tokens_from = a.batch.token_offset[b], tokens_end = a.batch.token_offset[b + 1];
+  // e0 < entries_end holds for consistent offsets (the search found b); testing it makes s[0] need
+  // entries_end, so that ptxas loads it with the other three rather than after them, where only the later
+  // groups would need it. With inconsistent offsets n = 0: nothing is read.
+  s[0] = e0 < entries_end ? group_span(b, tokens_from, tokens_end, entries_from, e0, G) : GroupSpan{b, tokens_from, 0};
+#pragma unroll
+  for (int q = 1; q < GPW; ++q) {
+    const long long e = e0 + q;
+    if (e >= a.batch.total_entries)
+      s[q] = GroupSpan{0, 0, 0};
+    else if (e < entries_end)  // entry_offset[b] <= e0 < e < entry_offset[b + 1]: request b, as a search finds
+      s[q] = group_span(b, tokens_from, tokens_end, entries_from, e, G);
+    else
+      s[q] = locate_group(a, e, G);
+  }
 }
 
 __device__ __forceinline__ bool quantized(Precision p) { return p == Precision::int8 || p == Precision::fp8; }

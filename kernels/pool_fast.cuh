@@ -312,9 +312,7 @@ template <int D, int G, class K, int GPW>
 __device__ __forceinline__ void load_fast_set(const PoolArgs& a, long long e0, int lane, FastSet<D, G, K, GPW>& x) {
   using S = FastShape<D, K>;
   using raw = typename K::raw;
-#pragma unroll
-  for (int q = 0; q < GPW; ++q)  // n = 0 past the end, and for inconsistent offsets: never read outside the request
-    x.s[q] = e0 + q < a.batch.total_entries ? locate_group(a, e0 + q, G) : GroupSpan{0, 0, 0};
+  locate_groups<GPW>(a, e0, G, x.s);  // n = 0 past the end, and for inconsistent offsets: never read outside the request
 #pragma unroll
   for (int q = 0; q < GPW; ++q) {
     const raw* base = static_cast<const raw*>(a.keys) + x.s[q].first * D;
