@@ -98,7 +98,8 @@ void print_help() {
       "each call sees; it also counts launch gaps between a case's kernels). GB/s counts the bytes the kernel\n"
       "is declared to move (reads + writes, in the 'bytes' column), 1 GB = 1e9 B. '% copy' is that over the\n"
       "copy bandwidth (the faster of cudaMemcpyAsync device-to-device and a float4 copy kernel, counting read +\n"
-      "write bytes).\n"
+      "write bytes); the copy group also times the float4 copy kernel at 1-256 MiB each way, the sizes of the\n"
+      "cases: what a plain streaming kernel that moves that many bytes in one launch reaches (not judged).\n"
       "Exit status: 0 (also with no CUDA device: 'skipped: no CUDA device'), 1 when a case failed, 2 on bad\n"
       "arguments. Targets not met are reported, not an error.");
 }
@@ -248,6 +249,31 @@ void copy_kernel(const void* src, void* dst, std::size_t n, const Env& env) {
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
+// The float4 copy kernel at the sizes of the cases (not judged; after the reference, so '% copy' is of
+// it): a kernel that streams a case's bytes in one launch pays the same ramp, first round trip and tail
+// as a copy of those bytes, so this row says how near the reference a plain streaming kernel of that size
+// gets (a case below its size's row loses to more than its size).
+// Sources and destinations rotate over copies larger than twice the L2, as the cases' inputs do.
+void copy_size_cases(const Env& env, std::vector<Row>& rows) {
+  for (const std::size_t mib : {1ull, 4ull, 16ull, 64ull, 256ull}) {
+    const std::size_t n = std::max<std::size_t>(4096, ((mib << 20) / static_cast<std::size_t>(env.shrink)) & ~std::size_t{15});
+    const int rot = env.rotations(2.0 * n);
+    ip::cuda::DeviceBuffer<std::uint8_t> src(n * rot), dst(n * rot);
+    fill(src.data(), n * rot / 4, Fill::f32, 2, -1, 1, env);
+    Row r{"copy", "float4 copy kernel (case-sized)", fmt_bytes(static_cast<double>(n)) + " each way"};
+    r.t = time_runs(env, env.runs, [&](int i) {
+      const std::size_t at = static_cast<std::size_t>(i % rot) * n;
+      copy_kernel(src.data() + at, dst.data() + at, n, env);
+    });
+    r.bytes = 2.0 * n;
+    finish(r, env);
+    r.verdict = "-";
+    r.note = fmt::format("{} buffers rotated; a plain kernel streaming {} in one launch", rot,
+                         fmt_bytes(r.bytes));
+    rows.push_back(r);
+  }
+}
+
 void finish(Row& r, const Env& env) {
   if (r.t.runs > 0 && r.t.median_ms > 0 && r.bytes > 0) {
     r.gbs = r.bytes / (r.t.median_ms * 1e-3) / 1e9;
@@ -377,6 +403,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("copy bandwidth (reference): %.0f GB/s (read + write bytes)\n", env.copy_gbs);
+    copy_size_cases(env, rows);
     std::printf("\nas each group ends:\n");
     print_header();
     std::fflush(stdout);
