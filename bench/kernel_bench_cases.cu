@@ -137,6 +137,7 @@ struct ScoreSet {
   int H = 1, D = 128, n = 1, k = 1;
   cuda::ScoreMath math = cuda::ScoreMath::automatic;
   cuda::TopkLaunch topk_launch = cuda::TopkLaunch::automatic;
+  bool pipelined = false;  // ScoreArgs::pipelined
   std::vector<DeviceBuffer<std::uint8_t>> rows;
   std::vector<DeviceBuffer<float>> scales;
   DeviceBuffer<float> q, hw, scores, values;
@@ -180,6 +181,7 @@ struct ScoreSet {
     a.heads = H;
     a.scores = scores.data();
     a.math = math;
+    a.pipelined = pipelined;
     cuda::score(a, env.stream);
   }
   void topk(const Env& env) {
@@ -270,13 +272,18 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
   // instead of tensor cores (on the H200, H = 8 bf16 rows took 435 us for 16Mi tokens on tensor cores,
   // 59% of copy, while H = 1 took 269 us on CUDA cores, 95%), and H = 64 with one bf16 mma a k-step
   // instead of bf16x2's two (math bf16: the query rounded to bf16; is H = 64 bound by mma.sync?).
+  // "pipelined": the CUDA-core kernel that loads a warp's next step before scoring the current one
+  // (ScoreArgs::pipelined; kernels/DEVICE_RUNS.md item 22), at H = 1 (automatic is CUDA cores there) and
+  // at H = 8 beside "CUDA cores".
   struct V {
     int H;
     cuda::ScoreMath math;
     const char* label;
+    bool pipelined = false;
   };
   for (long long T0 : Ts)
-    for (V v : {V{8, cuda::ScoreMath::fp32, "CUDA cores"}, V{64, cuda::ScoreMath::bf16, "bf16 math"}})
+    for (V v : {V{1, cuda::ScoreMath::fp32, "pipelined", true}, V{8, cuda::ScoreMath::fp32, "CUDA cores"},
+                V{8, cuda::ScoreMath::fp32, "pipelined", true}, V{64, cuda::ScoreMath::bf16, "bf16 math"}})
       for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
         if (v.math == cuda::ScoreMath::bf16 && p == Precision::fp32) continue;
         const long long T = env.scaled(T0, 2 * kTokens);
@@ -285,14 +292,16 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
         run_case(rows, row, [&](Row& r) {
           ScoreSet s(T, (T + G - 1) / G, p, v.H, static_cast<int>(kTokens / G), env);
           s.math = v.math;
+          s.pipelined = v.pipelined;
           r.bytes = s.score_bytes();
           r.t = time_runs(env, env.runs, [&](int c) { s.score(c, env); });
           finish(r, env);
           const double tflops = 2.0 * v.H * D * s.entries / (r.t.median_ms * 1e-3) / 1e12;
           r.extra = fmt::format("{:.1f} TFLOP/s", tflops);
           r.figures = {{"tflops", tflops}};
-          r.note = fmt::format("{} rotating input copies; math {}", s.n,
-                               v.math == cuda::ScoreMath::fp32 ? "fp32 (CUDA cores)" : "bf16 (one mma a step)");
+          r.note = fmt::format("{} rotating input copies; math {}{}", s.n,
+                               v.math == cuda::ScoreMath::fp32 ? "fp32 (CUDA cores)" : "bf16 (one mma a step)",
+                               v.pipelined ? ", pipelined kernel" : "");
           r.verdict = "-";
         });
       }

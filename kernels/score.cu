@@ -98,6 +98,12 @@ void launch_core(const ScoreParams& p, cudaStream_t stream) {
   launch_grid_stride(detail::score_cuda_core_kernel<P, D, MAXMIN>, per_block, p, stream);
 }
 
+template <Precision P>
+void launch_core_pipelined(const ScoreParams& p, cudaStream_t stream) {
+  constexpr long long per_block = kCoreThreads / 32 * detail::core_entries_per_warp<P, 128, false>();
+  launch_grid_stride(detail::score_cuda_core_pipelined_kernel<P, 128>, per_block, p, stream);
+}
+
 template <Precision P, bool MAXMIN>
 void launch_generic(const ScoreParams& p, cudaStream_t stream) {
   launch_grid_stride(detail::score_generic_kernel<P, MAXMIN>, kCoreThreads / 32, p, stream);
@@ -115,7 +121,8 @@ void dispatch_core_dim(const ScoreParams& p, bool aligned, cudaStream_t stream) 
 }
 
 template <Precision P>
-void dispatch_core(const ScoreParams& p, bool maxmin, bool aligned, cudaStream_t stream) {
+void dispatch_core(const ScoreParams& p, bool maxmin, bool aligned, bool pipelined, cudaStream_t stream) {
+  if (pipelined && !maxmin && aligned && p.dim == 128) return launch_core_pipelined<P>(p, stream);
   if (maxmin)
     dispatch_core_dim<P, true>(p, aligned, stream);
   else
@@ -171,11 +178,11 @@ void score(const ScoreArgs& a, cudaStream_t stream) {
   if (math == ScoreMath::fp32) {
     const bool aligned = aligned16(a.rows);
     switch (a.precision) {
-      case Precision::fp32: return dispatch_core<Precision::fp32>(p, a.maxmin, aligned, stream);
-      case Precision::fp16: return dispatch_core<Precision::fp16>(p, a.maxmin, aligned, stream);
-      case Precision::bf16: return dispatch_core<Precision::bf16>(p, a.maxmin, aligned, stream);
-      case Precision::int8: return dispatch_core<Precision::int8>(p, a.maxmin, aligned, stream);
-      case Precision::fp8: return dispatch_core<Precision::fp8>(p, a.maxmin, aligned, stream);
+      case Precision::fp32: return dispatch_core<Precision::fp32>(p, a.maxmin, aligned, a.pipelined, stream);
+      case Precision::fp16: return dispatch_core<Precision::fp16>(p, a.maxmin, aligned, a.pipelined, stream);
+      case Precision::bf16: return dispatch_core<Precision::bf16>(p, a.maxmin, aligned, a.pipelined, stream);
+      case Precision::int8: return dispatch_core<Precision::int8>(p, a.maxmin, aligned, a.pipelined, stream);
+      case Precision::fp8: return dispatch_core<Precision::fp8>(p, a.maxmin, aligned, a.pipelined, stream);
       default: throw Error("score: unsupported precision");
     }
   }

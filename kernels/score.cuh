@@ -8,7 +8,8 @@
 //     (ScoreMath::fp32). The first scores 4-16 entries per warp step (about 2 KiB of rows in flight), lane
 //     l owning D/32 consecutive elements of each, and sums the entries' dot products over the warp
 //     together; the second scores one entry per warp, lane l owning elements l, l+32, ... Heads combined
-//     in order j = 0..H-1 as on the CPU.
+//     in order j = 0..H-1 as on the CPU. score_cuda_core_pipelined_kernel (an experiment, D = 128): the
+//     first's steps with the next step's rows loaded before the current step is scored.
 //   score_mma_kernel: tensor cores, mma.sync m16n8k16 bf16 -> fp32. M = entries, N = heads (padded to
 //     8 * NT), K = D. The dot product is a sum over d, so K may be permuted as long as rows and queries
 //     use the same permutation: in a chunk of KC = 16*C elements, thread t of a quad loads the 4*C
@@ -182,7 +183,7 @@ __device__ __forceinline__ void core_parts(const unsigned char (&b)[N][MAXMIN ? 
         }
         acc += box_upper_bound(&qd, &hi, &lo, 1);
       } else {
-        acc += qd * core_elem<P, V>(b[u][0], v);
+        acc = fmaf(qd, core_elem<P, V>(b[u][0], v), acc);  // explicit: the host compiler (emulator) contracts case by case
       }
     }
     part[u] = acc;
@@ -206,74 +207,149 @@ __host__ __device__ constexpr int core_min_blocks() {
 // together (warp_sums); each lane then holds one entry's, scales it (not maxmin: the scale is a factor of
 // the dot product) and adds its head term, heads in order j = 0..H-1 as on the CPU. When the N entries
 // belong to one request (every step but those at request boundaries) the query is loaded once per head.
+//
+// What a warp loads for one step, entries e0 .. e0 + N - 1 (a tail repeats the last entry): the lane's
+// share of their rows, raw, and their scales.
+template <Precision P, int D, bool MAXMIN>
+struct CoreStep {
+  static constexpr int N = core_entries_per_warp<P, D, MAXMIN>();
+  static constexpr int V = D / 32;
+  static constexpr int R = MAXMIN ? 2 : 1;
+  alignas(16) unsigned char b[N][R][V * Elem<P>::bytes];
+  float scl[N][2];       // maxmin: every row's scale (the bound is not linear in it)
+  float sc_mine = 1.0f;  // not maxmin: the scale of the lane's entry (warp_sums_entry)
+};
+
+template <Precision P, int D, bool MAXMIN>
+__device__ __forceinline__ void load_core_step(const ScoreParams& p, long long e0, int lane, int mine,
+                                               CoreStep<P, D, MAXMIN>& x) {
+  using E = Elem<P>;
+  using S = CoreStep<P, D, MAXMIN>;
+  const long long e_last = min(e0 + S::N, p.entries) - 1;
+#pragma unroll
+  for (int u = 0; u < S::N; ++u)
+#pragma unroll
+    for (int k = 0; k < S::R; ++k) {
+      const long long row = min(e0 + u, e_last) * S::R + k;
+      load_aligned<S::V * E::bytes>(p.rows + (row * D + lane * S::V) * E::bytes, x.b[u][k]);
+    }
+#pragma unroll
+  for (int u = 0; u < S::N; ++u)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) x.scl[u][k] = 1.0f;
+  x.sc_mine = 1.0f;
+  if constexpr (kHasScale<P>) {
+    if constexpr (MAXMIN) {
+#pragma unroll
+      for (int u = 0; u < S::N; ++u)
+#pragma unroll
+        for (int k = 0; k < S::R; ++k) x.scl[u][k] = __ldg(p.scales + min(e0 + u, e_last) * S::R + k);
+    } else {
+      x.sc_mine = __ldg(p.scales + min(e0 + mine, e_last));
+    }
+  }
+}
+
+// Scores a loaded step and writes its N scores.
+template <Precision P, int D, bool MAXMIN>
+__device__ __forceinline__ void score_core_step(const ScoreParams& p, long long e0, int lane, int mine,
+                                                const CoreStep<P, D, MAXMIN>& x) {
+  constexpr int N = CoreStep<P, D, MAXMIN>::N;
+  const long long e_last = min(e0 + N, p.entries) - 1;
+  const int H = p.heads;
+  const int r0 = segment_of(p.entry_offset, p.requests, e0);
+  const int r_end = segment_of(p.entry_offset, p.requests, e_last);
+  const int r_mine = r0 == r_end ? r0 : segment_of(p.entry_offset, p.requests, min(e0 + mine, e_last));
+  const float* hw = p.head_weights + static_cast<long long>(r_mine) * H;
+  // The lane's score over the heads; query(u, j): head j of the query of entry u.
+  auto heads = [&](auto&& query) {
+    float s = 0.0f;
+    for (int j = 0; j < H; ++j) {
+      float part[N];
+      core_parts<P, D, MAXMIN, N>(
+          x.b, x.scl, [&](int u) { return query(u, j); }, lane, part);
+      float dot = warp_sums<N>(part, lane);
+      if constexpr (kHasScale<P> && !MAXMIN) dot *= x.sc_mine;
+      const float h = __ldg(hw + j);
+      s += head_weighted_relu(&dot, &h, 1);
+    }
+    return s;
+  };
+  float s;
+  if (r0 == r_end) {  // one request: one query
+    const float* q = p.queries + static_cast<long long>(r0) * H * D;
+    s = heads([&](int, int j) { return q + static_cast<long long>(j) * D; });
+  } else {
+    int req[N];
+#pragma unroll
+    for (int u = 0; u < N; ++u) req[u] = segment_of(p.entry_offset, p.requests, min(e0 + u, e_last));
+    s = heads([&](int u, int j) { return p.queries + (static_cast<long long>(req[u]) * H + j) * D; });
+  }
+  // 32 / N lanes hold each entry's score; the first of them writes it.
+  if ((lane & (32 / N - 1)) == 0 && e0 + mine < p.entries) p.scores[e0 + mine] = s;
+}
+
 template <Precision P, int D, bool MAXMIN>
 __global__ void __launch_bounds__(256, (core_min_blocks<P, MAXMIN>())) score_cuda_core_kernel(ScoreParams p) {
   static_assert(D > 0 && D % 32 == 0, "compile-time dim");
-  using E = Elem<P>;
-  constexpr int N = core_entries_per_warp<P, D, MAXMIN>();
-  constexpr int V = D / 32;
-  constexpr int R = MAXMIN ? 2 : 1;
+  using S = CoreStep<P, D, MAXMIN>;
   const int lane = threadIdx.x & 31;
-  const int mine = warp_sums_entry<N>(lane);
+  const int mine = warp_sums_entry<S::N>(lane);
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
-  const int H = p.heads;
-  for (long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * N; e0 < p.entries;
-       e0 += warps * N) {
-    const long long e_last = min(e0 + N, p.entries) - 1;  // a tail repeats the last entry
-    alignas(16) unsigned char b[N][R][V * E::bytes];
-#pragma unroll
-    for (int u = 0; u < N; ++u)
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        const long long row = min(e0 + u, e_last) * R + k;
-        load_aligned<V * E::bytes>(p.rows + (row * D + lane * V) * E::bytes, b[u][k]);
-      }
-    float scl[N][2];  // maxmin: every row's scale (the bound is not linear in it)
-    float sc_mine = 1.0f;
-#pragma unroll
-    for (int u = 0; u < N; ++u)
-#pragma unroll
-      for (int k = 0; k < 2; ++k) scl[u][k] = 1.0f;
-    if constexpr (kHasScale<P>) {
-      if constexpr (MAXMIN) {
-#pragma unroll
-        for (int u = 0; u < N; ++u)
-#pragma unroll
-          for (int k = 0; k < R; ++k) scl[u][k] = __ldg(p.scales + min(e0 + u, e_last) * R + k);
-      } else {
-        sc_mine = __ldg(p.scales + min(e0 + mine, e_last));
-      }
+  for (long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * S::N; e0 < p.entries;
+       e0 += warps * S::N) {
+    S x;
+    load_core_step(p, e0, lane, mine, x);
+    score_core_step(p, e0, lane, mine, x);
+  }
+}
+
+// The pipelined form (ScoreArgs::pipelined, an experiment; D = 128, not maxmin): the same steps, but a
+// warp issues the loads of its next step before it scores the current one, so its rows stay in flight
+// while it computes. In the plain kernel a warp's loads are in flight only between its steps'
+// arithmetic (its decode, dot products, warp sums and store), and other warps' loads cover that time
+// only as far as the SM holds them. Two steps' rows in registers: 2 blocks an SM (at most 128 registers).
+// Where fp8 is decoded in software (before sm_89) two steps spilled 292 B at 128 registers (sm_80): there
+// the kernel runs the plain steps.
+template <Precision P>
+__host__ __device__ constexpr bool core_pipelines() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if (P == Precision::fp8) return false;
+#endif
+  return true;
+}
+
+template <Precision P, int D>
+__global__ void __launch_bounds__(256, 2) score_cuda_core_pipelined_kernel(ScoreParams p) {
+  static_assert(D > 0 && D % 32 == 0, "compile-time dim");
+  using S = CoreStep<P, D, false>;
+  const int lane = threadIdx.x & 31;
+  const int mine = warp_sums_entry<S::N>(lane);
+  const long long stride = static_cast<long long>(gridDim.x) * (blockDim.x >> 5) * S::N;
+  long long e0 = (static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * S::N;
+  if (e0 >= p.entries) return;
+  if constexpr (!core_pipelines<P>()) {
+    for (; e0 < p.entries; e0 += stride) {
+      S x;
+      load_core_step(p, e0, lane, mine, x);
+      score_core_step(p, e0, lane, mine, x);
     }
-    const int r0 = segment_of(p.entry_offset, p.requests, e0);
-    const int r_end = segment_of(p.entry_offset, p.requests, e_last);
-    const int r_mine = r0 == r_end ? r0 : segment_of(p.entry_offset, p.requests, min(e0 + mine, e_last));
-    const float* hw = p.head_weights + static_cast<long long>(r_mine) * H;
-    // The lane's score over the heads; query(u, j): head j of the query of entry u.
-    auto heads = [&](auto&& query) {
-      float s = 0.0f;
-      for (int j = 0; j < H; ++j) {
-        float part[N];
-        core_parts<P, D, MAXMIN, N>(
-            b, scl, [&](int u) { return query(u, j); }, lane, part);
-        float dot = warp_sums<N>(part, lane);
-        if constexpr (kHasScale<P> && !MAXMIN) dot *= sc_mine;
-        const float h = __ldg(hw + j);
-        s += head_weighted_relu(&dot, &h, 1);
-      }
-      return s;
-    };
-    float s;
-    if (r0 == r_end) {  // one request: one query
-      const float* q = p.queries + static_cast<long long>(r0) * H * D;
-      s = heads([&](int, int j) { return q + static_cast<long long>(j) * D; });
-    } else {
-      int req[N];
-#pragma unroll
-      for (int u = 0; u < N; ++u) req[u] = segment_of(p.entry_offset, p.requests, min(e0 + u, e_last));
-      s = heads([&](int u, int j) { return p.queries + (static_cast<long long>(req[u]) * H + j) * D; });
-    }
-    // 32 / N lanes hold each entry's score; the first of them writes it.
-    if ((lane & (32 / N - 1)) == 0 && e0 + mine < p.entries) p.scores[e0 + mine] = s;
+    return;
+  }
+  // Two sets of registers used in turn (a copy `cur = next` at the end of each step made ptxas wait for
+  // the first step's loads before it issued the second's, to move them).
+  S x0, x1;
+  load_core_step(p, e0, lane, mine, x0);
+  for (;;) {
+    const long long e1 = e0 + stride;
+    if (e1 < p.entries) load_core_step(p, e1, lane, mine, x1);  // warp-uniform
+    score_core_step(p, e0, lane, mine, x0);
+    if (e1 >= p.entries) return;
+    const long long e2 = e1 + stride;
+    if (e2 < p.entries) load_core_step(p, e2, lane, mine, x0);
+    score_core_step(p, e1, lane, mine, x1);
+    if (e2 >= p.entries) return;
+    e0 = e2;
   }
 }
 

@@ -37,6 +37,12 @@ struct ScoreArgs {
   int heads = 1;
   float* scores = nullptr;  // [total_entries]
   ScoreMath math = ScoreMath::automatic;
+  // Experiment (kernel_bench compares both forms in one run; kernels/DEVICE_RUNS.md item 22): the
+  // pipelined CUDA-core kernel, whose warps load their next step's rows before scoring the current ones.
+  // Only for CUDA-core math (fp32 resolved) at dim 128 with 16-byte aligned rows and not maxmin; other
+  // calls ignore it. The same steps' arithmetic, so the same scores bit for bit (Score.PipelinedForm...
+  // checks it on the emulator).
+  bool pipelined = false;
 };
 
 // The math `score` will use for these arguments (resolves automatic; throws like `score`).

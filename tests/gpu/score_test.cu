@@ -105,12 +105,8 @@ double tolerance(ScoreMath m) {
   }
 }
 
-void check(const Case& c, ScoreMath math) {
-  SCOPED_TRACE(name(c) + fmt::format(" math={}", static_cast<int>(math)));
-  const Prepared p = prepare(c);
-  std::vector<float> ref;
-  std::vector<double> mag;
-  reference(c, p, ref, mag);
+// The device's scores of a prepared case (poisoned output first); `used`: the math it resolved to.
+std::vector<float> device_scores(const Case& c, const Prepared& p, ScoreMath math, bool pipelined, ScoreMath& used) {
   std::vector<float> q_all, hw_all;
   for (std::size_t b = 0; b < p.q.size(); ++b) {
     q_all.insert(q_all.end(), p.q[b].begin(), p.q[b].end());
@@ -137,10 +133,22 @@ void check(const Case& c, ScoreMath math) {
   a.heads = c.heads;
   a.scores = d_out.data();
   a.math = math;
-  const ScoreMath used = cuda::resolve_score_math(a);
+  a.pipelined = pipelined;
+  used = cuda::resolve_score_math(a);
   cuda::score(a, nullptr);
   IP_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> got = d_out.to_host();
+  return d_out.to_host();
+}
+
+void check(const Case& c, ScoreMath math, bool pipelined = false) {
+  SCOPED_TRACE(name(c) + fmt::format(" math={} pipelined={}", static_cast<int>(math), pipelined));
+  const Prepared p = prepare(c);
+  std::vector<float> ref;
+  std::vector<double> mag;
+  reference(c, p, ref, mag);
+  ScoreMath used{};
+  const std::vector<float> got = device_scores(c, p, math, pipelined, used);
+  const long long total = p.entry_offset.back();
   // Small integers in fp32/fp16/bf16 rows: every product and partial sum is an exact integer, so the
   // fp32 and bf16x2 paths (integer queries have lo = 0) must agree bit for bit.
   const bool exact = c.integers && (c.precision == Precision::fp32 || c.precision == Precision::fp16 ||
@@ -210,6 +218,36 @@ TEST(Score, LargeRequests) {
   check(Case{Precision::fp8, 128, 1, false, false, tiny, 9}, ScoreMath::automatic);
   check(Case{Precision::int8, 64, 3, false, true, tiny, 10}, ScoreMath::fp32);
   check(Case{Precision::bf16, 256, 2, false, false, tiny, 11}, ScoreMath::fp32);
+}
+
+// ScoreArgs::pipelined (the CUDA-core kernel that loads a warp's next step before scoring the current
+// one; D = 128, math fp32): against the CPU, and bit for bit equal to the plain kernel, over batches whose
+// warps take one, two or many steps (odd and even: the kernel alternates two sets of registers), with
+// steps spanning several requests, and a tail step.
+TEST(Score, PipelinedFormEqualsThePlainOne) {
+  IP_REQUIRE_GPU();
+  std::vector<long long> tiny(1000);
+  for (std::size_t i = 0; i < tiny.size(); ++i) tiny[i] = static_cast<long long>(i % 5);
+  const std::vector<std::vector<long long>> batches = {{1}, {989}, {0, 19, 1, 111, 0, 989, 7}, tiny, {70001}};
+  for (Precision prec : kPrecisions)
+    for (int heads : {1, 3, 8})
+      for (const auto& lengths : batches) {
+        if (heads > 1 && lengths.size() == 1 && lengths[0] > 1000) continue;  // keep the CPU reference quick
+        const Case c{prec, 128, heads, false, false, lengths, static_cast<unsigned>(40 + heads)};
+        check(c, ScoreMath::fp32, true);
+        SCOPED_TRACE(name(c));
+        const Prepared p = prepare(c);
+        ScoreMath u1{}, u2{};
+        const std::vector<float> plain = device_scores(c, p, ScoreMath::fp32, false, u1);
+        const std::vector<float> piped = device_scores(c, p, ScoreMath::fp32, true, u2);
+        ASSERT_EQ(plain.size(), piped.size());
+        int bad = 0;
+        for (std::size_t e = 0; e < plain.size() && bad < 10; ++e)
+          if (f32_bits(plain[e]) != f32_bits(piped[e])) {
+            ADD_FAILURE() << "entry " << e << ": pipelined " << piped[e] << ", plain " << plain[e];
+            ++bad;
+          }
+      }
 }
 
 TEST(Score, AutomaticMathChoice) {
