@@ -21,6 +21,11 @@ memory round trip into several (found in the SASS, 2026-12-04):
   attn_load_tile now issues a thread's 16-byte loads before any store. Checked: from the kernel's first
   16-byte constant load (the q staging's, then the tile's) to each following shared-memory store, the
   most 16-byte loads issued without a store between: the tile's (D + Dv) * 32 / 4 / 128 (16 at 128).
+- CUDA-core scoring (kernels/score.cuh): a step's row loads (and its scale's) go out together, and the
+  pipelined kernel issues two steps' before the first step's arithmetic (it alternates two register
+  sets; copying one into the other had made ptxas wait for the first step's loads before issuing the
+  second's). Checked: the global loads issued before the first instruction that reads a register one of
+  them wrote: a step's N rows + scale, twice that for the pipelined kernel.
 
 Needs cuobjdump and nvdisasm: the project's venv has them (analysis/requirements.txt; `make venv`), found as
 scripts/pool_sass_counts.py finds them. CTest runs this as kernels.LoadOrder.LoadsGoOutTogether.
@@ -52,6 +57,55 @@ TOPK_KERNELS = [
     ("topk_gather_kernel", "_ZN2ip4cuda6detail18topk_gather_kernelENS1_10TopkParamsE", 1),
     ("topk_single_kernel", "_ZN2ip4cuda6detail18topk_single_kernelENS1_10TopkParamsE", 6),
 ]
+
+
+# CUDA-core scoring at D = 128: (name, mangled, loads before the first use of one: rows (+ scale) of one
+# step, of two for the pipelined kernel)
+CORE_KERNELS = [
+    (f"score_cuda_core_kernel<{p}, 128, false>",
+     f"_ZN2ip4cuda6detail22score_cuda_core_kernelILNS_9PrecisionE{PRECISION[p]}ELi128ELb0EEEvNS1_11ScoreParamsE", n)
+    for p, n in (("fp8", 17), ("bf16", 8), ("fp32", 4))
+] + [
+    (f"score_cuda_core_pipelined_kernel<{p}, 128>",
+     f"_ZN2ip4cuda6detail32score_cuda_core_pipelined_kernelILNS_9PrecisionE{PRECISION[p]}ELi128EEEvNS1_11ScoreParamsE", n)
+    for p, n in (("fp8", 34), ("bf16", 16), ("fp32", 8))
+]
+
+
+def _regs(reg, width):
+    return {f"R{int(reg[1:]) + i}" for i in range(width)}
+
+
+def _width(opcode):
+    return 4 if ".128" in opcode else 2 if (".64" in opcode or ".WIDE" in opcode) else 1
+
+
+def loads_before_first_use(sass):
+    """Global loads issued, in program order, before the first instruction that reads a register one of
+    them wrote (which waits for it; a register written again by another instruction no longer counts)."""
+    loaded = set()
+    n = 0
+    for line in sass.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);", line)
+        if not m:
+            continue
+        op, args = m.group(1), m.group(2)
+        operands = [a.strip() for a in args.split(",")] if args.strip() else []
+        store = re.match(r"(ST|RED|ATOM)", op) is not None
+        dest = None if store or not operands or not re.fullmatch(r"R\d+", operands[0]) else operands[0]
+        sources = operands if dest is None else operands[1:]
+        for src in sources:
+            for reg, wide in re.findall(r"\b(R\d+)(\.64)?\b", src):
+                if _regs(reg, 2 if wide else 1) & loaded:
+                    return n
+        if dest:
+            written = _regs(dest, _width(op))
+            if op.startswith("LDG"):
+                loaded |= written
+                n += 1
+            else:
+                loaded -= written
+    return n
 
 
 # attention split kernels: (D = Dv, 16-byte loads a thread issues for a tile)
@@ -150,6 +204,17 @@ def main(argv):
         ok = runs >= want
         bad += not ok
         print(f"  {name:36} {runs} of {want} runs of {TOPK_UNROLL} loads  {'ok' if ok else 'FAIL'}  {seq}")
+    print(f"sm_{args.arch}: CUDA-core scoring, global loads before the first use of one (a step's rows + scale)")
+    for name, fun, want in CORE_KERNELS:
+        text = sass(objs["score"], fun)
+        if not text:
+            print(f"  {name:44} not found in the object")
+            bad += 1
+            continue
+        got = loads_before_first_use(text)
+        ok = got >= want
+        bad += not ok
+        print(f"  {name:44} {got} of {want}  {'ok' if ok else 'FAIL'}")
     print(f"sm_{args.arch}: attn_split_kernel, the most 16-byte loads issued with no shared-memory store between")
     for d, want in ATTN_KERNELS:
         name = f"attn_split_kernel<{d}, {d}>"

@@ -39,3 +39,21 @@ def test_loads_between_shared_stores():
                 "STS.128 [R1], R12")
     assert klo.most_loads_between_stores(text) == 3
     assert klo.most_loads_between_stores(sass("LDG.E R4, desc[UR8][R2.64]", "STS [R1], R4")) == 0
+
+
+def test_loads_before_the_first_use_of_one():
+    # two steps' loads, then a use: 4
+    two_steps = sass("LDG.E.CONSTANT R20, desc[UR6][R2.64]", "LDG.E.CONSTANT R21, desc[UR6][R4.64]",
+                     "IMAD.WIDE R6, R8, 0x4, R2", "LDG.E.CONSTANT R22, desc[UR6][R6.64]",
+                     "@P0 LDG.E.64.CONSTANT R24, desc[UR6][R6.64+0x8]", "F2FP.F16.E4M3.UNPACK_B R30, R25")
+    assert klo.loads_before_first_use(two_steps) == 4
+    # a copy of the first step's registers before the second step's loads (what ptxas did for `cur = next`)
+    copied = sass("LDG.E.CONSTANT R20, desc[UR6][R2.64]", "LDG.E.CONSTANT R21, desc[UR6][R4.64]",
+                  "IMAD.MOV.U32 R40, RZ, RZ, R20", "LDG.E.CONSTANT R22, desc[UR6][R6.64]")
+    assert klo.loads_before_first_use(copied) == 2
+    # a loaded register written again by another instruction is not a use of the load; a store's
+    # operands are all read; an address pair (R8.64) covers R8 and R9
+    rewritten = sass("LDG.E.CONSTANT R9, desc[UR6][R2.64]", "MOV R9, 0x1", "LDG.E.CONSTANT R10, desc[UR6][R2.64+0x4]",
+                     "STG.E desc[UR6][R12.64], R3", "LDG.E R11, desc[UR6][R8.64]", "LDG.E R12, desc[UR6][R10.64]")
+    assert klo.loads_before_first_use(rewritten) == 3
+    assert klo.loads_before_first_use(sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "STG.E desc[UR8][R2.64], R7")) == 1
