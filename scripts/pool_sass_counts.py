@@ -72,6 +72,37 @@ def find_cuobjdump(given):
     return None
 
 
+def compile_sass(src, nvcc, cuobjdump, arch, build):
+    """Compiles CUDA source `src` (which may include the project's headers) to a cubin for sm_`arch` and
+    returns (its SASS, {mangled kernel: registers}); raises RuntimeError with the tool's message."""
+    generated = os.path.join(build, "generated")
+    if not os.path.isdir(generated):
+        raise RuntimeError(f"{generated} does not exist: configure a build first (make build) or pass --build")
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, cubin = os.path.join(tmp, "paths.cu"), os.path.join(tmp, "paths.cubin")
+        with open(cu, "w") as f:
+            f.write(src)
+        cmd = [nvcc, "-O3", "-DNDEBUG", "-std=c++17", f"-arch=sm_{arch}", "-cubin", "-Xptxas", "-v",
+               f"-I{ROOT}", f"-I{generated}", "-isystem", "/usr/include/eigen3", "-DEIGEN_NO_CUDA",
+               "-DEIGEN_DONT_PARALLELIZE", "-o", cubin, cu]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"nvcc failed:\n{p.stderr}")
+        regs, current = {}, None
+        for line in p.stderr.splitlines():
+            m = re.search(r"Compiling entry function '(\S+)'", line)
+            if m:
+                current = m.group(1)
+            m = re.search(r"Used (\d+) registers", line)
+            if m and current:
+                regs[current] = int(m.group(1))
+        d = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True)
+        if d.returncode != 0:  # -sass runs nvdisasm, looked up beside cuobjdump and on PATH
+            raise RuntimeError(f"{cuobjdump} -sass failed (is nvdisasm beside it or on PATH? "
+                               f"pip install nvidia-cuda-nvdisasm):\n{d.stderr}{d.stdout}")
+        return d.stdout, regs
+
+
 def kernel_name(d, g, key, scheme, prec):
     return f"D={d} G={g} {key[3:].lower()} keys, {scheme}, {prec} out"
 
@@ -92,40 +123,16 @@ def main():
                  "install it with `pip install nvidia-cuda-cuobjdump` or pass --cuobjdump PATH")
     if not os.path.exists(args.nvcc):
         sys.exit(f"pool_sass_counts: nvcc not found at {args.nvcc} (pass --nvcc PATH)")
-    generated = os.path.join(args.build, "generated")
-    if not os.path.isdir(generated):
-        sys.exit(f"pool_sass_counts: {generated} does not exist: configure a build first (make build) or pass --build")
-
     src = SOURCE_HEAD
     for d, g, key, scheme, prec in CASES:
         src += (f"template __global__ void path_kernel<{d}, {g}, {key}, Weighting::{scheme}, Precision::{prec}>"
                 f"(const __grid_constant__ PoolArgs);\n")
     src += "}  // namespace ip::cuda::detail\n"
-
-    with tempfile.TemporaryDirectory() as tmp:
-        cu, cubin = os.path.join(tmp, "paths.cu"), os.path.join(tmp, "paths.cubin")
-        with open(cu, "w") as f:
-            f.write(src)
-        cmd = [args.nvcc, "-O3", "-DNDEBUG", "-std=c++17", f"-arch=sm_{args.arch}", "-cubin", "-Xptxas", "-v",
-               f"-I{ROOT}", f"-I{generated}", "-isystem", "/usr/include/eigen3", "-DEIGEN_NO_CUDA",
-               "-DEIGEN_DONT_PARALLELIZE", "-o", cubin, cu]
-        print(f"compiling {len(CASES)} specialised kernels for sm_{args.arch} ...", file=sys.stderr)
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"pool_sass_counts: nvcc failed:\n{p.stderr}")
-        regs, current = {}, None
-        for line in p.stderr.splitlines():
-            m = re.search(r"Compiling entry function '(\S+)'", line)
-            if m:
-                current = m.group(1)
-            m = re.search(r"Used (\d+) registers", line)
-            if m and current:
-                regs[current] = int(m.group(1))
-        d = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True)
-        if d.returncode != 0:  # -sass runs nvdisasm, looked up beside cuobjdump and on PATH
-            sys.exit(f"pool_sass_counts: {cuobjdump} -sass failed (is nvdisasm beside it or on PATH? "
-                     f"pip install nvidia-cuda-nvdisasm):\n{d.stderr}{d.stdout}")
-        sass = d.stdout
+    print(f"compiling {len(CASES)} specialised kernels for sm_{args.arch} ...", file=sys.stderr)
+    try:
+        sass, regs = compile_sass(src, args.nvcc, cuobjdump, args.arch, args.build)
+    except RuntimeError as e:
+        sys.exit(f"pool_sass_counts: {e}")
 
     funcs, fn = collections.OrderedDict(), None
     for line in sass.splitlines():

@@ -57,3 +57,21 @@ def test_loads_before_the_first_use_of_one():
                      "STG.E desc[UR6][R12.64], R3", "LDG.E R11, desc[UR6][R8.64]", "LDG.E R12, desc[UR6][R10.64]")
     assert klo.loads_before_first_use(rewritten) == 3
     assert klo.loads_before_first_use(sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "STG.E desc[UR8][R2.64], R7")) == 1
+
+
+def test_pooling_readers():
+    offsets_first = sass("LDG.E.64 R10, desc[UR8][R6.64]", "LDG.E.64 R12, desc[UR8][R6.64+0x8]",
+                         "@P0 LDG.E.EF.64 R22, desc[UR8][R4.64+0x100]", "@P1 LDG.E.EF.64 R24, desc[UR8][R4.64]",
+                         "PRMT R16, R22, 0x7610, R16")
+    assert klo.loads_before_first_streaming_load(offsets_first) == 2
+    assert klo.loads_before_first_streaming_load(sass("@P0 LDG.E.EF.128 R4, desc[UR8][R2.64]")) == 0
+    assert klo.loads_before_first_streaming_load(sass("LDG.E.64 R10, desc[UR8][R6.64]")) is None
+    keys = klo.from_first_streaming_load(offsets_first)
+    assert keys.splitlines()[0].strip().startswith("/*0020*/")
+    assert klo.loads_before_first_use(keys) == 2  # the PRMT waits for the first key load
+    assert klo.from_first_streaming_load(sass("LDG.E.64 R10, desc[UR8][R6.64]")) == ""
+    listing = ("\n\tcode for sm_90\n\t\tFunction : _Z1av\n" + sass("EXIT") + "\n\t\t..........\n\n\n"
+               "\t\tFunction : _Z1bv\n" + sass("LDG.E R2, desc[UR4][R2.64]", "EXIT") + "\n")
+    funcs = klo.functions(listing)
+    assert list(funcs) == ["_Z1av", "_Z1bv"]
+    assert "LDG" in funcs["_Z1bv"] and "LDG" not in funcs["_Z1av"]
