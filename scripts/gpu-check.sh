@@ -415,6 +415,12 @@ if [[ -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null && ! g
   python3 "$ROOT/scripts/kernel_bench_compare.py" --variants "$OUT_DIR/kernel_bench.json" \
     >"$OUT_DIR/kernel_bench_variants.txt" 2>&1
   cat "$OUT_DIR/kernel_bench_variants.txt"
+  # Each bandwidth case against the copy kernel timed at its size (is a fraction of copy short because of
+  # the kernel, or because of the size?).
+  say "kernel_bench cases against the copy at their size"
+  python3 "$ROOT/scripts/kernel_bench_compare.py" --size-copy "$OUT_DIR/kernel_bench.json" \
+    >"$OUT_DIR/kernel_bench_size_copy.txt" 2>&1
+  cat "$OUT_DIR/kernel_bench_size_copy.txt"
 fi
 
 # ---- 8. runner with backend = cuda ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 usage: kernel_bench_compare.py BEFORE.json AFTER.json [--group GROUP] [--min-change PCT]
        kernel_bench_compare.py --variants RUN.json [--group GROUP]
+       kernel_bench_compare.py --size-copy RUN.json [--group GROUP]
 
 For every case present in both (matched by group, case and params), prints the two medians, the speed-up
 BEFORE / AFTER, and the same ratio taken against each run's own copy bandwidth (the runs' fraction of copy),
@@ -17,10 +18,16 @@ GPU). A case queued in both files compares the medians; otherwise the runs from 
 and the name without that suffix ("top-2048"); a suffix without such a base ("compressed (G=4)") is no
 variant. Prints both medians and base / variant (above 1: the variant is faster), on the queued medians
 when both cases were queued, else on the runs from an idle GPU.
+--size-copy reads each bandwidth case of one run (a '% copy' figure) against the float4 copy kernel timed at
+the cases' sizes ("float4 copy kernel (case-sized)", 1-256 MiB each way, kernel_bench since 2026-12-05): the
+copy's GB/s at the case's bytes (interpolated in log bytes between the two nearest sizes, the nearest one
+outside them) and case / that. Near 1 or above: the case streams as well as a plain kernel of its size,
+and what it lacks of the 2 GiB reference is the size's. A run without those rows says so.
 Standard library only. Exit status 2 on bad arguments or files, else 0.
 """
 import argparse
 import json
+import math
 import sys
 
 
@@ -126,21 +133,75 @@ def variants(data, group=None, out=sys.stdout):
     return rows
 
 
+SIZE_COPY = "float4 copy kernel (case-sized)"
+
+
+def copy_at(points, nbytes):
+    """GB/s of the copy at `nbytes` moved, from points [(bytes, GB/s)] sorted by bytes: interpolated in
+    log(bytes) between the two around it, the nearest point's outside them."""
+    if nbytes <= points[0][0]:
+        return points[0][1]
+    if nbytes >= points[-1][0]:
+        return points[-1][1]
+    for (b0, g0), (b1, g1) in zip(points, points[1:]):
+        if b0 <= nbytes <= b1:
+            f = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
+            return g0 + f * (g1 - g0)
+    return points[-1][1]
+
+
+def size_copy(data, group=None, out=sys.stdout):
+    """Each bandwidth case of one run against the copy kernel at its size: rows (group, name, params, bytes,
+    case GB/s, copy GB/s at that size, case / copy)."""
+    cases = [c for c in data["cases"] if c.get("runs", 0) > 0]
+    points = sorted((c["bytes"], c["gbs"]) for c in cases
+                    if c["group"] == "copy" and c["name"] == SIZE_COPY and c.get("bytes") and c.get("gbs"))
+    print(f"run: git {data.get('git_revision', '?')}, {data.get('device', '?')}, reference copy "
+          f"{data.get('copy_gbs', 0) or 0:.0f} GB/s", file=out)
+    if not points:
+        print(f"  no '{SIZE_COPY}' rows in this run (kernel_bench before 2026-12-05)", file=out)
+        return []
+    print("  copy at size: " + ", ".join(f"{b / 1e6:.1f} MB {g:.0f} GB/s" for b, g in points), file=out)
+    print("case / copy: the case's GB/s over the copy kernel's at the same bytes moved (1: as a plain kernel of "
+          "its size)", file=out)
+    rows = []
+    for c in cases:
+        if c["group"] == "copy" or (group and c["group"] != group):
+            continue
+        frac, nbytes, gbs = c.get("frac_of_copy"), c.get("bytes") or 0, c.get("gbs") or 0
+        if frac is None or nbytes <= 0 or gbs <= 0:
+            continue
+        at = copy_at(points, nbytes)
+        rows.append((c["group"], c["name"], c["params"], nbytes, gbs, at, gbs / at))
+    for g, name, params, nbytes, gbs, at, r in rows:
+        print(f"  {g:9} {name[:34]:34} {params[:36]:36} {nbytes / 1e6:9.1f} MB {gbs:6.0f} GB/s  copy {at:6.0f} GB/s"
+              f"  {r:5.2f}", file=out)
+    return rows
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+", metavar="FILE", help="BEFORE.json AFTER.json, or RUN.json with --variants")
     p.add_argument("--group")
     p.add_argument("--min-change", type=float, default=0.0, metavar="PCT")
     p.add_argument("--variants", action="store_true", help="compare each variant case of one run with its base")
+    p.add_argument("--size-copy", action="store_true",
+                   help="read each bandwidth case of one run against the copy kernel at its size")
     args = p.parse_args(argv[1:])
-    want = 1 if args.variants else 2
-    if len(args.files) != want:
-        print(f"kernel_bench_compare: {'--variants takes one file' if args.variants else 'give two files'}, "
+    if args.variants and args.size_copy:
+        print("kernel_bench_compare: --variants and --size-copy exclude each other", file=sys.stderr)
+        return 2
+    one = args.variants or args.size_copy
+    if len(args.files) != (1 if one else 2):
+        print(f"kernel_bench_compare: {'--variants and --size-copy take one file' if one else 'give two files'}, "
               f"got {len(args.files)}", file=sys.stderr)
         return 2
     try:
         if args.variants:
             variants(load(args.files[0]), args.group)
+            return 0
+        if args.size_copy:
+            size_copy(load(args.files[0]), args.group)
             return 0
         compare(load(args.files[0]), load(args.files[1]), args.group, args.min_change)
     except SystemExit as e:

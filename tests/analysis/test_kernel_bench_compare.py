@@ -92,3 +92,36 @@ def test_variants_mode_takes_one_file(capsys):
     assert "one file" in capsys.readouterr().err
     assert kbc.main(["x", one]) == 2
     assert kbc.main(["x", "--variants", one]) == 0
+
+
+def _case(group, name, params, nbytes, ms, frac=0.5):
+    return {"group": group, "name": name, "params": params, "runs": 50, "bytes": nbytes, "median_ms": ms,
+            "sync_median_ms": ms, "gbs": nbytes / (ms * 1e-3) / 1e9, "frac_of_copy": frac, "verdict": "-"}
+
+
+def test_size_copy_reads_cases_against_the_copy_at_their_size():
+    # copy kernel at 2 and 8 MB moved: 1000 and 3000 GB/s; a 4 MB case at 2000 GB/s sits at the log midpoint
+    copy = [_case("copy", kbc.SIZE_COPY, "1.0 MB each way", 2e6, 2e6 / 1000e9 * 1e3, 0.25),
+            _case("copy", kbc.SIZE_COPY, "4.0 MB each way", 8e6, 8e6 / 3000e9 * 1e3, 0.75),
+            _case("copy", "float4 copy kernel", "2.15 GB each way", 4e9, 1.0, 0.9)]
+    cases = [_case("score", "compressed (G=4)", "T=1Mi D=128 H=1 fp8", 4e6, 4e6 / 2000e9 * 1e3),
+             _case("score", "big", "p", 16e6, 16e6 / 1500e9 * 1e3),       # above the largest size: 3000
+             _case("topk", "top-2048", "1 row of 1Mi", 1e6, 1e6 / 100e9 * 1e3),  # below the smallest: 1000
+             dict(_case("decode", "step", "B=1024", 0, 8.0), frac_of_copy=None)]  # no bandwidth figure
+    run = {"tool": "kernel_bench", "git_revision": "x", "device": "d", "copy_gbs": 4000, "cases": copy + cases}
+    out = io.StringIO()
+    rows = {r[1]: r for r in kbc.size_copy(run, out=out)}
+    assert set(rows) == {"compressed (G=4)", "big", "top-2048"}
+    assert rows["compressed (G=4)"][5] == pytest.approx(2000) and rows["compressed (G=4)"][6] == pytest.approx(1.0)
+    assert rows["big"][5] == pytest.approx(3000) and rows["big"][6] == pytest.approx(0.5)
+    assert rows["top-2048"][5] == pytest.approx(1000) and rows["top-2048"][6] == pytest.approx(0.1)
+    assert [r[1] for r in kbc.size_copy(run, group="topk", out=io.StringIO())] == ["top-2048"]
+    # a run from before the case-sized copy rows
+    out = io.StringIO()
+    assert kbc.size_copy(kbc.load(AFTER), out=out) == [] and "no 'float4 copy kernel (case-sized)' rows" in out.getvalue()
+
+
+def test_size_copy_and_variants_take_one_file():
+    assert kbc.main(["kbc", "--size-copy", AFTER, AFTER]) == 2
+    assert kbc.main(["kbc", "--size-copy", "--variants", AFTER]) == 2
+    assert kbc.main(["kbc", "--size-copy", AFTER]) == 0
