@@ -245,42 +245,34 @@ def main(argv):
                            capture_output=True, text=True)
         return r.stdout if r.returncode == 0 and "Function" in r.stdout else None
 
+    def report(name, text, measure, missing="not found in the object"):
+        """Prints one kernel's line; measure(text) -> (ok, what was found). 1 when it fails or is missing."""
+        if not text:
+            print(f"  {name:44} {missing}")
+            return 1
+        ok, found = measure(text)
+        print(f"  {name:44} {found}  {'ok' if ok else 'FAIL'}")
+        return 0 if ok else 1
+
+    def at_least(count, want, what):
+        return lambda text: (count(text) >= want, f"{count(text)} of {what}")
+
     bad = 0
     print(f"sm_{args.arch}: score_mma_kernel, 128-bit global loads before the first mma")
     for prec, d, nt, want in SCORE_KERNELS:
-        name = f"score_mma_kernel<{prec}, {d}, {nt}>"
-        text = sass(objs["score"], mangled(prec, d, nt))
-        got = loads_before_first_mma(text) if text else None
-        if got is None:
-            print(f"  {name:36} not found in the object")
-            bad += 1
-            continue
-        ok = got >= want
-        bad += not ok
-        print(f"  {name:36} {got} of the stage's {want}  {'ok' if ok else 'FAIL: loads sunk below the mma'}")
+        bad += report(f"score_mma_kernel<{prec}, {d}, {nt}>", sass(objs["score"], mangled(prec, d, nt)),
+                      lambda t: ((loads_before_first_mma(t) or 0) >= want,
+                                 f"{loads_before_first_mma(t)} of the stage's {want}"))
     print(f"sm_{args.arch}: top-k, score loads (L), key conversions (c), histogram atomics (A) in program order")
     for name, fun, want in TOPK_KERNELS:
-        text = sass(objs["topk"], fun)
-        if not text:
-            print(f"  {name:36} not found in the object")
-            bad += 1
-            continue
-        seq = loads_and_uses(text)
-        runs = len(re.findall("L{%d,}" % TOPK_UNROLL, seq))
-        ok = runs >= want
-        bad += not ok
-        print(f"  {name:36} {runs} of {want} runs of {TOPK_UNROLL} loads  {'ok' if ok else 'FAIL'}  {seq}")
+        def runs(t):
+            seq = loads_and_uses(t)
+            n = len(re.findall("L{%d,}" % TOPK_UNROLL, seq))
+            return n >= want, f"{n} of {want} runs of {TOPK_UNROLL} loads  {seq}"
+        bad += report(name, sass(objs["topk"], fun), runs)
     print(f"sm_{args.arch}: CUDA-core scoring, global loads before the first use of one (a step's rows + scale)")
     for name, fun, want in CORE_KERNELS:
-        text = sass(objs["score"], fun)
-        if not text:
-            print(f"  {name:44} not found in the object")
-            bad += 1
-            continue
-        got = loads_before_first_use(text)
-        ok = got >= want
-        bad += not ok
-        print(f"  {name:44} {got} of {want}  {'ok' if ok else 'FAIL'}")
+        bad += report(name, sass(objs["score"], fun), at_least(loads_before_first_use, want, want))
     print(f"sm_{args.arch}: pooling: loads before the first key load (one request, the body alone); "
           "key loads before the first use of one (the built kernel)")
     try:
@@ -292,28 +284,18 @@ def main(argv):
     for name, key, obj, fun, want in POOL_KERNELS:
         alone = next((t for f, t in pool_funcs.items() if "one_request_kernel" in f and key in f), None)
         built = sass(objs[obj], fun)
-        if not alone or not built:
-            print(f"  {name:36} not found ({'the body alone' if not alone else 'the built kernel'})")
-            bad += 1
-            continue
-        before = loads_before_first_streaming_load(alone)
-        keys = loads_before_first_use(from_first_streaming_load(built))
-        ok = before == 0 and keys >= want
-        bad += not ok
-        print(f"  {name:36} {before} before the keys (one request); {keys} of {want} key loads before a use  "
-              f"{'ok' if ok else 'FAIL'}")
+
+        def pool(t, alone=alone):
+            before = loads_before_first_streaming_load(alone)
+            keys = loads_before_first_use(from_first_streaming_load(t))
+            return (before == 0 and keys >= want,
+                    f"{before} before the keys (one request); {keys} of {want} key loads before a use")
+        bad += report(name, built if alone else None, pool,
+                      "not found (" + ("the body alone" if not alone else "the built kernel") + ")")
     print(f"sm_{args.arch}: attn_split_kernel, the most 16-byte loads issued with no shared-memory store between")
     for d, want in ATTN_KERNELS:
-        name = f"attn_split_kernel<{d}, {d}>"
-        text = sass(objs["attention"], attn_mangled(d))
-        if not text:
-            print(f"  {name:36} not found in the object")
-            bad += 1
-            continue
-        got = most_loads_between_stores(text)
-        ok = got >= want
-        bad += not ok
-        print(f"  {name:36} {got} of a tile's {want}  {'ok' if ok else 'FAIL'}")
+        bad += report(f"attn_split_kernel<{d}, {d}>", sass(objs["attention"], attn_mangled(d)),
+                      at_least(most_loads_between_stores, want, f"a tile's {want}"))
     return 1 if bad else 0
 
 
