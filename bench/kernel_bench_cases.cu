@@ -305,39 +305,43 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
           r.verdict = "-";
         });
       }
-  // Not judged: both indexers with top-k in one launch (TopkLaunch::single), and their ratio, beside the
-  // judged pair above (top-k is most of the compressed indexer's time).
-  for (int H : {1, 8, 64})
-    for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
-      const long long T = env.scaled(kMi, 2 * kTokens);
-      const std::string params = fmt::format("T={} D={} H={} {}", tok(T), D, H, to_string(p));
-      Stats t[2]{};
-      std::vector<Row> pair;
-      for (bool compressed : {false, true}) {
-        const int k = static_cast<int>(compressed ? kTokens / G : kTokens);
-        Row row{"indexer", compressed ? "compressed score+top-k (one launch)" : "exact score+top-k (one launch)",
-                fmt::format("{} k={}", params, k)};
-        run_case(pair, row, [&](Row& r) {
-          ScoreSet s(T, compressed ? (T + G - 1) / G : T, p, H, k, env);
-          s.topk_launch = cuda::TopkLaunch::single;
-          r.bytes = s.score_bytes() + s.topk_bytes();
-          r.t = time_runs(env, env.runs, [&](int c) {
-            s.score(c, env);
-            s.topk(env);
+  // Not judged: both indexers with top-k in one launch (TopkLaunch::single) and in one cluster a row
+  // (TopkLaunch::cluster), and their ratio, beside the judged pair above (top-k is most of the compressed
+  // indexer's time).
+  for (cuda::TopkLaunch launch : {cuda::TopkLaunch::single, cuda::TopkLaunch::cluster}) {
+    for (int H : {1, 8, 64})
+      for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
+        const char* how = launch == cuda::TopkLaunch::single ? " (one launch)" : " (cluster)";
+        const long long T = env.scaled(kMi, 2 * kTokens);
+        const std::string params = fmt::format("T={} D={} H={} {}", tok(T), D, H, to_string(p));
+        Stats t[2]{};
+        std::vector<Row> pair;
+        for (bool compressed : {false, true}) {
+          const int k = static_cast<int>(compressed ? kTokens / G : kTokens);
+          Row row{"indexer", fmt::format("{} score+top-k{}", compressed ? "compressed" : "exact", how),
+                  fmt::format("{} k={}", params, k)};
+          run_case(pair, row, [&](Row& r) {
+            ScoreSet s(T, compressed ? (T + G - 1) / G : T, p, H, k, env);
+            s.topk_launch = launch;
+            r.bytes = s.score_bytes() + s.topk_bytes();
+            r.t = time_runs(env, env.runs, [&](int c) {
+              s.score(c, env);
+              s.topk(env);
+            });
+            finish(r, env);
+            t[compressed] = r.t;
+            r.verdict = "-";
+            if (compressed && t[0].runs && t[1].runs) {
+              const double speedup = t[0].median_ms / t[1].median_ms;
+              r.extra = fmt::format("{:.2f}x vs exact", speedup);
+              r.figures = {{"speedup_vs_exact", speedup}};
+            }
           });
-          finish(r, env);
-          t[compressed] = r.t;
-          r.verdict = "-";
-          if (compressed && t[0].runs && t[1].runs) {
-            const double speedup = t[0].median_ms / t[1].median_ms;
-            r.extra = fmt::format("{:.2f}x vs exact", speedup);
-            r.figures = {{"speedup_vs_exact", speedup}};
-          }
-        });
+        }
+        // compressed first, as in the judged pair
+        for (auto it = pair.rbegin(); it != pair.rend(); ++it) rows.push_back(std::move(*it));
       }
-      // compressed first, as in the judged pair
-      for (auto it = pair.rbegin(); it != pair.rend(); ++it) rows.push_back(std::move(*it));
-    }
+  }
 }
 
 void topk_cases(const Env& env, std::vector<Row>& rows) {
@@ -360,11 +364,12 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // samples only batches larger than L2), plain launches instead of chained ones (sm_90), and the other
   // way of ordering the selection than `automatic` picks (ranks for these single rows, the bitonic sort
   // for the two large batches), and single rows in larger chunks a block (fewer blocks, fewer global
-  // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), and the
-  // 64-row batch in one wave of blocks (TopkArgs::one_wave).
+  // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), the
+  // 64-row batch in one wave of blocks (TopkArgs::one_wave), and every case's shape with a cluster a row
+  // (TopkLaunch::cluster).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
-  const auto single = cuda::TopkLaunch::single;
+  const auto single = cuda::TopkLaunch::single, cluster = cuda::TopkLaunch::cluster;
   for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, off}, C{1, kMi / 4, 512, 0},
               C{1024, 8 * kKi, 512, 0}, C{1, kMi, 2048, 0, on}, C{1, kMi / 4, 512, 0, on},
               C{1, kMi, 2048, 0, automatic, false}, C{1, kMi / 4, 512, 0, automatic, false},
@@ -374,12 +379,21 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 16 * kKi},
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, single},
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, single},
-              C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cuda::TopkLaunch::automatic, true}}) {
+              C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cuda::TopkLaunch::automatic, true},
+              C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster},
+              C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
+              C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, cluster}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
+    // and for a cluster a row, fewer rows (16 Ki emulated threads a row: 1024 rows took 42 s a call)
+    if (c.launch == cluster) c.rows = static_cast<int>(env.scaled(c.rows, std::min(c.rows, 4)));
     const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
     const char* order = c.order == bitonic ? " (bitonic order)" : c.order == rank ? " (rank order)" : "";
     const std::string chunk = c.min_chunk ? fmt::format(" (chunk {})", tok(c.min_chunk)) : std::string();
-    const char* launch = c.launch == single ? " (one launch)" : c.one_wave ? " (one wave)" : "";
+    const char* launch = c.launch == single    ? " (one launch)"
+                         : c.launch == cluster ? " (cluster)"
+                         : c.one_wave          ? " (one wave)"
+                                               : "";
     Row row{"topk", fmt::format("top-{}{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk, launch),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {

@@ -83,7 +83,7 @@ cuemu_switch:
 #endif
 
 // ---------------------------------------------------------------- fibers and blocks
-enum class State : std::uint8_t { Ready, AtBarrier, AtWarp, Done };
+enum class State : std::uint8_t { Ready, AtBarrier, AtCluster, AtWarp, Done };
 
 struct Fiber {
 #if CUEMU_X86_SWITCH
@@ -93,6 +93,7 @@ struct Fiber {
 #endif
   State state = State::Ready;
   unsigned lane = 0, warp = 0;
+  unsigned slot = 0;  // the block's rank in its cluster (0 without clusters)
   ThreadCoords c{};
   // pending warp collective
   WarpFn fn = nullptr;
@@ -114,8 +115,9 @@ struct Running {
   void* launch = nullptr;
   dim3 grid, block;
   uint3 block_idx{};
-  unsigned char* smem = nullptr;
-  std::size_t smem_bytes = 0;
+  unsigned char* smem = nullptr;  // block rank 0's dynamic shared memory; rank r's is smem + r * smem_span
+  std::size_t smem_bytes = 0, smem_span = 0;
+  unsigned cluster = 1;  // blocks a cluster (along x)
 };
 
 struct Emu {
@@ -123,6 +125,7 @@ struct Emu {
   std::vector<Fiber> fibers;
   std::vector<unsigned> order;                       // lanes, 32
   std::vector<unsigned> warp_order;                  // warps of the block
+  std::vector<unsigned> block_order;                 // blocks of the cluster (one without clusters)
   unsigned warp_first = 0, warp_lanes = 0, pos = 0;  // the warp running and its lane's index in order
   Fiber* cur = nullptr;
   Running* launch = nullptr;
@@ -145,6 +148,7 @@ struct Emu {
   std::size_t smem_cap = 0;
   std::set<void*> streams, events;
   std::map<const void*, int> max_dyn_smem;
+  std::set<const void*> non_portable_cluster;  // kernels allowed clusters of more than 8 blocks
   cudaError_t last_error = cudaSuccess;
   std::uint64_t shuffle_state = 0;
   enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
@@ -276,17 +280,25 @@ void fiber_main() {
 const char* where(const Emu& e) {
   static thread_local char buf[512];
   const Running& l = *e.launch;
-  std::snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u) of (%u,%u,%u)", l.site->kernel,
-                l.site->file, l.site->line, l.block_idx.x, l.block_idx.y, l.block_idx.z, l.grid.x, l.grid.y, l.grid.z);
+  const uint3 b = e.cur ? e.cur->c.block_idx : l.block_idx;
+  if (l.cluster > 1)
+    std::snprintf(buf, sizeof buf,
+                  "kernel %s (launched at %s:%d), block (%u,%u,%u) of (%u,%u,%u), in the cluster of %u blocks from x = %u",
+                  l.site->kernel, l.site->file, l.site->line, b.x, b.y, b.z, l.grid.x, l.grid.y, l.grid.z, l.cluster,
+                  l.block_idx.x);
+  else
+    std::snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u) of (%u,%u,%u)", l.site->kernel,
+                  l.site->file, l.site->line, b.x, b.y, b.z, l.grid.x, l.grid.y, l.grid.z);
   return buf;
 }
 
 [[noreturn]] void deadlock(Emu& e, const char* why) {
-  int ready = 0, barrier = 0, warp = 0, done = 0;
+  int ready = 0, barrier = 0, cluster = 0, warp = 0, done = 0;
   for (const Fiber& f : e.fibers) {
     switch (f.state) {
       case State::Ready: ++ready; break;
       case State::AtBarrier: ++barrier; break;
+      case State::AtCluster: ++cluster; break;
       case State::AtWarp: ++warp; break;
       case State::Done: ++done; break;
     }
@@ -300,14 +312,17 @@ const char* where(const Emu& e) {
                   f.lane, f.mask);
     lanes += b;
   }
-  die("%s in %s: %d threads at __syncthreads, %d at warp collectives, %d exited.%s%s", why, where(e), barrier, warp,
-      done, lanes.empty() ? "" : " Waiting lanes:", lanes.c_str());
+  e.cur = nullptr;  // where() names the launch's first block
+  char at_cluster[64] = "";
+  if (e.launch->cluster > 1) std::snprintf(at_cluster, sizeof at_cluster, ", %d at the cluster barrier", cluster);
+  die("%s in %s: %d threads at __syncthreads%s, %d at warp collectives, %d exited.%s%s", why, where(e), barrier,
+      at_cluster, warp, done, lanes.empty() ? "" : " Waiting lanes:", lanes.c_str());
 }
 
 // Releases the warp collectives of warp w whose lanes have all arrived; returns whether any was.
-bool release_warp(Emu& e, unsigned w, unsigned n_threads) {
+bool release_warp(Emu& e, unsigned base, unsigned w, unsigned n_threads) {
   bool released = false;
-  const unsigned first = w * 32, lanes = std::min(32u, n_threads - first);
+  const unsigned first = base + w * 32, lanes = std::min(32u, n_threads - w * 32);
   const unsigned existing = lanes == 32 ? 0xFFFFFFFFu : ((1u << lanes) - 1u);
   unsigned handled = 0;
   for (unsigned l = 0; l < lanes; ++l) {
@@ -351,38 +366,64 @@ bool release_warp(Emu& e, unsigned w, unsigned n_threads) {
   return released;
 }
 
-// Runs a block: each warp in turn (in e.warp_order) runs its lanes (in e.order) until none can go on,
-// releasing its collectives as they complete; then the block barrier is released once every thread
-// that has not exited waits at it. Anything else is a deadlock.
-void run_block(Emu& e, unsigned n_threads) {
+// Runs a block, or the blocks of a cluster (block r's threads are fibers r * n_threads ...): each block
+// in turn (in e.block_order), each of its warps in turn (in e.warp_order) runs its lanes (in e.order)
+// until none can go on, releasing its collectives as they complete. Then a block's barrier is released
+// once every thread of the block that has not exited waits at it, and the cluster's barrier once every
+// thread of the cluster waits at it (here none may have exited: the kernels do not rely on what a GPU
+// does with exited threads at a cluster barrier, and an early return before one is reported). Anything
+// else is a deadlock.
+void run_blocks(Emu& e, unsigned n_threads) {
   for (;;) {
-    for (unsigned w : e.warp_order) {
-      const unsigned first = w * 32, lanes = std::min(32u, n_threads - first);
-      e.warp_first = first;
-      e.warp_lanes = lanes;
-      for (;;) {
-        for (unsigned j = 0; j < 32; ++j) {
-          const unsigned l = e.order[j];
-          if (l >= lanes || e.fibers[first + l].state != State::Ready) continue;
-          e.pos = j;
-          resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
-          break;
+    for (unsigned r : e.block_order) {
+      const unsigned base = r * n_threads;
+      for (unsigned w : e.warp_order) {
+        const unsigned first = base + w * 32, lanes = std::min(32u, n_threads - w * 32);
+        e.warp_first = first;
+        e.warp_lanes = lanes;
+        for (;;) {
+          for (unsigned j = 0; j < 32; ++j) {
+            const unsigned l = e.order[j];
+            if (l >= lanes || e.fibers[first + l].state != State::Ready) continue;
+            e.pos = j;
+            resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
+            break;
+          }
+          if (!release_warp(e, base, w, n_threads)) break;
         }
-        if (!release_warp(e, w, n_threads)) break;
       }
     }
-    bool all_done = true, any_warp = false;
+    bool all_done = true, any_warp = false, all_cluster = true, any_cluster = false;
     for (const Fiber& f : e.fibers) {
       if (f.state != State::Done) all_done = false;
       if (f.state == State::AtWarp) any_warp = true;
+      if (f.state == State::AtCluster) any_cluster = true;
+      else all_cluster = false;
     }
     if (all_done) return;
-    if (!any_warp) {
-      for (Fiber& f : e.fibers)
-        if (f.state == State::AtBarrier) f.state = State::Ready;
+    if (any_warp)
+      deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at a barrier or exited)");
+    if (all_cluster) {
+      for (Fiber& f : e.fibers) f.state = State::Ready;
       continue;
     }
-    deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at __syncthreads or exited)");
+    bool released = false;
+    for (unsigned r = 0; r < static_cast<unsigned>(e.block_order.size()); ++r) {
+      bool all_barrier = true, any_barrier = false;
+      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i) {
+        const State s = e.fibers[i].state;
+        if (s == State::AtBarrier) any_barrier = true;
+        else if (s != State::Done) all_barrier = false;
+      }
+      if (!any_barrier || !all_barrier) continue;
+      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i)
+        if (e.fibers[i].state == State::AtBarrier) e.fibers[i].state = State::Ready;
+      released = true;
+    }
+    if (released) continue;
+    deadlock(e, any_cluster ? "deadlock (threads wait at the cluster barrier for threads that wait at __syncthreads "
+                              "or exited)"
+                            : "deadlock");
   }
 }
 
@@ -394,9 +435,10 @@ void permute(Emu& e, std::vector<unsigned>& v, unsigned n) {
   if (e.order_kind == Emu::Order::Shuffle)
     for (unsigned i = n; i > 1; --i) std::swap(v[i - 1], v[next_random(e.shuffle_state) % i]);
 }
-void set_order(Emu& e, unsigned n_threads) {
+void set_order(Emu& e, unsigned n_threads, unsigned cluster) {
   permute(e, e.order, 32);
   permute(e, e.warp_order, (n_threads + 31) / 32);
+  permute(e, e.block_order, cluster);
 }
 
 // ---------------------------------------------------------------- memory
@@ -531,8 +573,39 @@ unsigned lane_id() {
 
 unsigned char* dynamic_shared() {
   Emu& e = emu();
-  if (!e.launch) die("dynamic shared memory used outside a kernel");
-  return e.launch->smem;
+  if (!e.launch || !e.cur) die("dynamic shared memory used outside a kernel");
+  return e.launch->smem + e.cur->slot * e.launch->smem_span;
+}
+
+unsigned cluster_block_rank() {
+  coords();  // dies outside a kernel
+  return emu().cur->slot;
+}
+
+unsigned cluster_num_blocks() {
+  coords();
+  return emu().launch->cluster;
+}
+
+void cluster_sync() {
+  Emu& e = emu();
+  if (!e.cur) die("cluster barrier outside a kernel");
+  e.cur->state = State::AtCluster;
+  yield_to_scheduler(e);
+}
+
+void* cluster_map_shared(void* p, unsigned rank) {
+  Emu& e = emu();
+  if (!e.cur) die("cluster shared memory mapped outside a kernel");
+  const Running& l = *e.launch;
+  unsigned char* const mine = l.smem + e.cur->slot * l.smem_span;
+  auto* const c = static_cast<unsigned char*>(p);
+  if (rank >= l.cluster) die("block rank %u mapped in a cluster of %u blocks, in %s", rank, l.cluster, where(e));
+  if (c < mine || c >= mine + l.smem_bytes)
+    die("an address mapped to block rank %u is not in the block's %zu bytes of dynamic shared memory (the emulator "
+        "maps only those), in %s",
+        rank, l.smem_bytes, where(e));
+  return l.smem + rank * l.smem_span + (c - mine);
 }
 
 void syncthreads() {
@@ -566,6 +639,13 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
 void fatal_shfl_source(int lane, int src, unsigned mask) {
   Emu& e = emu();
   die("lane %d reads lane %d in a shuffle with mask %08x, which does not include it, in %s", lane, src, mask, where(e));
+}
+
+void fatal_trap() {
+  Emu& e = emu();
+  if (!e.cur) die("__trap outside a kernel");
+  die("__trap by thread (%u,%u,%u) of %s", e.cur->c.thread_idx.x, e.cur->c.thread_idx.y, e.cur->c.thread_idx.z,
+      where(e));
 }
 
 void fatal_sleep() {
@@ -633,7 +713,7 @@ void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::u
 
 // ---------------------------------------------------------------- launches
 void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-              BlockBody body, void* launch) {
+              BlockBody body, void* launch, unsigned cluster) {
   Emu& e = emu();
   install_fault_handler();
   if (e.launch) die("kernel %s launched from inside a kernel (%s:%d)", site.kernel, site.file, site.line);
@@ -644,6 +724,15 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     if (std::getenv("CUEMU_VERBOSE"))
       std::fprintf(stderr, "cuemu: %s (%s:%d): invalid configuration grid (%u,%u,%u) block (%u,%u,%u)\n", site.kernel,
                    site.file, site.line, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    return;
+  }
+  // Clusters (sm_90): along x, dividing the grid; at most 8 blocks, or 16 for a kernel allowed
+  // non-portable sizes (cudaFuncAttributeNonPortableClusterSizeAllowed), as on an H100/H200.
+  const unsigned max_cluster = e.non_portable_cluster.count(kernel) ? 16u : 8u;
+  if (cluster == 0 || cluster > max_cluster || grid.x % cluster != 0) {
+    set_error(cudaErrorInvalidClusterSize);
+    std::fprintf(stderr, "cuemu: %s (%s:%d): a cluster of %u blocks for a grid of %u along x (at most %u blocks, "
+                 "dividing the grid)\n", site.kernel, site.file, site.line, cluster, grid.x, max_cluster);
     return;
   }
   const auto attr = e.max_dyn_smem.find(kernel);
@@ -658,17 +747,18 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     set_error(cudaErrorInvalidResourceHandle);
     return;
   }
-  // Dynamic shared memory ends at a guard page as well.
+  // Dynamic shared memory (each block of a cluster its own, one after another) ends at a guard page.
   const std::size_t smem_span = round_up(std::max<std::size_t>(smem, 16), 16);
-  if (smem_span > e.smem_cap) {
+  const std::size_t smem_total = smem_span * cluster;
+  if (smem_total > e.smem_cap) {
     if (e.smem_buf)
       munmap(e.smem_buf - (round_up(e.smem_cap, kPage) - e.smem_cap), round_up(e.smem_cap, kPage) + kPage);
-    const std::size_t m = round_up(smem_span, kPage);
+    const std::size_t m = round_up(smem_total, kPage);
     void* p = mmap(nullptr, m + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) die("cannot map shared memory");
     mprotect(static_cast<unsigned char*>(p) + m, kPage, PROT_NONE);
-    e.smem_cap = smem_span;
-    e.smem_buf = static_cast<unsigned char*>(p) + (m - smem_span);
+    e.smem_cap = smem_total;
+    e.smem_buf = static_cast<unsigned char*>(p) + (m - smem_total);
   }
   Running l;
   l.site = &site;
@@ -677,43 +767,61 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   l.grid = grid;
   l.block = block;
   l.smem_bytes = smem;
-  l.smem = e.smem_buf + (e.smem_cap - smem_span);
+  l.smem_span = smem_span;
+  l.cluster = cluster;
+  l.smem = e.smem_buf + (e.smem_cap - smem_total);
   const unsigned n = static_cast<unsigned>(threads);
-  e.fibers.assign(n, Fiber{});
+  e.fibers.assign(static_cast<std::size_t>(n) * cluster, Fiber{});
   e.launch = &l;
-  // Blocks run one at a time, in the order CUEMU_ORDER gives them too (a kernel may not depend on it):
-  // shuffle visits block (a * i + c) mod n at step i, with a coprime to n (no table for huge grids).
-  const unsigned long long n_blocks = 1ull * grid.x * grid.y * grid.z;
+  unsigned char* const static_lo = __start_cuemu_shared;
+  unsigned char* const static_hi = __stop_cuemu_shared;
+  const std::size_t static_bytes = static_lo && static_hi > static_lo ? static_cast<std::size_t>(static_hi - static_lo) : 0;
+  // Clusters run one at a time (a block without clusters is a cluster of one), in the order CUEMU_ORDER
+  // gives them too (a kernel may not depend on it): shuffle visits cluster (a * i + c) mod n at step i,
+  // with a coprime to n (no table for huge grids).
+  const unsigned long long n_clusters = 1ull * (grid.x / cluster) * grid.y * grid.z;
   unsigned long long mul = 1, add = 0;
   if (e.order_kind == Emu::Order::Reverse) {
-    mul = n_blocks - 1;  // (n-1) i + (n-1) = n-1-i mod n
-    add = n_blocks - 1;
-  } else if (e.order_kind == Emu::Order::Shuffle && n_blocks > 1) {
-    mul = 1 + next_random(e.shuffle_state) % (n_blocks - 1);
-    while (std::gcd(mul, n_blocks) != 1) mul = mul % (n_blocks - 1) + 1;
-    add = next_random(e.shuffle_state) % n_blocks;
+    mul = n_clusters - 1;  // (n-1) i + (n-1) = n-1-i mod n
+    add = n_clusters - 1;
+  } else if (e.order_kind == Emu::Order::Shuffle && n_clusters > 1) {
+    mul = 1 + next_random(e.shuffle_state) % (n_clusters - 1);
+    while (std::gcd(mul, n_clusters) != 1) mul = mul % (n_clusters - 1) + 1;
+    add = next_random(e.shuffle_state) % n_clusters;
   }
-  for (unsigned long long step = 0; step < n_blocks; ++step) {
+  const unsigned cx = grid.x / cluster;
+  for (unsigned long long step = 0; step < n_clusters; ++step) {
     const unsigned long long b =
-        static_cast<unsigned long long>((static_cast<unsigned __int128>(mul) * step + add) % n_blocks);
-    l.block_idx = make_uint3(static_cast<unsigned>(b % grid.x), static_cast<unsigned>((b / grid.x) % grid.y),
-                             static_cast<unsigned>(b / (1ull * grid.x * grid.y)));
-    std::memset(l.smem, 0xFF, smem_span);
-    if (unsigned char* lo = __start_cuemu_shared, *hi = __stop_cuemu_shared; lo && hi > lo)
-      std::memset(lo, 0xFF, static_cast<std::size_t>(hi - lo));
-    for (unsigned i = 0; i < n; ++i) {
-      Fiber& f = e.fibers[i];
-      f = Fiber{};
-      f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
-      f.c.block_idx = l.block_idx;
-      f.c.block_dim = block;
-      f.c.grid_dim = grid;
-      f.lane = i % 32;
-      f.warp = i / 32;
-      start_fiber(e, f, i);
-    }
-    set_order(e, n);
-    run_block(e, n);
+        static_cast<unsigned long long>((static_cast<unsigned __int128>(mul) * step + add) % n_clusters);
+    l.block_idx = make_uint3(static_cast<unsigned>(b % cx) * cluster, static_cast<unsigned>((b / cx) % grid.y),
+                             static_cast<unsigned>(b / (1ull * cx * grid.y)));
+    std::memset(l.smem, 0xFF, smem_total);
+    if (static_bytes) std::memset(static_lo, 0xFF, static_bytes);
+    for (unsigned r = 0; r < cluster; ++r)
+      for (unsigned i = 0; i < n; ++i) {
+        Fiber& f = e.fibers[static_cast<std::size_t>(r) * n + i];
+        f = Fiber{};
+        f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+        f.c.block_idx = make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z);
+        f.c.block_dim = block;
+        f.c.grid_dim = grid;
+        f.lane = i % 32;
+        f.warp = i / 32;
+        f.slot = r;
+        start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
+      }
+    set_order(e, n, cluster);
+    run_blocks(e, n);
+    // The blocks of a cluster share the kernel's static __shared__ arrays here (one copy per kernel), so a
+    // kernel launched with clusters must keep to dynamic shared memory: a static array it wrote (to
+    // anything but 0xFF bytes) is reported.
+    if (cluster > 1 && static_bytes)
+      for (std::size_t i = 0; i < static_bytes; ++i)
+        if (static_lo[i] != 0xFF)
+          die("kernel %s (launched at %s:%d with clusters of %u blocks) wrote static __shared__ memory, which the "
+              "blocks of a cluster would share on the emulator; a kernel launched with clusters must use dynamic "
+              "shared memory only",
+              site.kernel, site.file, site.line, cluster);
   }
   e.launch = nullptr;
   check_slack(site);
@@ -765,6 +873,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidClusterSize: return "cudaErrorInvalidClusterSize";
     default: return "cudaError (cuemu)";
   }
 }
@@ -778,6 +887,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotSupported: return "operation not supported (cuemu)";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidClusterSize: return "invalid cluster size";
     default: return "error (cuemu)";
   }
 }
@@ -846,6 +956,10 @@ cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute a, int v) {
     if (v < 0 || static_cast<std::size_t>(v) > 227 * 1024) return cuemu::set_error(cudaErrorInvalidValue);
     emu().max_dyn_smem[f] = v;
   }
+  if (a == cudaFuncAttributeNonPortableClusterSizeAllowed) {
+    if (v) emu().non_portable_cluster.insert(f);
+    else emu().non_portable_cluster.erase(f);
+  }
   return ok();
 }
 
@@ -860,6 +974,20 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
   const int by_regs = 65536 / (warps * 32 * 256);
   const int by_smem = static_cast<int>(228 * 1024 / (smem + 1024));
   *blocks = std::min({by_threads, by_regs, by_smem, 32});
+  return ok();
+}
+
+// Clusters an sm_90 would hold at once: 132 SMs / cluster blocks (one block an SM); an error for a size the
+// kernel may not launch with (more than 8 without cudaFuncAttributeNonPortableClusterSizeAllowed, or 16).
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void* f, const cudaLaunchConfig_t* config) {
+  if (clusters == nullptr || config == nullptr) return cuemu::set_error(cudaErrorInvalidValue);
+  unsigned cluster = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id == cudaLaunchAttributeClusterDimension)
+      cluster = config->attrs[i].val.clusterDim.x * config->attrs[i].val.clusterDim.y * config->attrs[i].val.clusterDim.z;
+  const unsigned max_cluster = emu().non_portable_cluster.count(f) ? 16u : 8u;
+  if (cluster == 0 || cluster > max_cluster) return cuemu::set_error(cudaErrorInvalidClusterSize);
+  *clusters = static_cast<int>(132 / cluster);
   return ok();
 }
 

@@ -4,11 +4,16 @@
 // force-included (-include emu/cuemu.h). Each CUDA thread of a block runs as a fiber on one OS thread;
 // __syncthreads, __syncwarp and the warp shuffles are real barriers between the fibers, so a kernel
 // that leaves out a barrier, diverges around one, or reads a lane outside a shuffle's mask is reported
-// instead of silently working. Blocks run one after another; blocks, warps and lanes in a seeded random
-// order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED). The runtime API
+// instead of silently working. Blocks (or clusters, below) run one after another; clusters, blocks, warps
+// and lanes in a seeded random order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED). The runtime API
 // (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
+//
+// Thread block clusters (IP_LAUNCH_CLUSTER, kernels/cluster.cuh): the blocks of a cluster run together
+// as one set of fibers, each block with its own dynamic shared memory (which cluster_map_shared maps into
+// the others'), and the cluster barrier is a barrier over all of them. A missing cluster barrier shows in
+// some block orders, not all.
 //
 // One host thread may launch at a time (the emulator's state is global, like a CUDA context's).
 // Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
@@ -63,9 +68,22 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
 unsigned lane_id();
 unsigned char* dynamic_shared();
 
+// Thread block clusters (sm_90; kernels/cluster.cuh wraps these and cooperative_groups): the blocks of a
+// cluster run together as one set of fibers, each with its own dynamic shared memory. cluster_sync is
+// a barrier over every thread of the cluster; cluster_map_shared maps an address in the calling block's
+// dynamic shared memory to the same offset in block `rank`'s (distributed shared memory). Static
+// __shared__ arrays are one copy per kernel here, so a kernel launched with clusters may not write them
+// (reported at the end of the cluster).
+unsigned cluster_block_rank();
+unsigned cluster_num_blocks();
+void cluster_sync();
+void* cluster_map_shared(void* p, unsigned rank);
+
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
 // __nanosleep: only a spin-wait calls it, and here a spin-wait that waits at all never ends.
 [[noreturn]] void fatal_sleep();
+// __trap: the kernel stops the program with the thread that trapped (on a GPU the launch fails).
+[[noreturn]] void fatal_trap();
 
 // The shuffle collective: lane l gets the value of lane arg[l], which must be in the mask.
 template <class T>
@@ -99,8 +117,9 @@ struct LaunchSite {
 using BlockBody = void (*)(void* launch);
 // Runs body(launch) on every thread of every block; returns the error the launch sets (configuration
 // errors as cudaErrorInvalidConfiguration / cudaErrorInvalidValue, like the runtime).
+// cluster: blocks a cluster along x (1: no clusters).
 void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-              BlockBody body, void* launch);
+              BlockBody body, void* launch, unsigned cluster);
 
 template <class... P>
 struct Launch {
@@ -109,6 +128,7 @@ struct Launch {
   std::size_t smem;
   cudaStream_t stream;
   void (*kernel)(P...);
+  unsigned cluster = 1;
 
   template <class... A>
   void operator()(A&&... args) const {
@@ -123,7 +143,7 @@ struct Launch {
           std::tuple<std::decay_t<P>...> copy = bd->params;  // each thread gets its own parameters
           std::apply(bd->kernel, copy);
         },
-        &bound);
+        &bound, cluster);
   }
 };
 
@@ -131,6 +151,12 @@ template <class... P>
 Launch<P...> launch(const char* file, int line, const char* name, dim3 grid, dim3 block, std::size_t smem,
                     cudaStream_t stream, void (*kernel)(P...)) {
   return Launch<P...>{{file, line, name}, grid, block, smem, stream, kernel};
+}
+
+template <class... P>
+Launch<P...> launch_cluster(const char* file, int line, const char* name, dim3 grid, dim3 block, std::size_t smem,
+                            cudaStream_t stream, unsigned cluster, void (*kernel)(P...)) {
+  return Launch<P...>{{file, line, name}, grid, block, smem, stream, kernel, cluster};
 }
 
 }  // namespace cuemu
@@ -152,6 +178,9 @@ inline void __nanosleep(unsigned) {
   ::cuemu::fatal_sleep();
 }
 inline void __threadfence_block() {}
+[[noreturn]] inline void __trap() {
+  ::cuemu::fatal_trap();
+}
 
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

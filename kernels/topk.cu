@@ -9,6 +9,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/topk.cuh"
+#include "kernels/topk_cluster.cuh"
 
 namespace ip::cuda {
 namespace {
@@ -78,13 +79,19 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
              "top-k: sampling = {} is not automatic, off or on", static_cast<int>(a.sampling));
   IP_REQUIRE(a.order == TopkOrder::automatic || a.order == TopkOrder::bitonic || a.order == TopkOrder::rank,
              "top-k: order = {} is not automatic, bitonic or rank", static_cast<int>(a.order));
-  IP_REQUIRE(a.launch == TopkLaunch::automatic || a.launch == TopkLaunch::chain || a.launch == TopkLaunch::single,
-             "top-k: launch = {} is not automatic, chain or single", static_cast<int>(a.launch));
+  IP_REQUIRE(a.launch == TopkLaunch::automatic || a.launch == TopkLaunch::chain || a.launch == TopkLaunch::single ||
+                 a.launch == TopkLaunch::cluster,
+             "top-k: launch = {} is not automatic, chain, single or cluster", static_cast<int>(a.launch));
   const bool single = a.launch == TopkLaunch::single;
-  IP_REQUIRE(!single || a.sampling != TopkSampling::on,
-             "top-k: launch single does not sample (sampling must be automatic or off)");
-  IP_REQUIRE(!single || a.order != TopkOrder::bitonic,
-             "top-k: launch single orders by ranks (order must be automatic or rank)");
+  const bool cluster = a.launch == TopkLaunch::cluster;
+  const char* const launch_name = single ? "single" : "cluster";
+  IP_REQUIRE(!(single || cluster) || a.sampling != TopkSampling::on,
+             "top-k: launch {} does not sample (sampling must be automatic or off)", launch_name);
+  IP_REQUIRE(!(single || cluster) || a.order != TopkOrder::bitonic,
+             "top-k: launch {} orders by ranks (order must be automatic or rank)", launch_name);
+  IP_REQUIRE(a.cluster_blocks == 0 || a.cluster_blocks == 2 || a.cluster_blocks == 4 || a.cluster_blocks == 8 ||
+                 a.cluster_blocks == 16,
+             "top-k: cluster_blocks = {} (must be 0 for the default, 2, 4, 8 or 16)", a.cluster_blocks);
   IP_REQUIRE(a.min_chunk == 0 || a.min_chunk >= detail::kTopkThreads,
              "top-k: min_chunk = {} (must be 0 for the default or at least {})", a.min_chunk, detail::kTopkThreads);
   const Layout l = layout(a.rows, a.max_row, a.k);
@@ -131,6 +138,39 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                a.values,
                reinterpret_cast<std::uint32_t*>(ws + l.sync),
                0u};
+  // The cluster launch keeps its state in shared memory: no workspace, no memset.
+  if (cluster) {
+    IP_REQUIRE(major >= 9, "top-k: launch cluster needs thread block clusters (sm_90 or later; this device is sm_{}x)",
+               major);
+    IP_REQUIRE(static_cast<long long>(a.rows) * detail::kTopkClusterMaxBlocks <= INT32_MAX,
+               "top-k: launch cluster takes at most {} rows", INT32_MAX / detail::kTopkClusterMaxBlocks);
+    const std::size_t smem = detail::topk_cluster_smem(a.k);  // 82 KiB at k = 4096
+    IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    int blocks = a.cluster_blocks;
+    if (blocks == 0 || blocks == 16) {
+      IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    if (blocks == 0) {  // 16 if the device holds such a cluster at once, else the portable 8
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = 16;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      // gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs (by position: the emulator defines
+      // blockDim and gridDim as macros)
+      const cudaLaunchConfig_t cfg{dim3(16), dim3(detail::kTopkClusterThreads), smem, nullptr, &attr, 1};
+      int fits = 0;
+      const cudaError_t err = cudaOccupancyMaxActiveClusters(&fits, detail::topk_cluster_kernel, &cfg);
+      if (err != cudaSuccess) (void)cudaGetLastError();  // not supported: the portable size
+      blocks = err == cudaSuccess && fits >= 1 ? 16 : 8;
+    }
+    const unsigned grid = static_cast<unsigned>(a.rows) * static_cast<unsigned>(blocks);
+    IP_LAUNCH_CLUSTER(grid, detail::kTopkClusterThreads, smem, stream, static_cast<unsigned>(blocks),
+                      detail::topk_cluster_kernel)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   // Row states, histograms and the single launch's counters start at zero; the passes leave the
   // histograms zero.
   IP_CUDA_CHECK(cudaMemsetAsync(ws, 0, l.ties, stream));

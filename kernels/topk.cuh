@@ -153,9 +153,9 @@ __device__ __forceinline__ void block_chunk(long long n, int b, int bpr, long lo
 }
 
 // Exclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024); `total` gets the sum.
-// Every thread of the block must call it.
-__device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, std::uint32_t& total) {
-  __shared__ std::uint32_t warp_tot[32];
+// Every thread of the block must call it. warp_sums: 32 words of shared memory for the warps' sums.
+__device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, std::uint32_t& total,
+                                                             std::uint32_t* warp_sums) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   std::uint32_t inc = v;
 #pragma unroll
@@ -163,16 +163,22 @@ __device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, st
     const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, inc, o);
     if (lane >= o) inc += y;
   }
-  __syncthreads();  // warp_tot may still be read by a previous call
-  if (lane == 31) warp_tot[warp] = inc;
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (lane == 31) warp_sums[warp] = inc;
   __syncthreads();
   std::uint32_t before = 0, all = 0;
   for (int w = 0; w < warps; ++w) {
-    if (w < warp) before += warp_tot[w];
-    all += warp_tot[w];
+    if (w < warp) before += warp_sums[w];
+    all += warp_sums[w];
   }
   total = all;
   return before + inc - v;
+}
+
+// The same with the warps' sums in a static shared array.
+__device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t v, std::uint32_t& total) {
+  __shared__ std::uint32_t warp_tot[32];
+  return block_exclusive_sum(v, total, warp_tot);
 }
 
 // One compare-exchange of the bitonic network at element i (partner i ^ stride, value y): the value i

@@ -35,10 +35,13 @@ constexpr long long kTopkRankMaxWork = 1LL << 26;
 // them, chained on sm_90 when `chained`): each step's launch and the wait for the step before it cost a
 // few microseconds, whatever the step's work. single: one kernel for the whole search after the
 // workspace's memset; its blocks take (step, row, block) work items in order from a counter and wait
-// (spinning) until the step before theirs has finished on their row. It orders by ranks and does not
-// sample, so `order` bitonic or `sampling` on with it are errors (automatic sampling is off with it).
-// automatic: chain (single has not been timed on a GPU yet).
-enum class TopkLaunch { automatic, chain, single };
+// (spinning) until the step before theirs has finished on their row. cluster (sm_90 and later): one
+// kernel, no memset; each row is searched by one thread block cluster (cluster_blocks blocks of 1024
+// threads), its steps separated by cluster barriers and its histograms and candidates kept in the
+// cluster's shared memory (kernels/topk_cluster.cuh). single and cluster order by ranks and do not
+// sample, so `order` bitonic or `sampling` on with them are errors (automatic sampling is off with them).
+// automatic: chain (single and cluster have not been timed on a GPU yet).
+enum class TopkLaunch { automatic, chain, single, cluster };
 
 struct TopkArgs {
   int rows = 1;
@@ -68,6 +71,9 @@ struct TopkArgs {
   // as many as are resident at once (the occupancy API), one wave, so no SM starts a second round of
   // blocks while others idle. Either is capped by the rows' chunks (min_chunk). The answer is the same.
   bool one_wave = false;
+  // TopkLaunch::cluster only: blocks a row's cluster (2, 4, 8 or 16). 0: 16 where the device runs such
+  // clusters (a non-portable size; cudaOccupancyMaxActiveClusters says), else 8.
+  int cluster_blocks = 0;
 };
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);

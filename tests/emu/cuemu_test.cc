@@ -1,5 +1,6 @@
 // Tests of the CPU emulator of CUDA kernels (emu/): barriers, shuffles, the mma fragment layout, launch
-// checks, and the diagnostics for deadlocks, divergent collectives and out-of-bounds accesses.
+// checks, thread block clusters, and the diagnostics for deadlocks, divergent collectives and out-of-bounds
+// accesses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/numeric.h"
+#include "kernels/cluster.cuh"
 #include "kernels/launch.h"
 
 namespace {
@@ -223,6 +225,72 @@ __global__ void outside_mask_kernel(int* out) {
   out[threadIdx.x] = v;
 }
 
+// Clusters: each block writes its rank into its own shared memory; after the cluster barrier it reads the
+// next block's through distributed shared memory, adds to a counter in rank 0's, and after a second
+// barrier rank 0 reports the sum.
+__global__ void cluster_ring_kernel(int* out) {
+  IP_DYNAMIC_SHARED(int, s);
+  const unsigned rank = ip::cuda::cluster_rank(), C = ip::cuda::cluster_blocks();
+  const int t = static_cast<int>(threadIdx.x);
+  s[1 + t] = static_cast<int>(100 * rank) + t;
+  if (t == 0) s[0] = 0;
+  ip::cuda::cluster_sync();
+  const int next = *ip::cuda::cluster_map(s + 1 + t, (rank + 1) % C);
+  out[blockIdx.x * blockDim.x + t] = next;
+  atomicAdd(ip::cuda::cluster_map(s, 0), 1);
+  ip::cuda::cluster_sync();
+  if (rank == 0 && t == 0) out[gridDim.x * blockDim.x + blockIdx.x / C] = s[0];
+  ip::cuda::cluster_sync();  // no block's shared memory is read after it exits
+}
+
+TEST(Cuemu, ClustersShareTheirBlocksSharedMemory) {
+  for (unsigned C : {1u, 2u, 4u, 8u}) {
+    const unsigned clusters = 3, threads = 64, grid = clusters * C;
+    int* d = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), (grid * threads + clusters) * sizeof(int)), cudaSuccess);
+    IP_LAUNCH_CLUSTER(grid, threads, (threads + 1) * sizeof(int), nullptr, C, cluster_ring_kernel)(d);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<int> h(grid * threads + clusters);
+    cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+    for (unsigned b = 0; b < grid; ++b)
+      for (unsigned t = 0; t < threads; ++t)
+        EXPECT_EQ(h[b * threads + t], static_cast<int>(100 * ((b % C + 1) % C) + t)) << "C " << C << " block " << b;
+    for (unsigned c = 0; c < clusters; ++c) EXPECT_EQ(h[grid * threads + c], static_cast<int>(C * threads)) << c;
+    cudaFree(d);
+  }
+}
+
+TEST(Cuemu, BadClusterSizesSetTheLaunchError) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * 32 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH_CLUSTER(6, 32, 33 * sizeof(int), nullptr, 4u, cluster_ring_kernel)(d);  // 4 does not divide 6
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidClusterSize);
+  IP_LAUNCH_CLUSTER(16, 32, 33 * sizeof(int), nullptr, 16u, cluster_ring_kernel)(d);  // 16: non-portable
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidClusterSize);
+  ASSERT_EQ(cudaFuncSetAttribute(cluster_ring_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), cudaSuccess);
+  IP_LAUNCH_CLUSTER(16, 32, 33 * sizeof(int), nullptr, 16u, cluster_ring_kernel)(d);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  IP_LAUNCH_CLUSTER(32, 32, 33 * sizeof(int), nullptr, 32u, cluster_ring_kernel)(d);  // above 16
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidClusterSize);
+  cudaFree(d);
+}
+
+// Rank 1 leaves before the cluster barrier that the others wait at.
+__global__ void cluster_exit_kernel() {
+  IP_DYNAMIC_SHARED(int, s);
+  s[threadIdx.x] = 0;
+  if (ip::cuda::cluster_rank() == 1) return;
+  ip::cuda::cluster_sync();
+}
+
+// A cluster kernel that writes a static __shared__ array (one copy for all blocks on the emulator).
+__global__ void cluster_static_kernel(int* out) {
+  __shared__ int s[32];
+  s[threadIdx.x] = static_cast<int>(ip::cuda::cluster_rank());
+  ip::cuda::cluster_sync();
+  out[blockIdx.x * 32 + threadIdx.x] = s[(threadIdx.x + 1) % 32];
+}
+
 __global__ void overrun_kernel(float* x, int n) {
   x[n + threadIdx.x] = 1.0f;
 }
@@ -232,6 +300,22 @@ using CuemuDeathTest = ::testing::Test;
 TEST(CuemuDeathTest, DivergentBarriersAreReportedAsDeadlocks) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, divergent_barrier_kernel)(), "deadlock.*divergent_barrier_kernel");
+}
+
+TEST(CuemuDeathTest, AThreadThatExitsBeforeAClusterBarrierIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(IP_LAUNCH_CLUSTER(2, 32, 32 * sizeof(int), nullptr, 2u, cluster_exit_kernel)(),
+               "deadlock \\(threads wait at the cluster barrier.*cluster_exit_kernel.*32 at the cluster barrier.*32 "
+               "exited");
+}
+
+TEST(CuemuDeathTest, StaticSharedMemoryInAClusterKernelIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int));
+  EXPECT_DEATH(IP_LAUNCH_CLUSTER(2, 32, 0, nullptr, 2u, cluster_static_kernel)(d),
+               "cluster_static_kernel .*wrote static __shared__ memory");
+  cudaFree(d);
 }
 
 TEST(CuemuDeathTest, ShuffleFromALaneOutsideTheMaskIsReported) {

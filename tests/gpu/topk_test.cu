@@ -2,7 +2,8 @@
 // batches of rows of different lengths, heavy ties, all-equal rows, negative / zero / -0.0 scores, ties at
 // the k-th score (a few, listed by id, and more than the list holds), kernel_bench's uniform scores,
 // k = 1, k = n, k = 4096, poisoned outputs and workspaces, both ways of ordering the selection (bitonic
-// sort and ranks), the single launch (once per check, and one batch many times over), rows shorter than k
+// sort and ranks), the single launch (once per check, and one batch many times over), the cluster launch
+// (once per check, and one batch at every cluster size many times over), rows shorter than k
 // (padded); argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -127,12 +128,13 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   b.a.one_wave = one_wave;
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch,
   // then the single launch (ranks, no sampling; not with sampling on); each twice: first on a poisoned
-  // workspace (nothing left by the way before may help), then on the one it used.
-  const int reps = sampling == cuda::TopkSampling::on ? 4 : 6;
+  // workspace (nothing left by the way before may help), then on the one it used. Then the cluster
+  // launch (no sampling either; it uses no workspace), once.
+  const int reps = sampling == cuda::TopkSampling::on ? 4 : 7;
   for (int rep = 0; rep < reps; ++rep) {
     b.a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
-    b.a.launch = rep < 4 ? cuda::TopkLaunch::chain : cuda::TopkLaunch::single;
-    SCOPED_TRACE(rep < 2 ? "order bitonic" : rep < 4 ? "order rank" : "launch single");
+    b.a.launch = rep < 4 ? cuda::TopkLaunch::chain : rep < 6 ? cuda::TopkLaunch::single : cuda::TopkLaunch::cluster;
+    SCOPED_TRACE(rep < 2 ? "order bitonic" : rep < 4 ? "order rank" : rep < 6 ? "launch single" : "launch cluster");
     const auto [ids, vals] = b.run(rep % 2 ? 0x5A : 0xFF, /*fresh_workspace=*/rep % 2 == 0);
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
@@ -307,6 +309,54 @@ TEST(Topk, SingleLaunchRepeatedly) {
   }
 }
 
+// The cluster launch at every cluster size: each row's blocks hand their histograms and candidates to
+// each other through distributed shared memory between cluster barriers, which only a GPU runs
+// concurrently (the emulator runs a cluster's blocks together on one thread, in a shuffled order, so a
+// missing barrier shows there only in some orders): the same batch many times, every answer the CPU's.
+// Rows of every kind the search distinguishes: an early end in pass 0 or 1 (take_all), all three passes,
+// ties at the k-th score taken by all, none or some of a block's chunk (the ordered scan), rows of at
+// most k scores, and rows shorter than the cluster has blocks.
+TEST(Topk, ClusterLaunchAtEveryClusterSize) {
+  IP_REQUIRE_GPU();
+#if defined(IP_CUEMU)
+  const int calls = 2;
+#else
+  const int calls = 20;
+#endif
+  std::mt19937 rng(31);
+  std::vector<std::vector<float>> rows;
+  rows.push_back(threshold_ties(70000, 300, 40, rng));
+  rows.push_back(make_row(50000, Dist::uniform24, rng));
+  rows.push_back(make_row(45000, Dist::clustered_ties, rng));
+  rows.push_back(make_row(30000, Dist::few_values, rng));
+  rows.push_back(make_row(60000, Dist::rounded, rng));
+  rows.push_back(make_row(300, Dist::normal, rng));  // exactly k: every score, no pass
+  rows.push_back(make_row(9, Dist::normal, rng));    // fewer than k: padded; fewer scores than blocks
+  rows.push_back(make_row(20000, Dist::all_equal, rng));
+  rows.push_back(ramp(40000, false));  // the top k in the first block's chunk
+  const int k = 300;
+  DeviceBatch b(rows, k, true);
+  b.a.launch = cuda::TopkLaunch::cluster;
+  std::vector<std::vector<std::int32_t>> ref;
+  for (const auto& s : rows) {
+    const int n = static_cast<int>(std::min<std::size_t>(s.size(), k));
+    ref.push_back(ip::topk(s.data(), static_cast<Index64>(s.size()), n));
+  }
+  for (int blocks : {2, 4, 8, 16, 0})
+    for (int c = 0; c < calls; ++c) {
+      b.a.cluster_blocks = blocks;
+      const auto [ids, vals] = b.run(c % 2 ? 0x5A : 0x33);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        for (int i = 0; i < k; ++i) {
+          const std::int32_t want = i < static_cast<int>(ref[r].size()) ? ref[r][i] : -1;
+          ASSERT_EQ(ids[r * k + i], want) << "cluster_blocks " << blocks << " call " << c << " row " << r << " rank " << i;
+          const float v = vals[r * k + i];
+          if (want >= 0) ASSERT_EQ(std::memcmp(&v, &rows[r][want], sizeof v), 0) << "row " << r << " rank " << i;
+          else ASSERT_TRUE(std::isnan(v)) << "row " << r << " padding slot " << i;
+        }
+    }
+}
+
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
 // yields its own top scores, then ids -1 and NaN values, in both orders and in the single launch.
 TEST(Topk, RowsShorterThanKArePadded) {
@@ -317,10 +367,10 @@ TEST(Topk, RowsShorterThanKArePadded) {
                                                 make_row(299, Dist::normal, rng), make_row(1, Dist::normal, rng)};
   const int R = static_cast<int>(rows.size());
   DeviceBatch b(rows, k, true);
-  for (int way = 0; way < 3; ++way) {
-    SCOPED_TRACE(way == 0 ? "order bitonic" : way == 1 ? "order rank" : "launch single");
+  for (int way = 0; way < 4; ++way) {
+    SCOPED_TRACE(way == 0 ? "order bitonic" : way == 1 ? "order rank" : way == 2 ? "launch single" : "launch cluster");
     b.a.order = way == 0 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
-    b.a.launch = way == 2 ? cuda::TopkLaunch::single : cuda::TopkLaunch::chain;
+    b.a.launch = way == 2 ? cuda::TopkLaunch::single : way == 3 ? cuda::TopkLaunch::cluster : cuda::TopkLaunch::chain;
     const auto [ids, vals] = b.run(0x5A, /*fresh_workspace=*/true);  // not 0xFF: that reads as id -1
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
@@ -414,6 +464,18 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.launch = cuda::TopkLaunch::single;
   a.order = cuda::TopkOrder::bitonic;
   expect_error(a, "orders by ranks");
+  a = good();
+  a.launch = cuda::TopkLaunch::cluster;
+  a.sampling = cuda::TopkSampling::on;
+  expect_error(a, "launch cluster does not sample");
+  a = good();
+  a.launch = cuda::TopkLaunch::cluster;
+  a.order = cuda::TopkOrder::bitonic;
+  expect_error(a, "launch cluster orders by ranks");
+  a = good();
+  a.launch = cuda::TopkLaunch::cluster;
+  a.cluster_blocks = 3;
+  expect_error(a, "cluster_blocks = 3");
   a = good();
   a.min_chunk = 100;
   expect_error(a, "min_chunk = 100");

@@ -1,0 +1,267 @@
+// Top-k of each row in one thread block cluster (TopkLaunch::cluster, sm_90 and later; launcher
+// kernels/topk.cu). The chain of kernels/topk.cuh takes 6-8 dependent steps a call, and on an H200 a
+// short row's top-k cost about 5 us a step whatever the step's work (DEVICE_RUNS.md, 2026-12-04
+// evening): a top-512 of 256Ki scores took 54 us, most of the compressed indexer's time. Here each
+// row gets one cluster of C blocks (8 or 16) of kTopkClusterThreads threads in a single launch, and the
+// steps are cluster barriers instead of kernels; nothing goes through global memory but the row (read
+// once a pass, from L2 after the first) and the output. Same search as the chain, same answer:
+//   passes 0-2 (digits of 11, 11 and 10 bits): each block histograms its chunk of the row (the keys
+//     matching the prefix so far) in its shared memory; after a cluster barrier block r sums bins
+//     [r * bins / C, (r + 1) * bins / C) over the cluster's blocks (distributed shared memory) and stores
+//     the sums into every block's copy of the cluster histogram; after a second barrier every block
+//     finds the same digit holding the k-th largest key. A bucket holding exactly the keys still needed
+//     ends the search (take_all).
+//   gather: each block stages the keys it takes (above the prefix; the ties at it all, none, or -- in
+//     the one block where the needed ties end -- the lowest ids, by a scan of its chunk in id order, the
+//     tie counts of the blocks before it read from their histograms) as composites in shared memory and
+//     appends them to rank 0's list with one reservation.
+//   rank: every block copies rank 0's list and places a 1/C share of it: a candidate's place is the
+//     number of composites above it (they are unique), the comparisons split over up to 32 threads.
+// Shared memory is dynamic only (the emulator gives each block of a cluster its own dynamic shared
+// memory, emu/cuemu.h): topk_cluster_smem(k) bytes, 82 KiB at k = 4096. Rows shorter than k: their
+// scores, then ids -1 and NaN values, as the chain.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/topk_order.h"
+#include "kernels/cluster.cuh"
+#include "kernels/topk.cuh"
+
+namespace ip::cuda::detail {
+
+constexpr int kTopkClusterThreads = 1024;
+constexpr int kTopkClusterMaxBlocks = 16;
+
+// Dynamic shared memory, in 32-bit words, then two arrays of k composites.
+struct TopkClusterSmem {
+  static constexpr int hist = 0;             // [2048] this block's histogram of the pass
+  static constexpr int total = 2048;         // [2048] the cluster's histogram (each block its own copy)
+  static constexpr int warp_sums = 4096;     // [32] block scans
+  static constexpr int ctl = 4096 + 32;      // [32] the words below
+  static constexpr int words = 4096 + 64;    // then std::uint64_t stage[k], list[k] (8-byte aligned)
+  // ctl
+  static constexpr int staged = 0;      // composites in stage
+  static constexpr int listed = 1;      // composites in list (rank 0's is the cluster's)
+  static constexpr int digit = 2;       // the pass's digit (0xFFFFFFFF: none found)
+  static constexpr int rem = 3;         // keys still needed among those with that digit
+  static constexpr int count = 4;       // keys with that digit
+  static constexpr int base = 5;        // where the block's composites go in rank 0's list
+  static constexpr int before = 6;      // ties at the prefix in the blocks of lower rank
+};
+static_assert(TopkClusterSmem::words % 2 == 0, "the composites start 8-byte aligned");
+
+__host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k) {
+  return TopkClusterSmem::words * sizeof(std::uint32_t) + 2 * static_cast<std::size_t>(k) * sizeof(std::uint64_t);
+}
+
+// One radix pass of a row's cluster (every thread of every block calls it). Updates prefix, mask and
+// rem; returns take_all (the bucket holds exactly the rem keys still needed); `digit` gets the bucket's
+// digit, whose bin of `hist` then holds this block's count of the keys matching the new prefix.
+template <int PASS>
+__device__ __forceinline__ bool topk_cluster_pass(const float* s, long long begin, long long end, std::uint32_t zero,
+                                                  unsigned C, unsigned rank, std::uint32_t* sw, std::uint32_t& prefix,
+                                                  std::uint32_t& mask, std::uint32_t& rem, int& digit) {
+  using Dg = Digit<PASS>;
+  using L = TopkClusterSmem;
+  constexpr int bins = 1 << Dg::bits;
+  constexpr int per = bins / kTopkClusterThreads;  // bins a thread sums and searches: 2, 2, 1
+  static_assert(per * kTopkClusterThreads == bins, "whole bins a thread");
+  std::uint32_t* const hist = sw + L::hist;
+  std::uint32_t* const total = sw + L::total;
+  std::uint32_t* const ctl = sw + L::ctl;
+  const int t = static_cast<int>(threadIdx.x);
+  const int pb = bins / static_cast<int>(C);  // bins this block sums for the cluster
+  const int lo_d = static_cast<int>(rank) * pb;
+  // This block's histogram, and its share of the cluster's zeroed (only this block writes that share of
+  // its own copy; the other blocks' shares arrive as stores after the first barrier below).
+  for (int d = t; d < bins; d += kTopkClusterThreads) hist[d] = 0;
+  for (int d = t; d < pb; d += kTopkClusterThreads) total[lo_d + d] = 0;
+  __syncthreads();
+  const std::uint32_t pre = prefix, msk = mask;
+  for_each_key(s, begin, end, zero, [&](std::uint32_t key, long long) {
+    if ((key & msk) == pre) atomicAdd(&hist[(key >> Dg::shift) & Dg::mask], 1u);
+  });
+  cluster_sync();  // every block's histogram is complete (and every block of the cluster has started)
+  // Thread t sums `per` (bin, block) pairs of this block's share: j = t + u * threads, bin lo_d + j % pb of
+  // block j / pb; the remote loads go out before any is added.
+  {
+    std::uint32_t v[per];
+#pragma unroll
+    for (int u = 0; u < per; ++u) {
+      const int j = t + u * kTopkClusterThreads;
+      v[u] = *cluster_map(hist + lo_d + j % pb, static_cast<unsigned>(j / pb));
+    }
+#pragma unroll
+    for (int u = 0; u < per; ++u) {
+      const int j = t + u * kTopkClusterThreads;
+      if (v[u]) atomicAdd(&total[lo_d + j % pb], v[u]);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < per; ++u) {
+    const int j = t + u * kTopkClusterThreads;
+    const unsigned r = static_cast<unsigned>(j / pb);
+    if (r != rank) *cluster_map(total + lo_d + j % pb, r) = total[lo_d + j % pb];
+  }
+  cluster_sync();  // every block holds the whole cluster histogram in `total`
+  // The digit of the rem-th largest matching key: thread t owns bins [bins - (t+1) per, bins - t per),
+  // lower threads higher digits (as the chain's last block does).
+  const int hi_d = bins - t * per;
+  std::uint32_t cnt[per];
+  std::uint32_t local = 0;
+#pragma unroll
+  for (int i = 0; i < per; ++i) {
+    cnt[i] = total[hi_d - 1 - i];
+    local += cnt[i];
+  }
+  if (t == 0) ctl[L::digit] = 0xFFFFFFFFu;  // ordered before the writes below by the scan's barriers
+  std::uint32_t all;
+  const std::uint32_t above = block_exclusive_sum(local, all, sw + L::warp_sums);
+  const std::uint32_t want = rem;
+  if (above < want && want <= above + local) {
+    std::uint32_t cum = above;
+#pragma unroll
+    for (int i = 0; i < per; ++i) {
+      if (cum < want && want <= cum + cnt[i]) {
+        ctl[L::digit] = static_cast<std::uint32_t>(hi_d - 1 - i);
+        ctl[L::rem] = want - cum;
+        ctl[L::count] = cnt[i];
+      }
+      cum += cnt[i];
+    }
+  }
+  __syncthreads();
+  const std::uint32_t d = ctl[L::digit];
+  if (d == 0xFFFFFFFFu) __trap();  // cannot happen: the matching keys number at least rem
+  digit = static_cast<int>(d);
+  prefix |= d << Dg::shift;
+  mask |= Dg::mask << Dg::shift;
+  rem = ctl[L::rem];
+  return ctl[L::count] == rem;
+}
+
+// Grid: rows x C blocks, clusters of C along x (C a power of two, 2 to 16): row blockIdx.x / C.
+__global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(TopkParams p) {
+  using L = TopkClusterSmem;
+  IP_DYNAMIC_SHARED(std::uint32_t, sw);
+  std::uint32_t* const hist = sw + L::hist;
+  std::uint32_t* const ctl = sw + L::ctl;
+  std::uint64_t* const stage = reinterpret_cast<std::uint64_t*>(sw + L::words);
+  std::uint64_t* const list = stage + p.k;
+  const unsigned C = cluster_blocks(), rank = cluster_rank();
+  const int row = static_cast<int>(blockIdx.x / C);
+  const int t = static_cast<int>(threadIdx.x);
+  const std::uint32_t k = static_cast<std::uint32_t>(p.k);
+  const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
+  const float* const s = p.scores + off;
+  long long begin, end;
+  block_chunk(n, static_cast<int>(rank), static_cast<int>(C), begin, end);
+  if (t == 0) {
+    ctl[L::staged] = 0;
+    ctl[L::listed] = 0;  // rank 0's: the list's reservations, after a cluster barrier
+  }
+  std::uint32_t prefix = 0, mask = 0;  // a row of at most k scores: every key matches, all taken
+  std::uint32_t rem = static_cast<std::uint32_t>(min(n, static_cast<long long>(p.k)));
+  bool take_all = n <= p.k;  // the same in every block of the cluster, as everything below that branches
+  int digit = -1;
+  if (take_all) {
+    cluster_sync();  // rank 0's counters are zero before any block reserves (the passes' barriers do it otherwise)
+  } else {
+    take_all = topk_cluster_pass<0>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
+    if (!take_all) take_all = topk_cluster_pass<1>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
+    if (!take_all) take_all = topk_cluster_pass<2>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
+  }
+
+  // Gather. Unless take_all, the needed rem ties (keys matching prefix under the full mask) are the
+  // lowest ids: this block takes those of its chunk ranked [before, before + mine) among the row's.
+  std::uint32_t take = 0, mine = 0;
+  if (!take_all) {
+    mine = hist[digit];  // this block's count from the last pass, which no block changes any more
+    if (t == 0) {
+      std::uint32_t before = 0;
+      for (unsigned r = 0; r < rank; ++r) before += *cluster_map(hist + digit, r);
+      ctl[L::before] = before;
+    }
+    __syncthreads();
+    const std::uint32_t before = ctl[L::before];
+    take = rem > before ? min(rem - before, mine) : 0u;
+  }
+  const bool ties_all = take_all || take == mine;  // every tie of the chunk (or none: mine == 0)
+  const bool ties_some = !ties_all && take > 0;    // the block where the needed ties end
+  for_each_key(s, begin, end, p.opaque_zero, [&](std::uint32_t key, long long i) {
+    const std::uint32_t m = key & mask;
+    if (m > prefix || (m == prefix && ties_all)) {
+      const std::uint32_t slot = atomicAdd(&ctl[L::staged], 1u);
+      if (slot < k) stage[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
+    }
+  });
+  if (ties_some) {  // the first `take` ties of the chunk in id order: contiguous pieces a thread, scanned
+    const long long piece = (end - begin + kTopkClusterThreads - 1) / kTopkClusterThreads;
+    const long long a = min(end, begin + t * piece), b = min(end, a + piece);
+    std::uint32_t c = 0;
+    for (long long i = a; i < b; ++i) c += (topk_key(s[i]) & mask) == prefix ? 1u : 0u;
+    std::uint32_t all;
+    std::uint32_t rank_in = block_exclusive_sum(c, all, sw + L::warp_sums);
+    for (long long i = a; i < b && rank_in < take; ++i) {
+      const std::uint32_t key = topk_key(s[i]);
+      if ((key & mask) != prefix) continue;
+      const std::uint32_t slot = atomicAdd(&ctl[L::staged], 1u);
+      if (slot < k) stage[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
+      ++rank_in;
+    }
+  }
+  __syncthreads();
+  const std::uint32_t staged = min(ctl[L::staged], k);
+  if (t == 0) ctl[L::base] = atomicAdd(cluster_map(ctl + L::listed, 0), staged);
+  __syncthreads();
+  {
+    const std::uint32_t base = ctl[L::base];
+    std::uint64_t* const list0 = cluster_map(list, 0);
+    for (std::uint32_t i = static_cast<std::uint32_t>(t); i < staged; i += kTopkClusterThreads)
+      if (base + i < k) list0[base + i] = stage[i];
+  }
+  cluster_sync();  // rank 0's list is complete
+
+  // Rank: every block copies the list and places its share [c0, c1) of it.
+  if (t == 0) ctl[L::count] = min(*cluster_map(ctl + L::listed, 0), k);
+  __syncthreads();
+  const std::uint32_t count = ctl[L::count];
+  {
+    const std::uint64_t* const list0 = cluster_map(list, 0);
+    for (std::uint32_t i = static_cast<std::uint32_t>(t); i < count; i += kTopkClusterThreads) stage[i] = list0[i];
+  }
+  __syncthreads();
+  const int c0 = static_cast<int>(static_cast<unsigned long long>(count) * rank / C);
+  const int c1 = static_cast<int>(static_cast<unsigned long long>(count) * (rank + 1) / C);
+  const int m = c1 - c0;
+  int tpc = 32;  // threads a candidate: a power of two, so that a candidate's threads sit in one warp
+  while (tpc > 1 && tpc * m > kTopkClusterThreads) tpc >>= 1;
+  const int per_round = kTopkClusterThreads / tpc;
+  const long long out = static_cast<long long>(row) * p.k;
+  for (int r0 = 0; r0 < m; r0 += per_round) {  // the same trip count in every thread (the shuffles)
+    const int ci = r0 + t / tpc, seg = t % tpc;
+    const bool valid = ci < m;
+    const std::uint64_t me = valid ? stage[c0 + ci] : 0;
+    std::uint32_t above = 0;
+    if (valid)
+      for (std::uint32_t j = static_cast<std::uint32_t>(seg); j < count; j += static_cast<std::uint32_t>(tpc))
+        above += stage[j] > me ? 1u : 0u;
+    for (int o = tpc / 2; o >= 1; o >>= 1) above += __shfl_xor_sync(0xFFFFFFFFu, above, o);
+    if (valid && seg == 0) {
+      const std::int32_t id = topk_composite_id(me);
+      p.ids[out + above] = id;
+      if (p.values) p.values[out + above] = s[id];
+    }
+  }
+  if (rank == 0)
+    for (std::uint32_t i = count + static_cast<std::uint32_t>(t); i < k; i += kTopkClusterThreads) {
+      p.ids[out + i] = -1;
+      if (p.values) p.values[out + i] = __int_as_float(0x7FC00000);
+    }
+  cluster_sync();  // no block reads rank 0's shared memory any more
+}
+
+}  // namespace ip::cuda::detail
