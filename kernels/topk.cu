@@ -144,7 +144,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                major);
     IP_REQUIRE(static_cast<long long>(a.rows) * detail::kTopkClusterMaxBlocks <= INT32_MAX,
                "top-k: launch cluster takes at most {} rows", INT32_MAX / detail::kTopkClusterMaxBlocks);
-    const std::size_t smem = detail::topk_cluster_smem(a.k);  // 82 KiB at k = 4096
+    const std::size_t smem = detail::topk_cluster_smem(a.k);  // 176 KiB at k = 4096
     IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)));
     int blocks = a.cluster_blocks;

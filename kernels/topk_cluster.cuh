@@ -3,14 +3,17 @@
 // short row's top-k cost about 5 us a step whatever the step's work (DEVICE_RUNS.md, 2026-12-04
 // evening): a top-512 of 256Ki scores took 54 us, most of the compressed indexer's time. Here each
 // row gets one cluster of C blocks (8 or 16) of kTopkClusterThreads threads in a single launch, and the
-// steps are cluster barriers instead of kernels; nothing goes through global memory but the row (read
-// once a pass, from L2 after the first) and the output. Same search as the chain, same answer:
+// steps are cluster barriers instead of kernels; nothing goes through global memory but the row and the
+// output. Same search as the chain, same answer:
 //   passes 0-2 (digits of 11, 11 and 10 bits): each block histograms its chunk of the row (the keys
 //     matching the prefix so far) in its shared memory; after a cluster barrier block r sums bins
 //     [r * bins / C, (r + 1) * bins / C) over the cluster's blocks (distributed shared memory) and stores
 //     the sums into every block's copy of the cluster histogram; after a second barrier every block
 //     finds the same digit holding the k-th largest key. A bucket holding exactly the keys still needed
-//     ends the search (take_all).
+//     ends the search (take_all). Pass 0 reads the row (float4 loads, 64 KiB in flight a block); pass 1
+//     reads it again (from L2 for a row that fits) and keeps the keys at or above the pass-0 bucket, with
+//     their ids, in the block's shared memory (up to kTopkClusterListCap; a chunk with more reads the row
+//     again), which pass 2 and the gather then read.
 //   gather: each block stages the keys it takes (above the prefix; the ties at it all, none, or -- in
 //     the one block where the needed ties end -- the lowest ids, by a scan of its chunk in id order, the
 //     tie counts of the blocks before it read from their histograms) as composites in shared memory and
@@ -18,8 +21,8 @@
 //   rank: every block copies rank 0's list and places a 1/C share of it: a candidate's place is the
 //     number of composites above it (they are unique), the comparisons split over up to 32 threads.
 // Shared memory is dynamic only (the emulator gives each block of a cluster its own dynamic shared
-// memory, emu/cuemu.h): topk_cluster_smem(k) bytes, 82 KiB at k = 4096. Rows shorter than k: their
-// scores, then ids -1 and NaN values, as the chain.
+// memory, emu/cuemu.h): topk_cluster_smem(k) bytes, 176 KiB at k = 4096, 120 KiB at k = 512. Rows
+// shorter than k: their scores, then ids -1 and NaN values, as the chain.
 #pragma once
 
 #include <cstddef>
@@ -34,13 +37,20 @@ namespace ip::cuda::detail {
 constexpr int kTopkClusterThreads = 1024;
 constexpr int kTopkClusterMaxBlocks = 16;
 
-// Dynamic shared memory, in 32-bit words, then two arrays of k composites.
+// Composites a block keeps of its chunk after pass 0 (the pass-0 bucket and the keys above it), which
+// pass 2 and the gather then read instead of the row: 96 KiB.
+constexpr std::uint32_t kTopkClusterListCap = 12288;
+// float4 loads a thread has in flight in a pass over the row (64 KiB a block; 8 spilled 20 B at the 64
+// registers a thread of a 1024-thread block gets on sm_90, 4 take 48).
+constexpr int kTopkClusterUnroll = 4;
+
+// Dynamic shared memory, in 32-bit words, then k + k + kTopkClusterListCap composites.
 struct TopkClusterSmem {
   static constexpr int hist = 0;             // [2048] this block's histogram of the pass
   static constexpr int total = 2048;         // [2048] the cluster's histogram (each block its own copy)
   static constexpr int warp_sums = 4096;     // [32] block scans
   static constexpr int ctl = 4096 + 32;      // [32] the words below
-  static constexpr int words = 4096 + 64;    // then std::uint64_t stage[k], list[k] (8-byte aligned)
+  static constexpr int words = 4096 + 64;    // then std::uint64_t stage[k], list[k], kept[cap] (8-byte aligned)
   // ctl
   static constexpr int staged = 0;      // composites in stage
   static constexpr int listed = 1;      // composites in list (rank 0's is the cluster's)
@@ -49,20 +59,62 @@ struct TopkClusterSmem {
   static constexpr int count = 4;       // keys with that digit
   static constexpr int base = 5;        // where the block's composites go in rank 0's list
   static constexpr int before = 6;      // ties at the prefix in the blocks of lower rank
+  static constexpr int kept = 7;        // composites of the chunk pass 1 kept (more than the cap: none usable)
 };
 static_assert(TopkClusterSmem::words % 2 == 0, "the composites start 8-byte aligned");
 
 __host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k) {
-  return TopkClusterSmem::words * sizeof(std::uint32_t) + 2 * static_cast<std::size_t>(k) * sizeof(std::uint64_t);
+  return TopkClusterSmem::words * sizeof(std::uint32_t) +
+         (2 * static_cast<std::size_t>(k) + kTopkClusterListCap) * sizeof(std::uint64_t);
 }
 
-// One radix pass of a row's cluster (every thread of every block calls it). Updates prefix, mask and
-// rem; returns take_all (the bucket holds exactly the rem keys still needed); `digit` gets the bucket's
-// digit, whose bin of `hist` then holds this block's count of the keys matching the new prefix.
-template <int PASS>
-__device__ __forceinline__ bool topk_cluster_pass(const float* s, long long begin, long long end, std::uint32_t zero,
-                                                  unsigned C, unsigned rank, std::uint32_t* sw, std::uint32_t& prefix,
-                                                  std::uint32_t& mask, std::uint32_t& rem, int& digit) {
+// Calls f(key, i) for every i in [begin, end) of s, the block's threads striding: up to 3 scalars until
+// s + i is 16-byte aligned, then float4 loads, kTopkClusterUnroll of them issued before any key is
+// converted (each conversion also depends on all of them through `zero`, TopkParams::opaque_zero, as in
+// load_keys), then the last 0-3 scalars.
+template <class F>
+__device__ __forceinline__ void for_each_key_vec(const float* s, long long begin, long long end, std::uint32_t zero,
+                                                 F&& f) {
+  constexpr int U = kTopkClusterUnroll;
+  const long long t = threadIdx.x, bd = blockDim.x;
+  const long long mis = static_cast<long long>((reinterpret_cast<std::uintptr_t>(s + begin) >> 2) & 3u);
+  const long long body = min(end, begin + ((4 - mis) & 3));
+  if (begin + t < body) f(topk_key(__ldg(s + begin + t)), begin + t);
+  const long long nv = (end - body) >> 2;
+  const float4* const v = reinterpret_cast<const float4*>(s + body);
+  for (long long j0 = t; j0 < nv; j0 += bd * U) {
+    float4 x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) x[u] = __ldg(v + min(j0 + u * bd, nv - 1));
+    std::uint32_t all = 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      all |= __float_as_uint(x[u].x) | __float_as_uint(x[u].y) | __float_as_uint(x[u].z) | __float_as_uint(x[u].w);
+    all &= zero;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = j0 + u * bd;
+      if (j < nv) {
+        const long long i = body + 4 * j;
+        f(topk_key(__uint_as_float(__float_as_uint(x[u].x) | all)), i);
+        f(topk_key(__uint_as_float(__float_as_uint(x[u].y) | all)), i + 1);
+        f(topk_key(__uint_as_float(__float_as_uint(x[u].z) | all)), i + 2);
+        f(topk_key(__uint_as_float(__float_as_uint(x[u].w) | all)), i + 3);
+      }
+    }
+  }
+  const long long tail = body + 4 * nv;
+  if (tail + t < end) f(topk_key(__ldg(s + tail + t)), tail + t);
+}
+
+// One radix pass of a row's cluster (every thread of every block calls it) over the keys each_key(f)
+// gives this block (f(key, id) for each). Updates prefix, mask and rem; returns take_all (the bucket
+// holds exactly the rem keys still needed); `digit` gets the bucket's digit, whose bin of `hist` then
+// holds this block's count of the keys matching the new prefix.
+template <int PASS, class Each>
+__device__ __forceinline__ bool topk_cluster_pass(Each&& each_key, unsigned C, unsigned rank, std::uint32_t* sw,
+                                                  std::uint32_t& prefix, std::uint32_t& mask, std::uint32_t& rem,
+                                                  int& digit) {
   using Dg = Digit<PASS>;
   using L = TopkClusterSmem;
   constexpr int bins = 1 << Dg::bits;
@@ -80,7 +132,7 @@ __device__ __forceinline__ bool topk_cluster_pass(const float* s, long long begi
   for (int d = t; d < pb; d += kTopkClusterThreads) total[lo_d + d] = 0;
   __syncthreads();
   const std::uint32_t pre = prefix, msk = mask;
-  for_each_key(s, begin, end, zero, [&](std::uint32_t key, long long) {
+  each_key([&](std::uint32_t key, long long) {
     if ((key & msk) == pre) atomicAdd(&hist[(key >> Dg::shift) & Dg::mask], 1u);
   });
   cluster_sync();  // every block's histogram is complete (and every block of the cluster has started)
@@ -151,18 +203,35 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   std::uint32_t* const ctl = sw + L::ctl;
   std::uint64_t* const stage = reinterpret_cast<std::uint64_t*>(sw + L::words);
   std::uint64_t* const list = stage + p.k;
+  std::uint64_t* const kept = list + p.k;
   const unsigned C = cluster_blocks(), rank = cluster_rank();
   const int row = static_cast<int>(blockIdx.x / C);
   const int t = static_cast<int>(threadIdx.x);
   const std::uint32_t k = static_cast<std::uint32_t>(p.k);
   const long long off = p.row_offset[row], n = p.row_offset[row + 1] - off;
   const float* const s = p.scores + off;
+  const std::uint32_t zero = p.opaque_zero;
   long long begin, end;
   block_chunk(n, static_cast<int>(rank), static_cast<int>(C), begin, end);
   if (t == 0) {
     ctl[L::staged] = 0;
     ctl[L::listed] = 0;  // rank 0's: the list's reservations, after a cluster barrier
+    ctl[L::kept] = 0;
   }
+  // The keys of this block's chunk with their ids: from the row, or from `kept` once pass 1 has kept
+  // them all (every key >= the pass-0 bucket's lowest, all that later passes and the gather look at).
+  bool from_kept = false;  // the same in every thread of the block (not of the cluster)
+  std::uint32_t n_kept = 0;
+  auto each_key = [&](auto&& f) {
+    if (from_kept) {
+      for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_kept; i += kTopkClusterThreads) {
+        const std::uint64_t c = kept[i];
+        f(static_cast<std::uint32_t>(c >> 32), static_cast<long long>(topk_composite_id(c)));
+      }
+    } else {
+      for_each_key_vec(s, begin, end, zero, f);
+    }
+  };
   std::uint32_t prefix = 0, mask = 0;  // a row of at most k scores: every key matches, all taken
   std::uint32_t rem = static_cast<std::uint32_t>(min(n, static_cast<long long>(p.k)));
   bool take_all = n <= p.k;  // the same in every block of the cluster, as everything below that branches
@@ -170,9 +239,23 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   if (take_all) {
     cluster_sync();  // rank 0's counters are zero before any block reserves (the passes' barriers do it otherwise)
   } else {
-    take_all = topk_cluster_pass<0>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
-    if (!take_all) take_all = topk_cluster_pass<1>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
-    if (!take_all) take_all = topk_cluster_pass<2>(s, begin, end, p.opaque_zero, C, rank, sw, prefix, mask, rem, digit);
+    take_all = topk_cluster_pass<0>(each_key, C, rank, sw, prefix, mask, rem, digit);
+    if (!take_all) {
+      const std::uint32_t lo = prefix;  // key >= lo: in the pass-0 bucket or above it
+      auto count_and_keep = [&](auto&& f) {
+        for_each_key_vec(s, begin, end, zero, [&](std::uint32_t key, long long i) {
+          f(key, i);
+          if (key >= lo) {
+            const std::uint32_t slot = atomicAdd(&ctl[L::kept], 1u);
+            if (slot < kTopkClusterListCap) kept[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
+          }
+        });
+      };
+      take_all = topk_cluster_pass<1>(count_and_keep, C, rank, sw, prefix, mask, rem, digit);
+      n_kept = ctl[L::kept];  // final: every thread counted before the pass's barriers
+      from_kept = n_kept <= kTopkClusterListCap;
+    }
+    if (!take_all) take_all = topk_cluster_pass<2>(each_key, C, rank, sw, prefix, mask, rem, digit);
   }
 
   // Gather. Unless take_all, the needed rem ties (keys matching prefix under the full mask) are the
@@ -191,7 +274,7 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   }
   const bool ties_all = take_all || take == mine;  // every tie of the chunk (or none: mine == 0)
   const bool ties_some = !ties_all && take > 0;    // the block where the needed ties end
-  for_each_key(s, begin, end, p.opaque_zero, [&](std::uint32_t key, long long i) {
+  each_key([&](std::uint32_t key, long long i) {
     const std::uint32_t m = key & mask;
     if (m > prefix || (m == prefix && ties_all)) {
       const std::uint32_t slot = atomicAdd(&ctl[L::staged], 1u);

@@ -315,7 +315,8 @@ TEST(Topk, SingleLaunchRepeatedly) {
 // missing barrier shows there only in some orders): the same batch many times, every answer the CPU's.
 // Rows of every kind the search distinguishes: an early end in pass 0 or 1 (take_all), all three passes,
 // ties at the k-th score taken by all, none or some of a block's chunk (the ordered scan), rows of at
-// most k scores, and rows shorter than the cluster has blocks.
+// most k scores, rows shorter than the cluster has blocks, and chunks whose pass-0 bucket is kept after
+// pass 1 (read from shared memory after it) or is too large to keep (read from the row).
 TEST(Topk, ClusterLaunchAtEveryClusterSize) {
   IP_REQUIRE_GPU();
 #if defined(IP_CUEMU)
@@ -332,7 +333,7 @@ TEST(Topk, ClusterLaunchAtEveryClusterSize) {
   rows.push_back(make_row(60000, Dist::rounded, rng));
   rows.push_back(make_row(300, Dist::normal, rng));  // exactly k: every score, no pass
   rows.push_back(make_row(9, Dist::normal, rng));    // fewer than k: padded; fewer scores than blocks
-  rows.push_back(make_row(20000, Dist::all_equal, rng));
+  rows.push_back(make_row(60000, Dist::all_equal, rng));  // a chunk of 30000 keeps more than the cap
   rows.push_back(ramp(40000, false));  // the top k in the first block's chunk
   const int k = 300;
   DeviceBatch b(rows, k, true);
