@@ -356,6 +356,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     long long min_chunk = 0;
     cuda::TopkLaunch launch = cuda::TopkLaunch::automatic;
     bool one_wave = false;
+    int cluster_blocks = 0;
   };
   const auto automatic = cuda::TopkSampling::automatic, off = cuda::TopkSampling::off, on = cuda::TopkSampling::on;
   // The issue's two targets (the 64-row batch also without the sampling step, for comparison), then the
@@ -366,7 +367,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // for the two large batches), and single rows in larger chunks a block (fewer blocks, fewer global
   // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), the
   // 64-row batch in one wave of blocks (TopkArgs::one_wave), and every case's shape with a cluster a row
-  // (TopkLaunch::cluster).
+  // (TopkLaunch::cluster; single rows also with clusters of 8 blocks instead of the 16 they get).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
   const auto single = cuda::TopkLaunch::single, cluster = cuda::TopkLaunch::cluster;
@@ -383,17 +384,20 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster},
               C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
-              C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, cluster}}) {
+              C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, cluster},
+              C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster, false, 8},
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster, false, 8}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     // and for a cluster a row, fewer rows (16 Ki emulated threads a row: 1024 rows took 42 s a call)
     if (c.launch == cluster) c.rows = static_cast<int>(env.scaled(c.rows, std::min(c.rows, 4)));
     const char* how = c.sampling == off ? " (no sampling)" : c.sampling == on ? " (sampled)" : "";
     const char* order = c.order == bitonic ? " (bitonic order)" : c.order == rank ? " (rank order)" : "";
     const std::string chunk = c.min_chunk ? fmt::format(" (chunk {})", tok(c.min_chunk)) : std::string();
-    const char* launch = c.launch == single    ? " (one launch)"
-                         : c.launch == cluster ? " (cluster)"
-                         : c.one_wave          ? " (one wave)"
-                                               : "";
+    const std::string launch = c.launch == single    ? std::string(" (one launch)")
+                               : c.launch == cluster ? (c.cluster_blocks ? fmt::format(" (cluster {})", c.cluster_blocks)
+                                                                         : std::string(" (cluster)"))
+                               : c.one_wave          ? std::string(" (one wave)")
+                                                     : std::string();
     Row row{"topk", fmt::format("top-{}{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk, launch),
             fmt::format("{} row{} of {}", c.rows, c.rows > 1 ? "s" : "", tok(c.n))};
     run_case(rows, row, [&](Row& r) {
@@ -427,6 +431,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       a.min_chunk = c.min_chunk;
       a.launch = c.launch;
       a.one_wave = c.one_wave;
+      a.cluster_blocks = c.cluster_blocks;
       r.t = time_runs(env, env.runs, [&](int call) {
         a.scores = sc[call % n].data();
         cuda::topk(a, env.stream);

@@ -144,14 +144,15 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                major);
     IP_REQUIRE(static_cast<long long>(a.rows) * detail::kTopkClusterMaxBlocks <= INT32_MAX,
                "top-k: launch cluster takes at most {} rows", INT32_MAX / detail::kTopkClusterMaxBlocks);
-    const std::size_t smem = detail::topk_cluster_smem(a.k);  // 176 KiB at k = 4096
     IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+                                       static_cast<int>(detail::topk_cluster_smem(a.k, detail::kTopkClusterListCap))));
+    // Default size: as many blocks a row as keep the batch within about one block an SM (16 for a single
+    // row where the device runs clusters of 16, the portable 8 otherwise; at least 2).
     int blocks = a.cluster_blocks;
     if (blocks == 0 || blocks == 16) {
       IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
-    if (blocks == 0) {  // 16 if the device holds such a cluster at once, else the portable 8
+    if (blocks == 0) {
       cudaLaunchAttribute attr{};
       attr.id = cudaLaunchAttributeClusterDimension;
       attr.val.clusterDim.x = 16;
@@ -159,12 +160,17 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
       attr.val.clusterDim.z = 1;
       // gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs (by position: the emulator defines
       // blockDim and gridDim as macros)
-      const cudaLaunchConfig_t cfg{dim3(16), dim3(detail::kTopkClusterThreads), smem, nullptr, &attr, 1};
+      const cudaLaunchConfig_t cfg{dim3(16), dim3(detail::kTopkClusterThreads),
+                                   detail::topk_cluster_smem(a.k, detail::topk_cluster_keep_cap(a.max_row, 16)),
+                                   nullptr, &attr, 1};
       int fits = 0;
       const cudaError_t err = cudaOccupancyMaxActiveClusters(&fits, detail::topk_cluster_kernel, &cfg);
-      if (err != cudaSuccess) (void)cudaGetLastError();  // not supported: the portable size
+      if (err != cudaSuccess) (void)cudaGetLastError();  // not supported: at most the portable size
       blocks = err == cudaSuccess && fits >= 1 ? 16 : 8;
+      while (blocks > 2 && static_cast<long long>(a.rows) * blocks > sms) blocks /= 2;
     }
+    p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
+    const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap);
     const unsigned grid = static_cast<unsigned>(a.rows) * static_cast<unsigned>(blocks);
     IP_LAUNCH_CLUSTER(grid, detail::kTopkClusterThreads, smem, stream, static_cast<unsigned>(blocks),
                       detail::topk_cluster_kernel)(p);

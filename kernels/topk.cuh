@@ -37,7 +37,9 @@
 // order: the output is deterministic.
 // Each step is a kernel launch (chained on sm_90), or, with TopkLaunch::single (no sampling, ranks),
 // one kernel runs steps 1-4 as work items taken in order, each block waiting for the step before on its
-// row (topk_single_kernel). The steps' block bodies (topk_*_block) are the same either way.
+// row (topk_single_kernel). The steps' block bodies (topk_*_block) are the same either way. With
+// TopkLaunch::cluster (sm_90) one thread block cluster searches each row in one launch, its own code in
+// kernels/topk_cluster.cuh (the same passes, with the row state in the cluster's shared memory).
 #pragma once
 
 #include <cstddef>

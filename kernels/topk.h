@@ -71,8 +71,9 @@ struct TopkArgs {
   // as many as are resident at once (the occupancy API), one wave, so no SM starts a second round of
   // blocks while others idle. Either is capped by the rows' chunks (min_chunk). The answer is the same.
   bool one_wave = false;
-  // TopkLaunch::cluster only: blocks a row's cluster (2, 4, 8 or 16). 0: 16 where the device runs such
-  // clusters (a non-portable size; cudaOccupancyMaxActiveClusters says), else 8.
+  // TopkLaunch::cluster only: blocks a row's cluster (2, 4, 8 or 16). 0: the most that keeps rows x blocks
+  // within the SM count, at least 2, at most 16 where the device runs clusters of 16 (a non-portable
+  // size; cudaOccupancyMaxActiveClusters says), else 8. A single row gets 16 on an H100/H200.
   int cluster_blocks = 0;
 };
 

@@ -12,8 +12,8 @@
 //     finds the same digit holding the k-th largest key. A bucket holding exactly the keys still needed
 //     ends the search (take_all). Pass 0 reads the row (float4 loads, 64 KiB in flight a block); pass 1
 //     reads it again (from L2 for a row that fits) and keeps the keys at or above the pass-0 bucket, with
-//     their ids, in the block's shared memory (up to kTopkClusterListCap; a chunk with more reads the row
-//     again), which pass 2 and the gather then read.
+//     their ids, in the block's shared memory (up to kTopkClusterListCap or the chunk's length; a chunk
+//     with more reads the row again), which pass 2 and the gather then read.
 //   gather: each block stages the keys it takes (above the prefix; the ties at it all, none, or -- in
 //     the one block where the needed ties end -- the lowest ids, by a scan of its chunk in id order, the
 //     tie counts of the blocks before it read from their histograms) as composites in shared memory and
@@ -21,7 +21,7 @@
 //   rank: every block copies rank 0's list and places a 1/C share of it: a candidate's place is the
 //     number of composites above it (they are unique), the comparisons split over up to 32 threads.
 // Shared memory is dynamic only (the emulator gives each block of a cluster its own dynamic shared
-// memory, emu/cuemu.h): topk_cluster_smem(k) bytes, 176 KiB at k = 4096, 120 KiB at k = 512. Rows
+// memory, emu/cuemu.h): topk_cluster_smem bytes, at most 176 KiB (k = 4096) and 120 KiB at k = 512. Rows
 // shorter than k: their scores, then ids -1 and NaN values, as the chain.
 #pragma once
 
@@ -37,14 +37,16 @@ namespace ip::cuda::detail {
 constexpr int kTopkClusterThreads = 1024;
 constexpr int kTopkClusterMaxBlocks = 16;
 
-// Composites a block keeps of its chunk after pass 0 (the pass-0 bucket and the keys above it), which
-// pass 2 and the gather then read instead of the row: 96 KiB.
+// The most composites a block keeps of its chunk after pass 0 (the pass-0 bucket and the keys above it),
+// which pass 2 and the gather then read instead of the row: 96 KiB. The launcher passes the capacity of
+// a call (TopkParams::compact_cap): this, or a chunk's length if smaller (less shared memory, more
+// blocks an SM for short rows).
 constexpr std::uint32_t kTopkClusterListCap = 12288;
 // float4 loads a thread has in flight in a pass over the row (64 KiB a block; 8 spilled 20 B at the 64
 // registers a thread of a 1024-thread block gets on sm_90, 4 take 48).
 constexpr int kTopkClusterUnroll = 4;
 
-// Dynamic shared memory, in 32-bit words, then k + k + kTopkClusterListCap composites.
+// Dynamic shared memory, in 32-bit words, then k + k + cap composites (cap: topk_cluster_keep_cap).
 struct TopkClusterSmem {
   static constexpr int hist = 0;             // [2048] this block's histogram of the pass
   static constexpr int total = 2048;         // [2048] the cluster's histogram (each block its own copy)
@@ -63,9 +65,15 @@ struct TopkClusterSmem {
 };
 static_assert(TopkClusterSmem::words % 2 == 0, "the composites start 8-byte aligned");
 
-__host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k) {
+// Composites a block keeps at most: kTopkClusterListCap, or the longest chunk if shorter.
+__host__ __device__ __forceinline__ std::uint32_t topk_cluster_keep_cap(long long max_row, int cluster_blocks) {
+  const long long chunk = (max_row + cluster_blocks - 1) / cluster_blocks;
+  return static_cast<std::uint32_t>(chunk < kTopkClusterListCap ? chunk : kTopkClusterListCap);
+}
+
+__host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k, std::uint32_t keep_cap) {
   return TopkClusterSmem::words * sizeof(std::uint32_t) +
-         (2 * static_cast<std::size_t>(k) + kTopkClusterListCap) * sizeof(std::uint64_t);
+         (2 * static_cast<std::size_t>(k) + keep_cap) * sizeof(std::uint64_t);
 }
 
 // Calls f(key, i) for every i in [begin, end) of s, the block's threads striding: up to 3 scalars until
@@ -247,13 +255,13 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
           f(key, i);
           if (key >= lo) {
             const std::uint32_t slot = atomicAdd(&ctl[L::kept], 1u);
-            if (slot < kTopkClusterListCap) kept[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
+            if (slot < p.compact_cap) kept[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
           }
         });
       };
       take_all = topk_cluster_pass<1>(count_and_keep, C, rank, sw, prefix, mask, rem, digit);
       n_kept = ctl[L::kept];  // final: every thread counted before the pass's barriers
-      from_kept = n_kept <= kTopkClusterListCap;
+      from_kept = n_kept <= p.compact_cap;
     }
     if (!take_all) take_all = topk_cluster_pass<2>(each_key, C, rank, sw, prefix, mask, rem, digit);
   }
