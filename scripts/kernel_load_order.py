@@ -30,6 +30,10 @@ memory round trip into several (found in the SASS, 2026-12-04):
   issued before the first use of one. (2) is read from the built kernel because ptxas schedules the
   stand-alone body differently: with the scheme fixed to uniform it unpacked the first bf16 load with
   PRMT before issuing the other seven.
+- the cluster top-k (kernels/topk_cluster.cuh, written 2026-12-05 with the lesson above): each loop over
+  the row issues its 4 float4 score loads a thread before converting any (the same dependence on all of
+  them as load_keys). Checked like the chain's passes: runs of 4 consecutive 16-byte constant loads, one
+  per loop over the row (4).
 - CUDA-core scoring (kernels/score.cuh): a step's row loads (and its scale's) go out together, and the
   pipelined kernel issues two steps' before the first step's arithmetic (it alternates two register
   sets; copying one into the other had made ptxas wait for the first step's loads before issuing the
@@ -69,6 +73,13 @@ TOPK_KERNELS = [
     ("topk_single_kernel", "_ZN2ip4cuda6detail18topk_single_kernelENS1_10TopkParamsE", 6),
 ]
 
+
+# The cluster top-k (kernels/topk_cluster.cuh): float4 score loads a thread has in flight
+# (kTopkClusterUnroll), and the loops over the row that issue them: passes 0, 1, 2 and the gather (the last
+# two read the row only when the chunk's kept list overflowed).
+CLUSTER_UNROLL = 4
+CLUSTER_KERNEL = ("topk_cluster_kernel", "_ZN2ip4cuda6detail19topk_cluster_kernelENS1_10TopkParamsE", 4)
+CLUSTER_LOAD = r"\bLDG\.E\.128\.CONSTANT\b"
 
 # CUDA-core scoring at D = 128: (name, mangled, loads before the first use of one: rows (+ scale) of one
 # step, of two for the pipelined kernel)
@@ -197,11 +208,12 @@ def mangled(prec, d, nt):
     return f"_ZN2ip4cuda6detail16score_mma_kernelILNS_9PrecisionE{PRECISION[prec]}ELi{d}ELi{nt}EEEvNS1_11ScoreParamsE"
 
 
-def loads_and_uses(sass):
-    """The kernel's score loads (L), key conversions (c) and shared atomics (A) in program order."""
+def loads_and_uses(sass, load=r"\bLDG\.E\.CONSTANT\b"):
+    """The kernel's score loads (L: matching `load`, by default the 4-byte constant loads), key conversions
+    (c) and shared atomics (A) in program order."""
     seq = []
     for line in sass.splitlines():
-        if re.search(r"\bLDG\.E\.CONSTANT\b", line):
+        if re.search(load, line):
             seq.append("L")
         elif re.search(r"\bLOP3\.LUT R\d+, R\d+, 0x7fffffff\b", line):
             seq.append("c")
@@ -270,6 +282,13 @@ def main(argv):
             n = len(re.findall("L{%d,}" % TOPK_UNROLL, seq))
             return n >= want, f"{n} of {want} runs of {TOPK_UNROLL} loads  {seq}"
         bad += report(name, sass(objs["topk"], fun), runs)
+    name, fun, want = CLUSTER_KERNEL
+
+    def cluster_runs(t):
+        seq = loads_and_uses(t, CLUSTER_LOAD)
+        n = len(re.findall("L{%d,}" % CLUSTER_UNROLL, seq))
+        return n >= want, f"{n} of {want} runs of {CLUSTER_UNROLL} float4 loads  {seq}"
+    bad += report(name, sass(objs["topk"], fun), cluster_runs)
     print(f"sm_{args.arch}: CUDA-core scoring, global loads before the first use of one (a step's rows + scale)")
     for name, fun, want in CORE_KERNELS:
         bad += report(name, sass(objs["score"], fun), at_least(loads_before_first_use, want, want))

@@ -33,6 +33,15 @@ def test_topk_sequence_tells_serial_loads_from_batched_ones():
     assert klo.loads_and_uses(batched) == "L" * 8 + "c" * 8 + "A" * 8
 
 
+def test_cluster_topk_counts_its_float4_loads_only():
+    # the cluster kernel's score loads are 16-byte; its 4-byte constant loads (the ordered tie scan) are not
+    text = sass(*(["LDG.E.128.CONSTANT R%d, desc[UR16][R4.64]" % (4 * r) for r in range(4)] +
+                  ["LOP3.LUT R24, R4, 0x7fffffff, RZ, 0xc0, !PT", "ATOMS.POPC.INC.32 RZ, [R24+URZ]",
+                   "LDG.E.CONSTANT R2, desc[UR16][R2.64]", "LOP3.LUT R6, R2, 0x7fffffff, RZ, 0xc0, !PT"]))
+    assert klo.loads_and_uses(text, klo.CLUSTER_LOAD) == "LLLLcAc"
+    assert klo.loads_and_uses(text) == "cALc"
+
+
 def test_loads_between_shared_stores():
     text = sass("LDG.E.128.CONSTANT R4, desc[UR8][R2.64]", "STS [R1], R4", "LDG.E.128.CONSTANT R8, desc[UR8][R2.64]",
                 "LDS R9, [R1]", "LDG.E.128.CONSTANT R12, desc[UR8][R2.64]", "LDG.E.128.CONSTANT R16, desc[UR8][R2.64]",
