@@ -85,8 +85,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   const bool single = a.launch == TopkLaunch::single;
   const bool cluster = a.launch == TopkLaunch::cluster;
   const char* const launch_name = single ? "single" : "cluster";
-  IP_REQUIRE(!(single || cluster) || a.sampling != TopkSampling::on,
-             "top-k: launch {} does not sample (sampling must be automatic or off)", launch_name);
+  IP_REQUIRE(!single || a.sampling != TopkSampling::on,
+             "top-k: launch single does not sample (sampling must be automatic or off)");
   IP_REQUIRE(!(single || cluster) || a.order != TopkOrder::bitonic,
              "top-k: launch {} orders by ranks (order must be automatic or rank)", launch_name);
   IP_REQUIRE(a.cluster_blocks == 0 || a.cluster_blocks == 2 || a.cluster_blocks == 4 || a.cluster_blocks == 8 ||
@@ -170,6 +170,13 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
       while (blocks > 2 && static_cast<long long>(a.rows) * blocks > sms) blocks /= 2;
     }
     p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
+    // Sampling as the chain decides it (below): on for every row, automatic for batches larger than L2.
+    int l2 = 0;
+    IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    const double batch_bytes = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float);
+    p.sample_min_row = a.sampling == TopkSampling::on ? 0
+                       : a.sampling == TopkSampling::automatic && batch_bytes > l2 ? kSampleMinRow
+                                                                                   : INT64_MAX;
     const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap);
     const unsigned grid = static_cast<unsigned>(a.rows) * static_cast<unsigned>(blocks);
     IP_LAUNCH_CLUSTER(grid, detail::kTopkClusterThreads, smem, stream, static_cast<unsigned>(blocks),

@@ -38,8 +38,9 @@ constexpr long long kTopkRankMaxWork = 1LL << 26;
 // (spinning) until the step before theirs has finished on their row. cluster (sm_90 and later): one
 // kernel, no memset; each row is searched by one thread block cluster (cluster_blocks blocks of 1024
 // threads), its steps separated by cluster barriers and its histograms and candidates kept in the
-// cluster's shared memory (kernels/topk_cluster.cuh). single and cluster order by ranks and do not
-// sample, so `order` bitonic or `sampling` on with them are errors (automatic sampling is off with them).
+// cluster's shared memory (kernels/topk_cluster.cuh). single and cluster order by ranks, so `order`
+// bitonic with them is an error; single does not sample (`sampling` on is an error, automatic is off),
+// cluster samples as the chain does (its kept keys in shared memory instead of a list in global memory).
 // automatic: chain (single and cluster have not been timed on a GPU yet).
 enum class TopkLaunch { automatic, chain, single, cluster };
 

@@ -14,6 +14,10 @@
 //     reads it again (from L2 for a row that fits) and keeps the keys at or above the pass-0 bucket, with
 //     their ids, in the block's shared memory (up to kTopkClusterListCap or the chunk's length; a chunk
 //     with more reads the row again), which pass 2 and the gather then read.
+//   sampling (TopkSampling, as the chain: on, or automatic for batches larger than L2): a threshold from
+//     4096 evenly spaced keys found by the same passes over the samples; pass 0 then counts and keeps only
+//     the keys at or above it (one read of the row, few histogram additions), and the later passes read
+//     the kept keys. A threshold that leaves fewer than k keys sends the search back to a full pass 0.
 //   gather: each block stages the keys it takes (above the prefix; the ties at it all, none, or -- in
 //     the one block where the needed ties end -- the lowest ids, by a scan of its chunk in id order, the
 //     tie counts of the blocks before it read from their histograms) as composites in shared memory and
@@ -116,13 +120,14 @@ __device__ __forceinline__ void for_each_key_vec(const float* s, long long begin
 }
 
 // One radix pass of a row's cluster (every thread of every block calls it) over the keys each_key(f)
-// gives this block (f(key, id) for each). Updates prefix, mask and rem; returns take_all (the bucket
-// holds exactly the rem keys still needed); `digit` gets the bucket's digit, whose bin of `hist` then
-// holds this block's count of the keys matching the new prefix.
+// gives this block (f(key, id) for each). Updates prefix, mask and rem and returns 1 when the bucket holds
+// exactly the rem keys still needed (take_all), else 0; `digit` gets the bucket's digit, whose bin of
+// `hist` then holds this block's count of the keys matching the new prefix. Returns -1, changing
+// nothing, when the keys number fewer than rem (only a sampled pass 0 can see that).
 template <int PASS, class Each>
-__device__ __forceinline__ bool topk_cluster_pass(Each&& each_key, unsigned C, unsigned rank, std::uint32_t* sw,
-                                                  std::uint32_t& prefix, std::uint32_t& mask, std::uint32_t& rem,
-                                                  int& digit) {
+__device__ __forceinline__ int topk_cluster_pass(Each&& each_key, unsigned C, unsigned rank, std::uint32_t* sw,
+                                                 std::uint32_t& prefix, std::uint32_t& mask, std::uint32_t& rem,
+                                                 int& digit) {
   using Dg = Digit<PASS>;
   using L = TopkClusterSmem;
   constexpr int bins = 1 << Dg::bits;
@@ -195,12 +200,12 @@ __device__ __forceinline__ bool topk_cluster_pass(Each&& each_key, unsigned C, u
   }
   __syncthreads();
   const std::uint32_t d = ctl[L::digit];
-  if (d == 0xFFFFFFFFu) __trap();  // cannot happen: the matching keys number at least rem
+  if (d == 0xFFFFFFFFu) return -1;
   digit = static_cast<int>(d);
   prefix |= d << Dg::shift;
   mask |= Dg::mask << Dg::shift;
   rem = ctl[L::rem];
-  return ctl[L::count] == rem;
+  return ctl[L::count] == rem ? 1 : 0;
 }
 
 // Grid: rows x C blocks, clusters of C along x (C a power of two, 2 to 16): row blockIdx.x / C.
@@ -226,10 +231,11 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
     ctl[L::listed] = 0;  // rank 0's: the list's reservations, after a cluster barrier
     ctl[L::kept] = 0;
   }
-  // The keys of this block's chunk with their ids: from the row, or from `kept` once pass 1 has kept
-  // them all (every key >= the pass-0 bucket's lowest, all that later passes and the gather look at).
+  // The keys of this block's chunk with their ids, those >= lo only (lo: 0, or the sampled threshold):
+  // from the row, or from `kept` once a pass has kept them all (pass 1 every key >= the pass-0 bucket's
+  // lowest, a sampled pass 0 every key >= lo: all that later passes and the gather look at).
   bool from_kept = false;  // the same in every thread of the block (not of the cluster)
-  std::uint32_t n_kept = 0;
+  std::uint32_t n_kept = 0, lo = 0;
   auto each_key = [&](auto&& f) {
     if (from_kept) {
       for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_kept; i += kTopkClusterThreads) {
@@ -237,8 +243,19 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
         f(static_cast<std::uint32_t>(c >> 32), static_cast<long long>(topk_composite_id(c)));
       }
     } else {
-      for_each_key_vec(s, begin, end, zero, f);
+      for_each_key_vec(s, begin, end, zero, [&](std::uint32_t key, long long i) {
+        if (key >= lo) f(key, i);
+      });
     }
+  };
+  // The row's keys >= keep_lo, passed on to f and kept (with their ids) in `kept`.
+  auto count_and_keep = [&](std::uint32_t keep_lo, auto&& f) {
+    for_each_key_vec(s, begin, end, zero, [&](std::uint32_t key, long long i) {
+      if (key < keep_lo) return;
+      f(key, i);
+      const std::uint32_t slot = atomicAdd(&ctl[L::kept], 1u);
+      if (slot < p.compact_cap) kept[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
+    });
   };
   std::uint32_t prefix = 0, mask = 0;  // a row of at most k scores: every key matches, all taken
   std::uint32_t rem = static_cast<std::uint32_t>(min(n, static_cast<long long>(p.k)));
@@ -247,23 +264,70 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   if (take_all) {
     cluster_sync();  // rank 0's counters are zero before any block reserves (the passes' barriers do it otherwise)
   } else {
-    take_all = topk_cluster_pass<0>(each_key, C, rank, sw, prefix, mask, rem, digit);
-    if (!take_all) {
-      const std::uint32_t lo = prefix;  // key >= lo: in the pass-0 bucket or above it
-      auto count_and_keep = [&](auto&& f) {
-        for_each_key_vec(s, begin, end, zero, [&](std::uint32_t key, long long i) {
-          f(key, i);
-          if (key >= lo) {
-            const std::uint32_t slot = atomicAdd(&ctl[L::kept], 1u);
-            if (slot < p.compact_cap) kept[slot] = topk_composite(key, static_cast<std::uint32_t>(i));
-          }
-        });
-      };
-      take_all = topk_cluster_pass<1>(count_and_keep, C, rank, sw, prefix, mask, rem, digit);
-      n_kept = ctl[L::kept];  // final: every thread counted before the pass's barriers
-      from_kept = n_kept <= p.compact_cap;
+    // Sampling (rows of at least p.sample_min_row; the launcher's TopkSampling): a threshold lo from S
+    // evenly spaced keys, the r-th largest of them (r as the chain's step 0 takes it), found by the same
+    // passes over the samples (each block holds S / C of them in `kept`); pass 0 then counts and keeps
+    // only the keys >= lo: one read of the row, few histogram additions, and passes 1, 2 and the gather
+    // over the kept keys. When fewer than k keys are >= lo (scores arranged against the sample), pass 0
+    // runs again over every key, as without sampling. Used only when the samples fit `kept` and the keys
+    // expected >= lo fill at most half of it.
+    bool sampled = false;
+    if (n >= p.sample_min_row) {
+      const long long S = min(n, static_cast<long long>(kTopkSamples));
+      const float mu = static_cast<float>(static_cast<double>(p.k) * S / static_cast<double>(n));
+      const long long r = static_cast<long long>(ceilf(mu + 4.0f * sqrtf(mu) + 16.0f));
+      const long long per_block = (S + C - 1) / C;
+      sampled = r <= S && per_block <= 2LL * p.compact_cap &&
+                static_cast<double>(r) * static_cast<double>(n) / S <= 0.5 * C * p.compact_cap;
+      if (sampled) {
+        std::uint32_t* const samples = reinterpret_cast<std::uint32_t*>(kept);
+        const long long i0 = min(S, per_block * rank), i1 = min(S, i0 + per_block);
+        for (long long i = i0 + t; i < i1; i += kTopkClusterThreads)
+          samples[i - i0] = topk_key(__ldg(s + (2 * i + 1) * n / (2 * S)));
+        __syncthreads();
+        const std::uint32_t n_samples = static_cast<std::uint32_t>(i1 - i0);
+        auto each_sample = [&](auto&& f) {
+          for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_samples; i += kTopkClusterThreads)
+            f(samples[i], static_cast<long long>(i));
+        };
+        std::uint32_t sp = 0, sm = 0, sr = static_cast<std::uint32_t>(r);
+        int sd = -1;
+        // The r-th largest sample's key, or (a bucket of exactly the needed samples) the lowest key of its
+        // bucket: either way at least r samples are >= it. S >= r samples: found.
+        if (topk_cluster_pass<0>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0 &&
+            topk_cluster_pass<1>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0)
+          topk_cluster_pass<2>(each_sample, C, rank, sw, sp, sm, sr, sd);
+        lo = sp;
+        __syncthreads();  // the samples are read; `kept` is the kept keys' from here
+        const int found = topk_cluster_pass<0>(
+            [&](auto&& f) { count_and_keep(lo, f); }, C, rank, sw, prefix, mask, rem, digit);
+        if (found >= 0) {
+          take_all = found == 1;
+          n_kept = ctl[L::kept];  // final: every thread counted before the pass's barriers
+          from_kept = n_kept <= p.compact_cap;
+        } else {
+          sampled = false;  // fewer than k keys >= lo: the search starts again over every key
+          lo = 0;
+          __syncthreads();  // ctl[kept] is read
+          if (t == 0) ctl[L::kept] = 0;
+        }
+      }
     }
-    if (!take_all) take_all = topk_cluster_pass<2>(each_key, C, rank, sw, prefix, mask, rem, digit);
+    if (!sampled) {
+      const int found = topk_cluster_pass<0>(each_key, C, rank, sw, prefix, mask, rem, digit);
+      if (found < 0) __trap();  // cannot happen: n > k keys, all counted
+      take_all = found == 1;
+      if (!take_all) {
+        // pass 1 keeps the keys >= the pass-0 bucket's lowest (prefix: its digit, zeros below)
+        take_all = topk_cluster_pass<1>([&](auto&& f) { count_and_keep(prefix, f); }, C, rank, sw, prefix, mask, rem,
+                                        digit) == 1;
+        n_kept = ctl[L::kept];
+        from_kept = n_kept <= p.compact_cap;
+      }
+    } else if (!take_all) {
+      take_all = topk_cluster_pass<1>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
+    }
+    if (!take_all) take_all = topk_cluster_pass<2>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
   }
 
   // Gather. Unless take_all, the needed rem ties (keys matching prefix under the full mask) are the

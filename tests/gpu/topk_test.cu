@@ -129,9 +129,9 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch,
   // then the single launch (ranks, no sampling; not with sampling on); each twice: first on a poisoned
   // workspace (nothing left by the way before may help), then on the one it used. Then the cluster
-  // launch (no sampling either; it uses no workspace), once.
-  const int reps = sampling == cuda::TopkSampling::on ? 4 : 7;
-  for (int rep = 0; rep < reps; ++rep) {
+  // launch (it uses no workspace; it samples as the chain does), once.
+  for (int rep = 0; rep < 7; ++rep) {
+    if (sampling == cuda::TopkSampling::on && (rep == 4 || rep == 5)) continue;
     b.a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
     b.a.launch = rep < 4 ? cuda::TopkLaunch::chain : rep < 6 ? cuda::TopkLaunch::single : cuda::TopkLaunch::cluster;
     SCOPED_TRACE(rep < 2 ? "order bitonic" : rep < 4 ? "order rank" : rep < 6 ? "launch single" : "launch cluster");
@@ -358,6 +358,39 @@ TEST(Topk, ClusterLaunchAtEveryClusterSize) {
     }
 }
 
+// The cluster launch's sampling (on here for every row): the kept keys >= the sampled threshold read from
+// shared memory (uniform scores), a threshold that leaves fewer than k keys (spikes where the samples
+// are: pass 0 again over every key), and a chunk with more keys >= the threshold than it keeps (1.0 at
+// every even id, the rest below: those blocks read their chunk again, counting only the keys >= it).
+TEST(Topk, ClusterLaunchSamplesAsTheChain) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(37);
+  std::vector<std::vector<float>> rows;
+  rows.push_back(make_row(300000, Dist::uniform24, rng));
+  rows.push_back(sample_spikes(200000, rng));
+  std::vector<float> half = make_row(300000, Dist::normal, rng);
+  for (std::size_t i = 0; i < half.size(); i += 2) half[i] = 10.0f;
+  rows.push_back(half);
+  rows.push_back(make_row(250000, Dist::rounded, rng));
+  for (int k : {100, 1000}) {
+    DeviceBatch b(rows, k, true);
+    b.a.launch = cuda::TopkLaunch::cluster;
+    b.a.sampling = cuda::TopkSampling::on;
+    std::vector<std::vector<std::int32_t>> ref;
+    for (const auto& r : rows) ref.push_back(ip::topk(r.data(), static_cast<Index64>(r.size()), k));
+    for (int blocks : {2, 16}) {
+      b.a.cluster_blocks = blocks;
+      const auto [ids, vals] = b.run(0x5A);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        for (int i = 0; i < k; ++i) {
+          const std::int32_t got = ids[r * k + i];
+          ASSERT_EQ(got, ref[r][i]) << "k " << k << " cluster_blocks " << blocks << " row " << r << " rank " << i;
+          ASSERT_EQ(std::memcmp(&vals[r * k + i], &rows[r][got], sizeof(float)), 0) << "row " << r << " rank " << i;
+        }
+    }
+  }
+}
+
 // A row shorter than k (a broken precondition the launcher cannot see: only max_row >= k is checked)
 // yields its own top scores, then ids -1 and NaN values, in both orders and in the single launch.
 TEST(Topk, RowsShorterThanKArePadded) {
@@ -465,10 +498,6 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.launch = cuda::TopkLaunch::single;
   a.order = cuda::TopkOrder::bitonic;
   expect_error(a, "orders by ranks");
-  a = good();
-  a.launch = cuda::TopkLaunch::cluster;
-  a.sampling = cuda::TopkSampling::on;
-  expect_error(a, "launch cluster does not sample");
   a = good();
   a.launch = cuda::TopkLaunch::cluster;
   a.order = cuda::TopkOrder::bitonic;
