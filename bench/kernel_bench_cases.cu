@@ -367,7 +367,8 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // for the two large batches), and single rows in larger chunks a block (fewer blocks, fewer global
   // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), the
   // 64-row batch in one wave of blocks (TopkArgs::one_wave), and every case's shape with a cluster a row
-  // (TopkLaunch::cluster; single rows also with clusters of 8 blocks instead of the 16 they get).
+  // (TopkLaunch::cluster; the 64-row batch, sampled by `automatic`, also without sampling; single rows
+  // also with clusters of 8 blocks instead of the 16 they get).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
   const auto single = cuda::TopkLaunch::single, cluster = cuda::TopkLaunch::cluster;
@@ -384,6 +385,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster},
               C{64, kMi, 2048, 0, automatic, true, order_auto, 0, cluster},
+              C{64, kMi, 2048, 0, off, true, order_auto, 0, cluster},
               C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, cluster},
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster, false, 8},
               C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster, false, 8}}) {
