@@ -138,6 +138,10 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                a.values,
                reinterpret_cast<std::uint32_t*>(ws + l.sync),
                0u};
+  // Whether the batch's scores exceed L2 (then each full pass reads them from DRAM): automatic sampling.
+  int l2 = 0;
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const bool beyond_l2 = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float) > l2;
   // The cluster launch keeps its state in shared memory: no workspace, no memset.
   if (cluster) {
     IP_REQUIRE(major >= 9, "top-k: launch cluster needs thread block clusters (sm_90 or later; this device is sm_{}x)",
@@ -171,12 +175,9 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
     }
     p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
     // Sampling as the chain decides it (below): on for every row, automatic for batches larger than L2.
-    int l2 = 0;
-    IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    const double batch_bytes = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float);
-    p.sample_min_row = a.sampling == TopkSampling::on ? 0
-                       : a.sampling == TopkSampling::automatic && batch_bytes > l2 ? kSampleMinRow
-                                                                                   : INT64_MAX;
+    p.sample_min_row = a.sampling == TopkSampling::on                          ? 0
+                       : a.sampling == TopkSampling::automatic && beyond_l2 ? kSampleMinRow
+                                                                            : INT64_MAX;
     const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap);
     const unsigned grid = static_cast<unsigned>(a.rows) * static_cast<unsigned>(blocks);
     IP_LAUNCH_CLUSTER(grid, detail::kTopkClusterThreads, smem, stream, static_cast<unsigned>(blocks),
@@ -208,11 +209,8 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
     return;
   }
   // Step 0 when the batch would be read from DRAM on every pass (or when asked for).
-  int l2 = 0;
-  IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  const double batch_bytes = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float);
   const bool sample = a.sampling == TopkSampling::on ||
-                      (a.sampling == TopkSampling::automatic && batch_bytes > l2 && a.max_row >= kSampleMinRow);
+                      (a.sampling == TopkSampling::automatic && beyond_l2 && a.max_row >= kSampleMinRow);
   p.sample_min_row = a.sampling == TopkSampling::on ? 0 : kSampleMinRow;
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(bpr));
   if (sample) {  // step 0, the sampled pass 0, then pass 0 over every key for rows whose list was dropped
