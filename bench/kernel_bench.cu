@@ -3,7 +3,8 @@
 // GB/s of the bytes it is declared to move and as a fraction of the device's copy bandwidth measured
 // in the same run, with the issue's targets marked met / not met. Without a device it says so and exits 0.
 //
-//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP] [--runs N] [--warmup N] [--device N] [--help]
+//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP] [--runs N] [--warmup N] [--device N]
+//                [--case-timeout S] [--help]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,8 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -90,6 +94,9 @@ void print_help() {
       "  --runs N       timed runs per case (default 50, quick 15)\n"
       "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
       "  --device N     CUDA device (default 0)\n"
+      "  --case-timeout S  a case still running after S seconds (a kernel that never finishes) stops the run:\n"
+      "                 the finished rows are printed and written to --json with \"stopped\", exit status 3\n"
+      "                 (default 60 on a GPU, off on the emulator; 0: off)\n"
       "  --help         this text\n\n"
       "Each case: CUDA events around every run, median (min..max) of the runs, inputs rotated over copies\n"
       "whose total exceeds twice the L2 size. The run's launches are queued behind a blocking kernel (as NVBench\n"
@@ -101,7 +108,7 @@ void print_help() {
       "write bytes); the copy group also times the float4 copy kernel at 1-256 MiB each way, the sizes of the\n"
       "cases: what a plain streaming kernel that moves that many bytes in one launch reaches (not judged).\n"
       "Exit status: 0 (also with no CUDA device: 'skipped: no CUDA device'), 1 when a case failed, 2 on bad\n"
-      "arguments. Targets not met are reported, not an error.");
+      "arguments, 3 when a case ran past --case-timeout. Targets not met are reported, not an error.");
 }
 
 std::string json_str(const std::string& s) {
@@ -154,7 +161,8 @@ void print_table(const std::vector<Row>& rows, bool queued_mode) {
 }
 
 void write_json(const std::string& path, const std::string& device, const Options& o, const Env& env,
-                const std::vector<Row>& rows, int met, int targets, int errors, const std::string& skipped) {
+                const std::vector<Row>& rows, int met, int targets, int errors, const std::string& skipped,
+                const std::string& stopped = "") {
   std::ofstream f(path);
   IP_REQUIRE(f.good(), "--json: cannot write '{}'", path);
   f << "{\n  \"tool\": \"kernel_bench\",\n  \"git_revision\": " << json_str(IP_GIT_REVISION)
@@ -166,7 +174,9 @@ void write_json(const std::string& path, const std::string& device, const Option
   }
   f << ",\n  \"l2_bytes\": " << json_num(env.l2_bytes) << ",\n  \"copy_gbs\": " << json_num(env.copy_gbs)
     << ",\n  \"runs\": " << env.runs << ",\n  \"warmup\": " << env.warmup
-    << ",\n  \"timing\": " << json_str(env.hold ? "queued" : "unqueued") << ",\n  \"cases\": [";
+    << ",\n  \"timing\": " << json_str(env.hold ? "queued" : "unqueued");
+  if (!stopped.empty()) f << ",\n  \"stopped\": " << json_str(stopped);
+  f << ",\n  \"cases\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"group\": " << json_str(r.group) << ", \"name\": " << json_str(r.name)
@@ -183,6 +193,99 @@ void write_json(const std::string& path, const std::string& device, const Option
   f << "\n  ],\n  \"summary\": {\"cases\": " << rows.size() << ", \"errors\": " << errors
     << ", \"targets\": " << targets << ", \"targets_met\": " << met << "}\n}\n";
 }
+
+// The hang guard's state (guard_case_begins in kernel_bench.cuh).
+struct Guard {
+  std::mutex m;
+  std::condition_variable cv;
+  double timeout_s = 0;  // 0: off
+  bool quit = false;
+  struct Open {
+    std::string what;
+    std::chrono::steady_clock::time_point since;  // the case's start, or the end of the last case inside it
+  };
+  std::vector<Open> open;  // begun and not ended, innermost last (an indexer case runs inside its score case)
+  std::vector<Row> done;   // rows as they ended
+  // What the report needs.
+  Options o;
+  const Env* env = nullptr;
+  std::string device;
+};
+
+Guard& guard() {
+  static Guard g;
+  return g;
+}
+
+std::string case_label(const Row& r) { return fmt::format("{} / {} ({})", r.group, r.name, r.params); }
+
+// With g.m held: report the case that does not end and the finished rows, then end the process.
+[[noreturn]] void guard_stop(Guard& g, double seconds) {
+  const std::string why =
+      fmt::format("case '{}' still running after {:.3g} s (--case-timeout {}): a kernel that does not finish?",
+                  g.open.back().what, seconds, g.timeout_s);
+  std::printf("\nkernel_bench: %s\nthe rows finished before it:\n", why.c_str());
+  print_table(g.done, g.env->hold != nullptr);
+  int met = 0, targets = 0, errors = 0;
+  for (const auto& r : g.done) {
+    if (r.verdict == "met" || r.verdict == "not met") ++targets;
+    if (r.verdict == "met") ++met;
+    if (r.verdict == "error") ++errors;
+  }
+  std::printf("kernel_bench: summary: stopped: %s; copy %.0f GB/s; cases %zu finished; errors %d; targets met %d of %d\n",
+              why.c_str(), g.env->copy_gbs, g.done.size(), errors, met, targets);
+  if (!g.o.json.empty()) {
+    try {
+      write_json(g.o.json, g.device, g.o, *g.env, g.done, met, targets, errors, "", why);
+      std::printf("json: %s (the finished rows)\n", g.o.json.c_str());
+    } catch (const std::exception& e) {
+      std::printf("kernel_bench: %s\n", e.what());
+    }
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(3);  // exit() would run destructors that wait for the device
+}
+
+void guard_watch() {
+  Guard& g = guard();
+  std::unique_lock<std::mutex> lk(g.m);
+  const auto tick = std::chrono::duration<double>(std::min(1.0, g.timeout_s / 4));
+  while (!g.quit) {
+    g.cv.wait_for(lk, tick);
+    if (g.quit || g.open.empty()) continue;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g.open.back().since).count();
+    if (s > g.timeout_s) guard_stop(g, s);
+  }
+}
+
+// Runs the watchdog for as long as it lives (none when timeout_s is 0).
+class GuardThread {
+ public:
+  GuardThread(double timeout_s, const Options& o, const Env& env, const std::string& device) {
+    Guard& g = guard();
+    std::lock_guard<std::mutex> lk(g.m);
+    g.timeout_s = timeout_s;
+    g.o = o;
+    g.env = &env;
+    g.device = device;
+    if (timeout_s > 0) t_ = std::thread(guard_watch);
+  }
+  ~GuardThread() {
+    Guard& g = guard();
+    {
+      std::lock_guard<std::mutex> lk(g.m);
+      g.quit = true;
+    }
+    g.cv.notify_all();
+    if (t_.joinable()) t_.join();
+  }
+  GuardThread(const GuardThread&) = delete;
+  GuardThread& operator=(const GuardThread&) = delete;
+
+ private:
+  std::thread t_;
+};
 
 }  // namespace
 
@@ -219,6 +322,26 @@ void StreamHold::release() {
 }
 
 bool StreamHold::timed_out() const { return flags_[1] != 0; }
+
+void guard_case_begins(const Row& r) {
+  Guard& g = guard();
+  std::lock_guard<std::mutex> lk(g.m);
+  g.open.push_back({case_label(r), std::chrono::steady_clock::now()});
+}
+
+void guard_case_ends(const Row& r) {
+  Guard& g = guard();
+  std::lock_guard<std::mutex> lk(g.m);
+  if (!g.open.empty()) g.open.pop_back();
+  if (!g.open.empty()) g.open.back().since = std::chrono::steady_clock::now();
+  g.done.push_back(r);
+}
+
+void guard_row(const Row& r) {
+  Guard& g = guard();
+  std::lock_guard<std::mutex> lk(g.m);
+  g.done.push_back(r);
+}
 
 double Env::free_bytes() const {
   std::size_t fr = 0, tot = 0;
@@ -270,6 +393,7 @@ void copy_size_cases(const Env& env, std::vector<Row>& rows) {
     r.verdict = "-";
     r.note = fmt::format("{} buffers rotated; a plain kernel streaming {} in one launch", rot,
                          fmt_bytes(r.bytes));
+    guard_row(r);
     rows.push_back(r);
   }
 }
@@ -321,6 +445,16 @@ int main(int argc, char** argv) {
     else if (a == "--runs") o.runs = std::max(1, count("--runs"));
     else if (a == "--warmup") o.warmup = count("--warmup");
     else if (a == "--device") o.device = count("--device");
+    else if (a == "--case-timeout") {
+      const std::string v = value("--case-timeout");
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || !end || *end || !(x >= 0 && x <= 86400)) {
+        std::fprintf(stderr, "kernel_bench: --case-timeout '%s' is not a number of seconds in 0..86400\n", v.c_str());
+        return 2;
+      }
+      o.case_timeout_s = x;
+    }
     else {
       std::fprintf(stderr, "kernel_bench: unknown argument '%s' (try --help)\n", a.c_str());
       return 2;
@@ -376,7 +510,15 @@ int main(int argc, char** argv) {
       std::printf("smoke: sizes divided by %lld and targets not judged: this run checks that every case runs, "
                   "its times say nothing\n",
                   env.shrink);
+#ifdef IP_CUEMU
+    constexpr double kDefaultCaseTimeoutS = 0;  // the emulator reports its own deadlocks; its speed varies
+#else
+    constexpr double kDefaultCaseTimeoutS = 60;  // the longest case took about 1 s on an H200 (2026-12-04)
+#endif
+    const double case_timeout_s = o.case_timeout_s >= 0 ? o.case_timeout_s : kDefaultCaseTimeoutS;
+    if (case_timeout_s > 0) std::printf("hang guard: a case still running after %g s stops the run (--case-timeout)\n", case_timeout_s);
     std::printf("\n");
+    GuardThread hang_guard(case_timeout_s, o, env, device);
 
     // Copy bandwidth, the reference of every '% copy' figure.
     std::vector<Row> rows;
@@ -399,6 +541,7 @@ int main(int argc, char** argv) {
         r->frac = r->gbs / env.copy_gbs;
         r->verdict = "-";
         r->note = "reference: the faster of the two";
+        guard_row(*r);
         rows.push_back(*r);
       }
     }

@@ -26,6 +26,9 @@ struct Options {
   std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla)
   int device = 0;
   int runs = 0, warmup = 0;  // 0: the mode's default
+  // --case-timeout S: a case running longer than S seconds stops the benchmark (see guard_case_begins);
+  // < 0: the default (60 s on a GPU, off on the emulator), 0: off.
+  double case_timeout_s = -1;
 };
 
 // NVBench's blocking kernel: hold() launches a kernel that spins until release() (or a timeout), so the
@@ -172,10 +175,21 @@ inline void need_memory(double bytes, const Env& env) {
     throw std::length_error(fmt::format("needs {:.1f} GB of device memory, {:.1f} GB free", bytes / 1e9, fr / 1e9));
 }
 
+// Hang guard (--case-timeout). A kernel that never finishes (a missing barrier, a spin that waits for
+// nothing) leaves the CUDA call that waits for it blocked for ever, and the run with it: a device check
+// would lose the whole time box and every figure not yet printed. run_case tells the guard when a case
+// begins and ends; a watchdog thread that sees one case running longer than the limit prints the case and
+// every finished row, writes those rows to the --json file with "stopped" naming the case, and ends the
+// process with status 3 (the driver then tears down the context and the kernel with it).
+void guard_case_begins(const Row& r);
+void guard_case_ends(const Row& r);  // the row as reported
+void guard_row(const Row& r);        // a row made outside run_case (the copy reference)
+
 // Runs one case body; its errors become an "error" row (a memory shortfall: "skipped"). A CUDA error
 // that leaves the context unusable is rethrown after the row is recorded.
 template <class Body>
 void run_case(std::vector<Row>& rows, Row r, Body&& body) {
+  guard_case_begins(r);
   try {
     body(r);
   } catch (const std::length_error& e) {
@@ -188,12 +202,14 @@ void run_case(std::vector<Row>& rows, Row r, Body&& body) {
     r.t = {};
     const cudaError_t sticky = cudaDeviceSynchronize();
     if (sticky != cudaSuccess) {
+      guard_case_ends(r);
       rows.push_back(r);
       throw Error(fmt::format("the CUDA context is unusable after '{} {}': {}", r.group, r.name,
                               cudaGetErrorString(sticky)));
     }
     cudaGetLastError();
   }
+  guard_case_ends(r);
   rows.push_back(std::move(r));
 }
 

@@ -391,6 +391,8 @@ rc=$?
 cat "$OUT_DIR/kernel_bench.txt"
 summary=$(grep -E '^kernel_bench: (summary|skipped)' "$OUT_DIR/kernel_bench.txt" | tail -1 | sed 's/^kernel_bench: //')
 if ((rc == 124)); then record kernel-bench FAIL $(($(now) - t0)) "timed out after ${box}s"
+elif ((rc == 3)); then  # its hang guard: a case outlived --case-timeout; the JSON holds the rows before it
+  record kernel-bench FAIL $(($(now) - t0)) "a case did not finish; ${summary:-see kernel_bench.txt}"
 elif ((rc != 0)); then record kernel-bench FAIL $(($(now) - t0)) "exit $rc; ${summary:-see kernel_bench.txt}"
 elif [[ "$summary" == skipped* ]]; then record kernel-bench FAIL $(($(now) - t0)) "$summary although a device is present"
 else record kernel-bench ok $(($(now) - t0)) "${summary} ${bench_args[*]}"

@@ -44,6 +44,13 @@ def load(path):
     return data
 
 
+def note_stopped(data, label, out):
+    """A run its hang guard stopped holds only the cases finished before it (kernel_bench --case-timeout)."""
+    if data.get("stopped"):
+        print(f"  {label}run stopped early, only its {len(data['cases'])} finished cases are here: {data['stopped']}",
+              file=out)
+
+
 def key(case):
     return (case["group"], case["name"], case["params"])
 
@@ -62,6 +69,8 @@ def compare(before, after, group=None, min_change=0.0, out=sys.stdout):
     cb, ca = before.get("copy_gbs", 0) or 0, after.get("copy_gbs", 0) or 0
     print(f"before: git {before.get('git_revision', '?')}, {before.get('device', '?')}, copy {cb:.0f} GB/s", file=out)
     print(f"after:  git {after.get('git_revision', '?')}, {after.get('device', '?')}, copy {ca:.0f} GB/s", file=out)
+    note_stopped(before, "before: ", out)
+    note_stopped(after, "after: ", out)
     print("speed-up = before median / after median; vs copy: the same with each run's time scaled by its own copy "
           "bandwidth", file=out)
     if timing(before) != timing(after):
@@ -108,6 +117,7 @@ def variants(data, group=None, out=sys.stdout):
     t_variant, base / variant)."""
     cases = {key(c): c for c in data["cases"] if c.get("runs", 0) > 0}
     print(f"run: git {data.get('git_revision', '?')}, {data.get('device', '?')}", file=out)
+    note_stopped(data, "", out)
     print("speed-up = base median / variant median (above 1: the variant is faster)", file=out)
     rows = []
     for (g, name, params), c in cases.items():
@@ -158,6 +168,7 @@ def size_copy(data, group=None, out=sys.stdout):
                     if c["group"] == "copy" and c["name"] == SIZE_COPY and c.get("bytes") and c.get("gbs"))
     print(f"run: git {data.get('git_revision', '?')}, {data.get('device', '?')}, reference copy "
           f"{data.get('copy_gbs', 0) or 0:.0f} GB/s", file=out)
+    note_stopped(data, "", out)
     if not points:
         print(f"  no '{SIZE_COPY}' rows in this run (kernel_bench before 2026-12-05)", file=out)
         return []

@@ -125,3 +125,21 @@ def test_size_copy_and_variants_take_one_file():
     assert kbc.main(["kbc", "--size-copy", AFTER, AFTER]) == 2
     assert kbc.main(["kbc", "--size-copy", "--variants", AFTER]) == 2
     assert kbc.main(["kbc", "--size-copy", AFTER]) == 0
+
+
+def test_a_run_stopped_by_its_hang_guard_says_so_in_every_mode(tmp_path):
+    after = json.load(open(AFTER))
+    why = "case 'topk / top-2048 (cluster) (1 row of 1Mi)' still running after 60.2 s (--case-timeout 60)"
+    stopped = dict(after, stopped=why, cases=[c for c in after["cases"] if c["group"] in ("copy", "pool")])
+    path = tmp_path / "stopped.json"
+    path.write_text(json.dumps(stopped))
+    n = len(stopped["cases"])
+    for call in (lambda out: kbc.compare(kbc.load(AFTER), kbc.load(str(path)), out=out),
+                 lambda out: kbc.variants(kbc.load(str(path)), out=out),
+                 lambda out: kbc.size_copy(kbc.load(str(path)), out=out)):
+        out = io.StringIO()
+        call(out)
+        assert f"run stopped early, only its {n} finished cases are here: {why}" in out.getvalue()
+    out = io.StringIO()
+    kbc.compare(kbc.load(AFTER), kbc.load(AFTER), out=out)
+    assert "stopped early" not in out.getvalue()
