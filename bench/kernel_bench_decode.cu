@@ -155,13 +155,24 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
   };
   stage("score (all requests)", score_b, [&] { cuda::score(x.s, env.stream); });
   stage("top-k (per request)", topk_b, [&] { cuda::topk(x.t, env.stream); });
+  // The attention by the lanes kernel (cuda::AttnKernel::lanes, DEVICE_RUNS item 24), beside the default;
+  // its whole step comes after the default's, whose row the verdict goes on.
+  cuda::AttentionArgs lanes = x.a;
+  lanes.kernel = cuda::AttnKernel::lanes;
   stage("block-sparse attention", attn_b, [&] { cuda::attention(x.a, env.stream); });
+  stage("block-sparse attention (lanes)", attn_b, [&] { cuda::attention(lanes, env.stream); });
   stage("whole step", score_b + topk_b + attn_b, [&] {
     cuda::score(x.s, env.stream);
     cuda::topk(x.t, env.stream);
     cuda::attention(x.a, env.stream);
   });
-  Row& whole = rows.back();
+  const std::size_t whole_at = rows.size() - 1;
+  stage("whole step (lanes)", score_b + topk_b + attn_b, [&] {
+    cuda::score(x.s, env.stream);
+    cuda::topk(x.t, env.stream);
+    cuda::attention(lanes, env.stream);
+  });
+  Row& whole = rows[whole_at];
   if (whole.verdict != "error" && whole.t.runs) {
     try {  // the device-side checks of the last step's selection (block ids, attended counts)
       cuda::attention_check(x.a, env.stream);
@@ -182,54 +193,59 @@ void attention_cases(const Env& env, std::vector<Row>& rows) {
                   nb = k_tokens / bs;
   const std::string params = fmt::format("T={}Ki Ha={} D={} k={} (blocks of {})", T / 1024, Ha, Da, k_tokens, bs);
   const double inst = T * (Da + Dv) * 4.0;
-  Stats dense_t{}, sparse_t{};
-  for (bool sparse : {false, true}) {
-    run_case(rows, Row{"attention", sparse ? "block-sparse" : "dense", params}, [&](Row& r) {
-      const int n = env.rotations(inst);
-      need_memory(n * inst + 4.0 * Ha * T * 4.0, env);
-      std::vector<DeviceBuffer<float>> keys, values;
-      for (int i = 0; i < n; ++i) {
-        keys.emplace_back(static_cast<std::size_t>(T) * Da);
-        fill(keys.back().data(), keys.back().size(), Fill::f32, 900 + i, -1, 1, env);
-        values.emplace_back(static_cast<std::size_t>(T) * Dv);
-        fill(values.back().data(), values.back().size(), Fill::f32, 950 + i, -1, 1, env);
-      }
-      DeviceBuffer<float> q(static_cast<std::size_t>(Ha) * Da), out(static_cast<std::size_t>(Ha) * Dv);
-      fill(q.data(), q.size(), Fill::f32, 990, -1, 1, env);
-      auto tok_off = dev<long long>({0, T}, env), ent_off = dev<long long>({0, (T + bs - 1) / bs}, env);
-      auto blocks = dev(spread_blocks((T + bs - 1) / bs, static_cast<int>(nb), 7), env);
-      auto blk_off = dev<long long>({0, nb}, env);
-      cuda::AttentionArgs a;
-      a.batch = {1, tok_off.data(), ent_off.data(), T, (T + bs - 1) / bs};
-      a.dim = Da;
-      a.vdim = Dv;
-      a.queries = q.data();
-      a.heads = Ha;
-      a.blocks = sparse ? blocks.data() : nullptr;
-      a.block_offset = sparse ? blk_off.data() : nullptr;
-      a.block_size = bs;
-      a.out = out.data();
-      a.max_attended = sparse ? k_tokens : T;
-      DeviceBuffer<std::uint8_t> ws(std::max<std::size_t>(1, cuda::attention_workspace_bytes(a, a.max_attended)));
-      a.workspace = ws.data();
-      a.workspace_bytes = ws.size();
-      r.bytes = (sparse ? k_tokens : T) * (Da + Dv) * 4.0 + Ha * (Da + Dv) * 4.0;
-      r.t = time_runs(env, env.runs, [&](int c) {
-        a.keys = keys[c % n].data();
-        a.values = values[c % n].data();
-        cuda::attention(a, env.stream);
+  for (const auto kernel : {cuda::AttnKernel::automatic, cuda::AttnKernel::lanes}) {
+    const bool lanes = kernel == cuda::AttnKernel::lanes;  // DEVICE_RUNS item 24
+    Stats dense_t{}, sparse_t{};
+    for (bool sparse : {false, true}) {
+      const std::string name = std::string(sparse ? "block-sparse" : "dense") + (lanes ? " (lanes)" : "");
+      run_case(rows, Row{"attention", name, params}, [&](Row& r) {
+        const int n = env.rotations(inst);
+        need_memory(n * inst + 4.0 * Ha * T * 4.0, env);
+        std::vector<DeviceBuffer<float>> keys, values;
+        for (int i = 0; i < n; ++i) {
+          keys.emplace_back(static_cast<std::size_t>(T) * Da);
+          fill(keys.back().data(), keys.back().size(), Fill::f32, 900 + i, -1, 1, env);
+          values.emplace_back(static_cast<std::size_t>(T) * Dv);
+          fill(values.back().data(), values.back().size(), Fill::f32, 950 + i, -1, 1, env);
+        }
+        DeviceBuffer<float> q(static_cast<std::size_t>(Ha) * Da), out(static_cast<std::size_t>(Ha) * Dv);
+        fill(q.data(), q.size(), Fill::f32, 990, -1, 1, env);
+        auto tok_off = dev<long long>({0, T}, env), ent_off = dev<long long>({0, (T + bs - 1) / bs}, env);
+        auto blocks = dev(spread_blocks((T + bs - 1) / bs, static_cast<int>(nb), 7), env);
+        auto blk_off = dev<long long>({0, nb}, env);
+        cuda::AttentionArgs a;
+        a.batch = {1, tok_off.data(), ent_off.data(), T, (T + bs - 1) / bs};
+        a.dim = Da;
+        a.vdim = Dv;
+        a.queries = q.data();
+        a.heads = Ha;
+        a.blocks = sparse ? blocks.data() : nullptr;
+        a.block_offset = sparse ? blk_off.data() : nullptr;
+        a.block_size = bs;
+        a.out = out.data();
+        a.max_attended = sparse ? k_tokens : T;
+        a.kernel = kernel;
+        DeviceBuffer<std::uint8_t> ws(std::max<std::size_t>(1, cuda::attention_workspace_bytes(a, a.max_attended)));
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+        r.bytes = (sparse ? k_tokens : T) * (Da + Dv) * 4.0 + Ha * (Da + Dv) * 4.0;
+        r.t = time_runs(env, env.runs, [&](int c) {
+          a.keys = keys[c % n].data();
+          a.values = values[c % n].data();
+          cuda::attention(a, env.stream);
+        });
+        cuda::attention_check(a, env.stream);  // the last run's device-side checks (throws: an error row)
+        finish(r, env);
+        (sparse ? sparse_t : dense_t) = r.t;
+        r.verdict = "-";
+        r.note = fmt::format("{} rotating input copies", n);
+        if (sparse && dense_t.runs) {
+          const double speedup = dense_t.median_ms / r.t.median_ms;
+          r.extra = fmt::format("{:.1f}x vs dense", speedup);
+          r.figures = {{"speedup_vs_dense", speedup}};
+        }
       });
-      cuda::attention_check(a, env.stream);  // the last run's device-side checks (throws: an error row)
-      finish(r, env);
-      (sparse ? sparse_t : dense_t) = r.t;
-      r.verdict = "-";
-      r.note = fmt::format("{} rotating input copies", n);
-      if (sparse && dense_t.runs) {
-        const double speedup = dense_t.median_ms / r.t.median_ms;
-        r.extra = fmt::format("{:.1f}x vs dense", speedup);
-        r.figures = {{"speedup_vs_dense", speedup}};
-      }
-    });
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 #include "kernels/attention.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.h"
@@ -81,6 +83,15 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
              l.total);
   IP_REQUIRE(l.plan.max_splits <= 0x7fffffffLL, "attention: {} splits exceed one launch", l.plan.max_splits);
 
+  if (a.kernel == AttnKernel::lanes) {
+    IP_REQUIRE(detail::attn_lanes_dims(a.dim, a.vdim),
+               "attention: kernel = lanes takes dim and vdim in {{64, 128, 256}}, not dim {} / vdim {}", a.dim,
+               a.vdim);
+    IP_REQUIRE(((reinterpret_cast<std::uintptr_t>(a.keys) | reinterpret_cast<std::uintptr_t>(a.values)) & 15u) == 0,
+               "attention: kernel = lanes needs 16-byte aligned keys and values");
+    IP_REQUIRE(a.batch.total_tokens < (1LL << 31), "attention: kernel = lanes takes fewer than 2^31 tokens, not {}",
+               a.batch.total_tokens);
+  }
   int dev = 0, smem_max = 0;
   IP_CUDA_CHECK(cudaGetDevice(&dev));
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -123,7 +134,30 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
   IP_LAUNCH(1, detail::kScanThreads, 0, stream, detail::attn_scan_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 
-  const dim3 grid(static_cast<unsigned>(l.plan.max_splits),
+  if (a.kernel == AttnKernel::lanes) {
+    const dim3 lgrid(static_cast<unsigned>(l.plan.max_splits),
+                     static_cast<unsigned>((a.heads + detail::kAttnLaneHeads - 1) / detail::kAttnLaneHeads));
+    auto launch_lanes = [&](auto kernel) {
+      IP_LAUNCH(lgrid, detail::kAttnThreads, 0, stream, kernel)(p);
+      IP_CUDA_CHECK(cudaGetLastError());
+    };
+    auto lanes_dv = [&](auto kd) {
+      constexpr int kD = decltype(kd)::value;
+      switch (a.vdim) {
+        case 64: return launch_lanes(detail::attn_lanes_kernel<kD, 64>);
+        case 128: return launch_lanes(detail::attn_lanes_kernel<kD, 128>);
+        default: return launch_lanes(detail::attn_lanes_kernel<kD, 256>);
+      }
+    };
+    if (lgrid.x > 0) {
+      switch (a.dim) {
+        case 64: lanes_dv(std::integral_constant<int, 64>{}); break;
+        case 128: lanes_dv(std::integral_constant<int, 128>{}); break;
+        default: lanes_dv(std::integral_constant<int, 256>{}); break;
+      }
+    }
+  }
+  const dim3 grid(a.kernel == AttnKernel::lanes ? 0u : static_cast<unsigned>(l.plan.max_splits),
                   static_cast<unsigned>((a.heads + detail::kAttnHeads - 1) / detail::kAttnHeads));
   auto launch = [&](auto kernel) {
     if (smem > 48 * 1024)

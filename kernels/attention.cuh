@@ -210,27 +210,57 @@ __device__ __forceinline__ void attn_load_tile(const AttnParams& p, const long l
   }
 }
 
+// What split w of the batch works on (both split kernels): its request b (CSR over requests), the
+// request's first row and length, the split's attended positions [p0, p1), the request's block list and
+// probability rows.
+struct AttnSplit {
+  int b = 0;
+  long long tok0 = 0, T = 0, p0 = 0, p1 = 0;
+  int bs = 1;
+  const std::int32_t* blocks = nullptr;  // null: dense
+  long long pp = -1, last = 0;           // list index of the partial last block; its length
+  float* probs = nullptr;                // [heads, prow] of the request, or null
+  long long prow = 0;
+  // The row (of keys and values) of attended position pos: -1 past the split's end or for an invalid
+  // token (invalid ids were flagged by the prep kernel; never read outside the request).
+  __device__ __forceinline__ long long row(long long pos) const {
+    if (pos >= p1) return -1;
+    const long long tok = blocks ? sparse_token(blocks, bs, pos, pp, last) : pos;
+    return tok >= 0 && tok < T ? tok0 + tok : -1;
+  }
+};
+
+__device__ __forceinline__ AttnSplit attn_split(const AttnParams& p, long long w) {
+  AttnSplit sp;
+  sp.b = segment_of(p.split_offset, p.requests, w);
+  const int b = sp.b;
+  sp.tok0 = p.token_offset[b];
+  sp.T = p.token_offset[b + 1] - sp.tok0;
+  sp.p0 = (w - p.split_offset[b]) * p.split_tokens;
+  sp.p1 = min(p.attended[b], sp.p0 + p.split_tokens);
+  sp.bs = p.block_size;
+  sp.blocks = p.blocks ? p.blocks + p.block_offset[b] : nullptr;
+  sp.pp = p.partial_pos[b];
+  sp.last = last_block_len(sp.T, sp.bs);
+  if (p.probs) {
+    sp.prow = p.prob_offset[b + 1] - p.prob_offset[b];
+    sp.probs = p.probs + p.heads * p.prob_offset[b];
+  }
+  return sp;
+}
+
 // Block (w, g): split w of the batch (CSR over requests), heads [g*kAttnHeads, ...) of its request.
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) {
   const int D = kD ? kD : p.dim, Dv = kDv ? kDv : p.vdim;
   const long long w = blockIdx.x;
   if (w >= p.split_offset[p.requests] || w >= p.max_splits) return;
-  const int b = segment_of(p.split_offset, p.requests, w);
-  const long long tok0 = p.token_offset[b], T = p.token_offset[b + 1] - tok0;
-  const long long n = p.attended[b];
-  const long long p0 = (w - p.split_offset[b]) * p.split_tokens;
-  const long long p1 = min(n, p0 + p.split_tokens);
+  const AttnSplit sp = attn_split(p, w);
+  const int b = sp.b;
+  const long long p0 = sp.p0, p1 = sp.p1;
+  float* const probs = sp.probs;
+  const long long prow = sp.prow;
   const int h0 = blockIdx.y * kAttnHeads, hh = min(kAttnHeads, p.heads - h0);
-  const int bs = p.block_size;
-  const std::int32_t* blocks = p.blocks ? p.blocks + p.block_offset[b] : nullptr;
-  const long long pp = p.partial_pos[b], last = last_block_len(T, bs);
-  float* probs = nullptr;
-  long long prow = 0;
-  if (p.probs) {
-    prow = p.prob_offset[b + 1] - p.prob_offset[b];
-    probs = p.probs + p.heads * p.prob_offset[b];
-  }
 
   IP_DYNAMIC_SHARED(unsigned char, smem);
   long long* rows_s = reinterpret_cast<long long*>(smem);
@@ -282,15 +312,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) 
   }
 
   for (long long t0 = p0; t0 < p1; t0 += kAttnTile) {
-    if (tid < kAttnTile) {
-      const long long pos = t0 + tid;
-      long long row = -1;
-      if (pos < p1) {
-        const long long tok = blocks ? sparse_token(blocks, bs, pos, pp, last) : pos;
-        if (tok >= 0 && tok < T) row = tok0 + tok;  // invalid ids were flagged; never read outside
-      }
-      rows_s[tid] = row;
-    }
+    if (tid < kAttnTile) rows_s[tid] = sp.row(t0 + tid);
     __syncthreads();  // rows ready; also orders the previous tile's O update before these loads
     bool loaded = false;
     if constexpr (kD > 0 && kDv > 0 && kD % 4 == 0 && kDv % 4 == 0) {
@@ -365,6 +387,200 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnParams p) 
     p.part_ml[(base + tid) * 2] = m_s[tid];
     p.part_ml[(base + tid) * 2 + 1] = l_s[tid];
   }
+}
+
+// ---- the lane-per-token split kernel (AttnKernel::lanes) ----------------------------------------------
+// The tiles kernel reads two shared-memory operands per multiply-add (a query and a key element, then a
+// probability and a value element): about 1024 shared loads a thread a tile of 32 tokens and 8 heads,
+// which bounds it well below the memory (the block-sparse attention was 7.08 ms of the 8.05 ms batched
+// decode step on the H200, 7% of the copy bandwidth). Here a block serves 16 heads, a tile is 32 tokens
+// (lane t of every warp holds token t), and each operand that varies along a loop sits in registers:
+//   logits: warp w holds dims [w D/4, (w+1) D/4) of its lane's key row (16-byte loads straight from
+//     global memory) and multiplies them with the 16 queries' same dims, read as float4 broadcasts from
+//     shared memory (every lane the same address); the four warps' partial sums meet in shared memory
+//     and add in warp order;
+//   softmax: warp w owns heads 4w..4w+3, one lane per token (as the tiles kernel, the same operations);
+//   output: thread j holds value dim j (and j + 128 at Dv = 256; at Dv = 64 threads 64..127 take heads
+//     8..15) of all 32 tokens, loaded with the keys, and multiplies them with the probabilities, read as
+//     float4 broadcasts along the tokens.
+// Per thread and tile at D = Dv = 128: 1024 multiply-adds, 256 shared float4 broadcasts, 8 + 32 global
+// loads; every K/V row read once for 16 heads. The logits add their four quarter sums where the tiles
+// kernel adds dims in order (outputs differ in the last bits between the two kernels; each is
+// deterministic). Outputs, logits and the running (max, sum) go to the same workspace as the tiles
+// kernel's, so the combine and probability kernels are shared.
+constexpr int kAttnLaneHeads = 16;  // query heads a block serves
+constexpr int kAttnLaneWarps = kAttnThreads / 32;
+static_assert(kAttnLaneHeads % kAttnLaneWarps == 0 && kAttnTile == 32, "a lane per token, whole heads a warp");
+
+__host__ __device__ constexpr bool attn_lanes_dims(int D, int Dv) {
+  return (D == 64 || D == 128 || D == 256) && (Dv == 64 || Dv == 128 || Dv == 256);
+}
+
+template <int kD, int kDv>
+struct AttnLaneShape {
+  static constexpr int kSlice = kD / kAttnLaneWarps;                            // key dims a lane holds
+  static constexpr int kDimThreads = kDv < kAttnThreads ? kDv : kAttnThreads;  // threads along the value dims
+  static constexpr int kDims = kDv / kDimThreads;                               // value dims a thread holds
+  static constexpr int kHeads = kAttnLaneHeads * kDimThreads / kAttnThreads;   // heads a thread accumulates
+  static constexpr int kWarpHeads = kAttnLaneHeads / kAttnLaneWarps;           // heads a warp's softmax owns
+  static_assert(kSlice % 4 == 0 && kDims >= 1 && kHeads >= 1 && kHeads % 4 == 0, "shape");
+};
+
+// Block (w, g): split w of the batch (CSR over requests), heads [g*16, g*16 + 16) of its request.
+template <int kD, int kDv>
+__global__ void __launch_bounds__(kAttnThreads, 2) attn_lanes_kernel(AttnParams p) {
+  using S = AttnLaneShape<kD, kDv>;
+  constexpr int H = kAttnLaneHeads;
+  const long long w = blockIdx.x;
+  if (w >= p.split_offset[p.requests] || w >= p.max_splits) return;
+  const AttnSplit sp = attn_split(p, w);
+  const int h0 = blockIdx.y * H, hh = min(H, p.heads - h0);
+
+  __shared__ __align__(16) float q_s[H * kD];                     // the queries (heads past hh: zeros)
+  __shared__ float part_s[kAttnLaneWarps][H][kAttnTile];          // each warp's partial logits
+  __shared__ __align__(16) float p_s[H][kAttnTile];               // the tile's probabilities (unnormalized)
+  __shared__ float alpha_s[H];                                    // the tile's rescale factor per head
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < H * kD; i += kAttnThreads) {
+    const int h = i / kD;
+    q_s[i] = h < hh ? p.queries[(static_cast<long long>(sp.b) * p.heads + h0 + h) * kD + i % kD] : 0.0f;
+  }
+  // Softmax state of the warp's heads (every lane the same values), output accumulators of the thread.
+  float m_r[S::kWarpHeads], l_r[S::kWarpHeads];
+#pragma unroll
+  for (int j = 0; j < S::kWarpHeads; ++j) {
+    m_r[j] = -INFINITY;
+    l_r[j] = 0.0f;
+  }
+  const int vd = tid % S::kDimThreads;                 // the thread's first value dim
+  const int vh = (tid / S::kDimThreads) * S::kHeads;   // the thread's first head
+  float o[S::kDims][S::kHeads];
+#pragma unroll
+  for (int c = 0; c < S::kDims; ++c)
+#pragma unroll
+    for (int h = 0; h < S::kHeads; ++h) o[c][h] = 0.0f;
+  __syncthreads();
+
+  for (long long t0 = sp.p0; t0 < sp.p1; t0 += kAttnTile) {
+    const long long pos = t0 + lane;
+    const long long row = sp.row(pos);
+    // Every load of the tile first: the lane's key slice, then the thread's value dims of all 32 tokens
+    // (rows of invalid tokens: row 0, zeroed after the load).
+    float4 kq[S::kSlice / 4];
+    const float4* krow = reinterpret_cast<const float4*>(p.keys + max(row, 0LL) * kD + warp * S::kSlice);
+#pragma unroll
+    for (int i = 0; i < S::kSlice / 4; ++i) kq[i] = __ldg(krow + i);
+    // The rows travel as 32-bit ints (the launcher requires fewer than 2^31 tokens): 32 shuffled rows
+    // in 64-bit registers made ptxas spill.
+    const int row32 = static_cast<int>(row);
+    float v[S::kDims][kAttnTile];
+#pragma unroll
+    for (int t = 0; t < kAttnTile; ++t) {
+      const int rt = __shfl_sync(0xffffffffu, row32, t);
+      const float* vrow = p.values + static_cast<long long>(max(rt, 0)) * kDv + vd;
+#pragma unroll
+      for (int c = 0; c < S::kDims; ++c) {
+        const float x = __ldg(vrow + c * S::kDimThreads);
+        v[c][t] = rt >= 0 ? x : 0.0f;
+      }
+    }
+    // The first multiply-add depends on every load (their bits ANDed with p.opaque_zero, 0): without it
+    // ptxas put some of the loads after the first uses of the others, a second round trip a tile. Not at
+    // D = Dv = 256, where it made ptxas spill (28 B at 252 registers, sm_90).
+    if constexpr (kD + kDv <= 384) {
+      unsigned all = 0;
+#pragma unroll
+      for (int i = 0; i < S::kSlice / 4; ++i) all |= __float_as_uint(kq[i].x);
+#pragma unroll
+      for (int c = 0; c < S::kDims; ++c)
+#pragma unroll
+        for (int t = 0; t < kAttnTile; ++t) all |= __float_as_uint(v[c][t]);
+      kq[0].x = __uint_as_float(__float_as_uint(kq[0].x) | (all & p.opaque_zero));
+    }
+    // Partial logits over the warp's quarter of the dims, 16 heads.
+    float s[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) s[h] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < S::kSlice / 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        const float4 qv = *reinterpret_cast<const float4*>(q_s + h * kD + warp * S::kSlice + 4 * i);
+        s[h] = fmaf(qv.x, kq[i].x, s[h]);
+        s[h] = fmaf(qv.y, kq[i].y, s[h]);
+        s[h] = fmaf(qv.z, kq[i].z, s[h]);
+        s[h] = fmaf(qv.w, kq[i].w, s[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h) part_s[warp][h][lane] = s[h];
+    __syncthreads();  // partial logits ready; the previous tile's probabilities all read
+    // Online softmax: warp w owns heads 4w..4w+3, lane t token t (as the tiles kernel).
+#pragma unroll
+    for (int j = 0; j < S::kWarpHeads; ++j) {
+      const int h = warp * S::kWarpHeads + j;
+      if (h >= hh) {  // the same for the whole warp
+        p_s[h][lane] = 0.0f;
+        if (lane == 0) alpha_s[h] = 1.0f;
+        continue;
+      }
+      float x = -INFINITY;
+      if (row >= 0) {
+        float acc = part_s[0][h][lane];
+#pragma unroll
+        for (int u = 1; u < kAttnLaneWarps; ++u) acc += part_s[u][h][lane];
+        x = acc * p.scale;
+      }
+      if (sp.probs && pos < sp.p1 && pos < sp.prow) sp.probs[(h0 + h) * sp.prow + pos] = x;  // logits, as the tiles kernel
+      const float m_new = fmaxf(m_r[j], warp_max(x));
+      const float e = m_new == -INFINITY ? 0.0f : expf(x - m_new);
+      const float sum = warp_sum(e);
+      const float alpha = softmax_rescale(m_r[j], m_new);
+      l_r[j] = l_r[j] * alpha + sum;
+      m_r[j] = m_new;
+      p_s[h][lane] = e;
+      if (lane == 0) alpha_s[h] = alpha;
+    }
+    __syncthreads();  // probabilities and factors ready; every partial logit read
+    // Outputs: o = o * alpha + sum over the tile's tokens, in token order (as the tiles kernel).
+#pragma unroll
+    for (int h = 0; h < S::kHeads; ++h) {
+      const float a = alpha_s[vh + h];
+#pragma unroll
+      for (int c = 0; c < S::kDims; ++c) o[c][h] *= a;
+    }
+#pragma unroll
+    for (int t4 = 0; t4 < kAttnTile / 4; ++t4) {
+#pragma unroll
+      for (int h = 0; h < S::kHeads; ++h) {
+        const float4 pv = *reinterpret_cast<const float4*>(&p_s[vh + h][4 * t4]);
+#pragma unroll
+        for (int c = 0; c < S::kDims; ++c) {
+          o[c][h] = fmaf(pv.x, v[c][4 * t4], o[c][h]);
+          o[c][h] = fmaf(pv.y, v[c][4 * t4 + 1], o[c][h]);
+          o[c][h] = fmaf(pv.z, v[c][4 * t4 + 2], o[c][h]);
+          o[c][h] = fmaf(pv.w, v[c][4 * t4 + 3], o[c][h]);
+        }
+      }
+    }
+    // The next tile's first __syncthreads orders these reads of p_s and alpha_s before they change.
+  }
+  const long long base = w * p.heads + h0;
+#pragma unroll
+  for (int h = 0; h < S::kHeads; ++h)
+    if (vh + h < hh)
+#pragma unroll
+      for (int c = 0; c < S::kDims; ++c) p.part_o[(base + vh + h) * kDv + vd + c * S::kDimThreads] = o[c][h];
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < S::kWarpHeads; ++j) {
+      const int h = warp * S::kWarpHeads + j;
+      if (h < hh) {
+        p.part_ml[(base + h) * 2] = m_r[j];
+        p.part_ml[(base + h) * 2 + 1] = l_r[j];
+      }
+    }
 }
 
 // One block per (request, head): merges the request's splits in split order.

@@ -17,6 +17,20 @@
 
 namespace ip::cuda {
 
+// Which split kernel computes the attention (the combine and probability kernels are the same).
+enum class AttnKernel {
+  automatic,  // tiles (until a device run says which is faster; DEVICE_RUNS.md item 24)
+  // Shared-memory tiles: a block of 128 threads stages 32 tokens' K and V rows in shared memory for up
+  // to 8 heads; logits and outputs on CUDA cores with every operand read from shared memory. Any dims.
+  tiles,
+  // A lane per token: a block of 128 threads serves 16 heads; each warp holds a quarter of its 32 tokens'
+  // keys in registers (a lane's row slice), each thread a value dim of every token; shared memory only
+  // carries the queries and the tile's probabilities, read as broadcasts. Every K/V row is read once for
+  // 16 heads (tiles: once per 8). D and Dv in {64, 128, 256}, keys and values 16-byte aligned; anything
+  // else is refused when asked for.
+  lanes,
+};
+
 struct AttentionArgs {
   Batch batch;                     // tokens of each request; entries unused
   const float* keys = nullptr;     // [total_tokens, dim]
@@ -41,6 +55,7 @@ struct AttentionArgs {
   const long long* prob_offset = nullptr;  // device [requests + 1]
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  AttnKernel kernel = AttnKernel::automatic;
 };
 
 // Workspace of attention(a) with a.max_attended = max_attended (the argument wins over the field).

@@ -40,6 +40,12 @@ memory round trip into several (found in the SASS, 2026-12-04):
   second's). Checked: the global loads issued before the first instruction that reads a register one of
   them wrote: a step's N rows + scale, twice that for the pipelined kernel.
 
+- decode attention's lanes kernel (kernels/attention.cuh, 2026-12-05): a tile's loads, the lane's key
+  slice (D / 16 16-byte loads) and the thread's value dims of the 32 tokens (32 4-byte loads a value dim),
+  went out in two groups, some after the first logits' multiply-adds. The first multiply-add now depends
+  on every load. Checked: from the first constant (__ldg) load of the kernel, the global loads issued
+  before the first use of one: all of the tile's (40 at D = Dv = 128).
+
 Needs cuobjdump and nvdisasm, and nvcc for the pooling check: the project's venv has the first two (analysis/requirements.txt; `make venv`), found as
 scripts/pool_sass_counts.py finds them. CTest runs this as kernels.LoadOrder.LoadsGoOutTogether.
 
@@ -188,6 +194,22 @@ def functions(sass):
 ATTN_KERNELS = [(64, 8), (128, 16), (256, 32)]
 
 
+# the lanes kernel: (D, Dv, global loads a thread issues for a tile: D / 16 keys + 32 * Dv / 128 values,
+# at Dv = 64 32 value loads)
+ATTN_LANES_KERNELS = [(64, 64, 36), (128, 128, 40), (128, 256, 72)]
+
+
+def attn_lanes_mangled(d, dv):
+    return f"_ZN2ip4cuda6detail17attn_lanes_kernelILi{d}ELi{dv}EEEvNS1_10AttnParamsE"
+
+
+def from_first_constant_load(sass):
+    """The listing from its first read-only (__ldg) global load, LDG.E*.CONSTANT, on ("" when it has none)."""
+    lines = sass.splitlines()
+    first = next((i for i, line in enumerate(lines) if re.search(r"\bLDG(\.[A-Z0-9]+)*\.CONSTANT\b", line)), None)
+    return "" if first is None else "\n".join(lines[first:])
+
+
 def attn_mangled(d):
     return f"_ZN2ip4cuda6detail17attn_split_kernelILi{d}ELi{d}EEEvNS1_10AttnParamsE"
 
@@ -315,6 +337,11 @@ def main(argv):
     for d, want in ATTN_KERNELS:
         bad += report(f"attn_split_kernel<{d}, {d}>", sass(objs["attention"], attn_mangled(d)),
                       at_least(most_loads_between_stores, want, f"a tile's {want}"))
+    print(f"sm_{args.arch}: attn_lanes_kernel, a tile's global loads before the first use of one")
+    for d, dv, want in ATTN_LANES_KERNELS:
+        bad += report(f"attn_lanes_kernel<{d}, {dv}>", sass(objs["attention"], attn_lanes_mangled(d, dv)),
+                      lambda t, want=want: (loads_before_first_use(from_first_constant_load(t)) >= want,
+                                            f"{loads_before_first_use(from_first_constant_load(t))} of a tile's {want}"))
     return 1 if bad else 0
 
 

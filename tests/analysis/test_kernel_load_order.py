@@ -84,3 +84,14 @@ def test_pooling_readers():
     funcs = klo.functions(listing)
     assert list(funcs) == ["_Z1av", "_Z1bv"]
     assert "LDG" in funcs["_Z1bv"] and "LDG" not in funcs["_Z1av"]
+
+
+def test_attention_lanes_counts_from_the_first_constant_load():
+    # the prologue's plain loads (split offsets, the queries) are used before the tile; counting starts at
+    # the tile's first __ldg load, and a multiply-add that uses one of them ends the count
+    text = sass("LDG.E.64 R2, desc[UR14][R2.64]", "IMAD.WIDE R4, R2, 0x4, R6", "LDG.E R9, desc[UR14][R4.64]",
+                "STS [R1], R9", "LDG.E.CONSTANT R20, desc[UR14][R10.64]", "LDG.E.128.CONSTANT R24, desc[UR14][R12.64]",
+                "FFMA R40, R24, R30, RZ", "LDG.E.CONSTANT R21, desc[UR14][R14.64]")
+    assert klo.loads_before_first_use(text) == 1  # the whole listing: the prologue's load is used at once
+    assert klo.loads_before_first_use(klo.from_first_constant_load(text)) == 2
+    assert klo.from_first_constant_load(sass("LDG.E R4, desc[UR8][R2.64]")) == ""

@@ -1,7 +1,8 @@
 // Decode attention kernels (kernels/attention.h) against core/attention.cc: odd sizes and dims, MQA
 // heads, block lists in any order with a partial last block, batches of different lengths, dense up
 // to 2M tokens, probabilities (in list order, zeros past the attended count, summing to 1 per head),
-// poisoned outputs, determinism, device-side input checks.
+// poisoned outputs, determinism, device-side input checks. Every case runs both split kernels (tiles, and
+// lanes where its dims allow it: D, Dv in {64, 128, 256}).
 // Tolerance (fp32, inputs in [-1, 1]): |gpu - cpu| <= 1e-5 + 1e-4 |cpu| for outputs, 1e-7 + 2e-4 |cpu| for
 // probabilities; 2M-token dense: 2e-5 + 1e-3 |cpu| (float running sums over 2M tokens against double).
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/attention.h"
@@ -31,7 +34,18 @@ struct Case {
   long long prob_slack = 0;  // extra zeros at the end of every probability row
   std::vector<Req> reqs;
   float atol = 1e-5f, rtol = 1e-4f;
+  cuda::AttnKernel kernel = cuda::AttnKernel::tiles;
+  bool inf_row0 = false;  // the batch's first key and value rows all +inf (a token no request attends)
 };
+
+bool lanes_dims(int D, int Dv) {
+  auto ok = [](int d) { return d == 64 || d == 128 || d == 256; };
+  return ok(D) && ok(Dv);
+}
+
+const char* kernel_name(cuda::AttnKernel k) {
+  return k == cuda::AttnKernel::lanes ? "lanes" : k == cuda::AttnKernel::tiles ? "tiles" : "automatic";
+}
 
 // A random subset of a request's blocks in random order, always with its last (maybe partial) block.
 std::vector<std::int32_t> random_blocks(long long T, int bs, long long want, std::mt19937& rng) {
@@ -86,6 +100,7 @@ Result run_gpu(const Case& c, const std::vector<float>& k, const std::vector<flo
     a.block_size = c.bs;
   }
   a.max_attended = max_att;
+  a.kernel = c.kernel;
   a.out = dout.data();
   if (c.probs) {
     a.probs = dprobs.data();
@@ -103,8 +118,10 @@ Result run_gpu(const Case& c, const std::vector<float>& k, const std::vector<flo
   return r;
 }
 
-// Runs the case on the GPU and compares every request with the CPU reference (the GPU result in *keep).
-void check_case(const Case& c, std::uint64_t seed, Result* keep = nullptr) {
+// Runs the case on the GPU with c.kernel and compares every request with the CPU reference (the GPU
+// result in *keep).
+void check_one(const Case& c, std::uint64_t seed, Result* keep = nullptr) {
+  SCOPED_TRACE(testing::Message() << "kernel " << kernel_name(c.kernel));
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int B = static_cast<int>(c.reqs.size());
@@ -120,6 +137,10 @@ void check_case(const Case& c, std::uint64_t seed, Result* keep = nullptr) {
   std::vector<float> k(total * c.D), v(total * c.Dv), q(static_cast<std::size_t>(B) * c.H * c.D);
   for (auto* x : {&k, &v, &q})
     for (auto& e : *x) e = u(rng);
+  if (c.inf_row0) {
+    std::fill(k.begin(), k.begin() + c.D, INFINITY);
+    std::fill(v.begin(), v.begin() + c.Dv, INFINITY);
+  }
   Result local;
   Result& g = keep ? *keep : local;
   g = run_gpu(c, k, v, q, tok_off, prob_off, max_att);
@@ -156,6 +177,15 @@ void check_case(const Case& c, std::uint64_t seed, Result* keep = nullptr) {
       EXPECT_NEAR(sum, 1.0, 1e-4) << "request " << b << " head " << h;
     }
   }
+}
+
+// The case with the tiles kernel, then with the lanes kernel where its dims allow it.
+void check_case(Case c, std::uint64_t seed) {
+  c.kernel = cuda::AttnKernel::tiles;
+  check_one(c, seed);
+  if (!lanes_dims(c.D, c.Dv)) return;
+  c.kernel = cuda::AttnKernel::lanes;
+  check_one(c, seed);
 }
 
 Case sparse_case(std::vector<long long> lengths, int bs, long long blocks_each, std::mt19937& rng) {
@@ -222,6 +252,24 @@ TEST(Attention, ProbabilityRowsLongerThanAttendedEndInZeros) {
   check_case(c, 5);
 }
 
+// Positions past a split's end or a request's attended count read no token's row into the result: a
+// first row of infinities that no request attends leaves every output finite (0 * inf would not).
+TEST(Attention, UnattendedRowsNeverReachTheOutput) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  Case c = sparse_case({989, 111, 37}, 4, 25, rng);
+  auto& first = c.reqs[0].blocks;
+  first.erase(std::remove(first.begin(), first.end(), 0), first.end());
+  ASSERT_FALSE(first.empty());
+  c.inf_row0 = true;
+  c.H = 5;
+  check_case(c, 9);
+  Case d = c;  // dims of the generic tiles path too
+  d.D = 19;
+  d.Dv = 33;
+  check_case(d, 10);
+}
+
 TEST(Attention, WithoutProbabilities) {
   IP_REQUIRE_GPU();
   std::mt19937 rng(5);
@@ -233,14 +281,18 @@ TEST(Attention, WithoutProbabilities) {
 TEST(Attention, SameInputsSameBits) {
   IP_REQUIRE_GPU();
   std::mt19937 rng(6);
-  const Case c = sparse_case({5003, 989}, 4, 400, rng);
-  Result a, b;
-  check_case(c, 7, &a);
-  check_case(c, 7, &b);
-  ASSERT_EQ(a.out.size(), b.out.size());
-  ASSERT_EQ(a.probs.size(), b.probs.size());
-  EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(a.probs.data(), b.probs.data(), a.probs.size() * sizeof(float)));
+  Case c = sparse_case({5003, 989}, 4, 400, rng);
+  c.H = 19;  // two groups of heads for either kernel, the last one partial
+  for (auto k : {cuda::AttnKernel::tiles, cuda::AttnKernel::lanes}) {
+    c.kernel = k;
+    Result a, b;
+    check_one(c, 7, &a);
+    check_one(c, 7, &b);
+    ASSERT_EQ(a.out.size(), b.out.size());
+    ASSERT_EQ(a.probs.size(), b.probs.size());
+    EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float))) << kernel_name(k);
+    EXPECT_EQ(0, std::memcmp(a.probs.data(), b.probs.data(), a.probs.size() * sizeof(float))) << kernel_name(k);
+  }
 }
 
 TEST(Attention, DenseTwoMillionTokens) {
@@ -260,14 +312,16 @@ TEST(Attention, DeviceSideChecksFlagBadBlocks) {
   const long long T = 10;
   const int D = 64;
   std::vector<float> k(T * D, 0.5f), v(T * D, 0.25f), q(D, 1.0f);
-  for (const std::vector<std::int32_t>& blocks : {std::vector<std::int32_t>{0, 3}, {2, 1, 2}}) {
-    Case c;
-    c.D = c.Dv = D;
-    c.H = 1;
-    c.probs = false;
-    c.reqs = {{T, blocks}};
-    EXPECT_THROW(run_gpu(c, k, v, q, {0, T}, {0, 12}, 12), Error);
-  }
+  for (const std::vector<std::int32_t>& blocks : {std::vector<std::int32_t>{0, 3}, {2, 1, 2}})
+    for (auto kernel : {cuda::AttnKernel::tiles, cuda::AttnKernel::lanes}) {
+      Case c;
+      c.D = c.Dv = D;
+      c.H = 1;
+      c.probs = false;
+      c.reqs = {{T, blocks}};
+      c.kernel = kernel;
+      EXPECT_THROW(run_gpu(c, k, v, q, {0, T}, {0, 12}, 12), Error) << kernel_name(kernel);
+    }
 }
 
 // Host-side validation needs no device.
@@ -298,6 +352,30 @@ TEST(Attention, ValidatesArgumentsOnTheHost) {
   a.workspace = &dummy;
   a.workspace_bytes = 1;
   EXPECT_THROW(cuda::attention(a, nullptr), Error);
+  // The lanes kernel refuses dims it was not built for, and unaligned rows, before anything runs.
+  a.workspace_bytes = cuda::attention_workspace_bytes(a, 10);
+  a.kernel = cuda::AttnKernel::lanes;
+  for (const auto& d : std::initializer_list<std::pair<int, int>>{{96, 128}, {128, 96}, {19, 33}, {512, 128}}) {
+    a.dim = d.first;
+    a.vdim = d.second;
+    a.workspace_bytes = cuda::attention_workspace_bytes(a, 10);
+    try {
+      cuda::attention(a, nullptr);
+      ADD_FAILURE() << "dim " << d.first << " vdim " << d.second << " accepted by the lanes kernel";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("kernel = lanes takes dim and vdim"), std::string::npos) << e.what();
+    }
+  }
+  a.dim = a.vdim = 64;
+  a.workspace_bytes = cuda::attention_workspace_bytes(a, 10);
+  alignas(16) float row[4] = {};
+  a.keys = row + 1;  // 4-byte aligned only
+  try {
+    cuda::attention(a, nullptr);
+    ADD_FAILURE() << "unaligned keys accepted by the lanes kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
