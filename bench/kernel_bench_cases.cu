@@ -368,10 +368,11 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
   // histogram additions: TopkArgs::min_chunk), single rows in one launch (TopkLaunch::single), the
   // 64-row batch in one wave of blocks (TopkArgs::one_wave), and every case's shape with a cluster a row
   // (TopkLaunch::cluster; the 64-row batch, sampled by `automatic`, also without sampling; single rows
-  // also with clusters of 8 blocks instead of the 16 they get).
+  // also with clusters of 8 blocks instead of the 16 they get), and the decode step's batch with one block
+  // a row (TopkLaunch::block).
   const auto bitonic = cuda::TopkOrder::bitonic, rank = cuda::TopkOrder::rank;
   const auto order_auto = cuda::TopkOrder::automatic;
-  const auto single = cuda::TopkLaunch::single, cluster = cuda::TopkLaunch::cluster;
+  const auto single = cuda::TopkLaunch::single, cluster = cuda::TopkLaunch::cluster, block = cuda::TopkLaunch::block;
   for (C c : {C{1, kMi, 2048, 60}, C{64, kMi, 2048, 150}, C{64, kMi, 2048, 0, off}, C{1, kMi / 4, 512, 0},
               C{1024, 8 * kKi, 512, 0}, C{1, kMi, 2048, 0, on}, C{1, kMi / 4, 512, 0, on},
               C{1, kMi, 2048, 0, automatic, false}, C{1, kMi / 4, 512, 0, automatic, false},
@@ -388,7 +389,8 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
               C{64, kMi, 2048, 0, off, true, order_auto, 0, cluster},
               C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, cluster},
               C{1, kMi, 2048, 0, automatic, true, order_auto, 0, cluster, false, 8},
-              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster, false, 8}}) {
+              C{1, kMi / 4, 512, 0, automatic, true, order_auto, 0, cluster, false, 8},
+              C{1024, 8 * kKi, 512, 0, automatic, true, order_auto, 0, block}}) {
     c.n = env.scaled(c.n, 4LL * c.k);  // --smoke: shorter rows, the same k
     // and for a cluster a row, fewer rows (16 Ki emulated threads a row: 1024 rows took 42 s a call)
     if (c.launch == cluster) c.rows = static_cast<int>(env.scaled(c.rows, std::min(c.rows, 4)));
@@ -398,6 +400,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
     const std::string launch = c.launch == single    ? std::string(" (one launch)")
                                : c.launch == cluster ? (c.cluster_blocks ? fmt::format(" (cluster {})", c.cluster_blocks)
                                                                          : std::string(" (cluster)"))
+                               : c.launch == block   ? std::string(" (one block)")
                                : c.one_wave          ? std::string(" (one wave)")
                                                      : std::string();
     Row row{"topk", fmt::format("top-{}{}{}{}{}{}", c.k, how, c.chained ? "" : " (not chained)", order, chunk, launch),

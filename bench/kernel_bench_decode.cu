@@ -153,12 +153,16 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
       r.verdict = "-";
     });
   };
-  stage("score (all requests)", score_b, [&] { cuda::score(x.s, env.stream); });
-  stage("top-k (per request)", topk_b, [&] { cuda::topk(x.t, env.stream); });
   // The attention by the lanes kernel (cuda::AttnKernel::lanes, DEVICE_RUNS item 24), beside the default;
   // its whole step comes after the default's, whose row the verdict goes on.
   cuda::AttentionArgs lanes = x.a;
   lanes.kernel = cuda::AttnKernel::lanes;
+  // The top-k with one block a row (cuda::TopkLaunch::block, DEVICE_RUNS item 25), beside the default.
+  cuda::TopkArgs one_block = x.t;
+  one_block.launch = cuda::TopkLaunch::block;
+  stage("score (all requests)", score_b, [&] { cuda::score(x.s, env.stream); });
+  stage("top-k (per request)", topk_b, [&] { cuda::topk(x.t, env.stream); });
+  stage("top-k (per request) (one block)", topk_b, [&] { cuda::topk(one_block, env.stream); });
   stage("block-sparse attention", attn_b, [&] { cuda::attention(x.a, env.stream); });
   stage("block-sparse attention (lanes)", attn_b, [&] { cuda::attention(lanes, env.stream); });
   stage("whole step", score_b + topk_b + attn_b, [&] {
@@ -170,6 +174,11 @@ void decode_cases(const Env& env, std::vector<Row>& rows) {
   stage("whole step (lanes)", score_b + topk_b + attn_b, [&] {
     cuda::score(x.s, env.stream);
     cuda::topk(x.t, env.stream);
+    cuda::attention(lanes, env.stream);
+  });
+  stage("whole step (lanes, one block)", score_b + topk_b + attn_b, [&] {
+    cuda::score(x.s, env.stream);
+    cuda::topk(one_block, env.stream);
     cuda::attention(lanes, env.stream);
   });
   Row& whole = rows[whole_at];

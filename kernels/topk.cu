@@ -80,14 +80,15 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_REQUIRE(a.order == TopkOrder::automatic || a.order == TopkOrder::bitonic || a.order == TopkOrder::rank,
              "top-k: order = {} is not automatic, bitonic or rank", static_cast<int>(a.order));
   IP_REQUIRE(a.launch == TopkLaunch::automatic || a.launch == TopkLaunch::chain || a.launch == TopkLaunch::single ||
-                 a.launch == TopkLaunch::cluster,
-             "top-k: launch = {} is not automatic, chain, single or cluster", static_cast<int>(a.launch));
+                 a.launch == TopkLaunch::cluster || a.launch == TopkLaunch::block,
+             "top-k: launch = {} is not automatic, chain, single, cluster or block", static_cast<int>(a.launch));
   const bool single = a.launch == TopkLaunch::single;
   const bool cluster = a.launch == TopkLaunch::cluster;
-  const char* const launch_name = single ? "single" : "cluster";
+  const bool block = a.launch == TopkLaunch::block;
+  const char* const launch_name = single ? "single" : cluster ? "cluster" : "block";
   IP_REQUIRE(!single || a.sampling != TopkSampling::on,
              "top-k: launch single does not sample (sampling must be automatic or off)");
-  IP_REQUIRE(!(single || cluster) || a.order != TopkOrder::bitonic,
+  IP_REQUIRE(!(single || cluster || block) || a.order != TopkOrder::bitonic,
              "top-k: launch {} orders by ranks (order must be automatic or rank)", launch_name);
   IP_REQUIRE(a.cluster_blocks == 0 || a.cluster_blocks == 2 || a.cluster_blocks == 4 || a.cluster_blocks == 8 ||
                  a.cluster_blocks == 16,
@@ -142,6 +143,11 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   int l2 = 0;
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   const bool beyond_l2 = static_cast<double>(a.rows) * static_cast<double>(a.max_row) * sizeof(float) > l2;
+  // Sampling of the cluster and block launches (their kept keys in shared memory) as the chain decides it
+  // (below): on for every row, automatic for batches larger than L2.
+  const long long kept_sample_min_row = a.sampling == TopkSampling::on                          ? 0
+                                        : a.sampling == TopkSampling::automatic && beyond_l2 ? kSampleMinRow
+                                                                                             : INT64_MAX;
   // The cluster launch keeps its state in shared memory: no workspace, no memset.
   if (cluster) {
     IP_REQUIRE(major >= 9, "top-k: launch cluster needs thread block clusters (sm_90 or later; this device is sm_{}x)",
@@ -174,14 +180,23 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
       while (blocks > 2 && static_cast<long long>(a.rows) * blocks > sms) blocks /= 2;
     }
     p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
-    // Sampling as the chain decides it (below): on for every row, automatic for batches larger than L2.
-    p.sample_min_row = a.sampling == TopkSampling::on                          ? 0
-                       : a.sampling == TopkSampling::automatic && beyond_l2 ? kSampleMinRow
-                                                                            : INT64_MAX;
+    p.sample_min_row = kept_sample_min_row;
     const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap);
     const unsigned grid = static_cast<unsigned>(a.rows) * static_cast<unsigned>(blocks);
     IP_LAUNCH_CLUSTER(grid, detail::kTopkClusterThreads, smem, stream, static_cast<unsigned>(blocks),
                       detail::topk_cluster_kernel)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  // One block a row: the cluster launch's search without the cluster; no workspace, no memset.
+  if (block) {
+    p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, 1, detail::kTopkBlockListCap);
+    p.sample_min_row = kept_sample_min_row;
+    const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap, 1);
+    if (smem > 48 * 1024)
+      IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_block_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    IP_LAUNCH(static_cast<unsigned>(a.rows), detail::kTopkBlockThreads, smem, stream, detail::topk_block_kernel)(p);
     IP_CUDA_CHECK(cudaGetLastError());
     return;
   }

@@ -38,11 +38,14 @@ constexpr long long kTopkRankMaxWork = 1LL << 26;
 // (spinning) until the step before theirs has finished on their row. cluster (sm_90 and later): one
 // kernel, no memset; each row is searched by one thread block cluster (cluster_blocks blocks of 1024
 // threads), its steps separated by cluster barriers and its histograms and candidates kept in the
-// cluster's shared memory (kernels/topk_cluster.cuh). single and cluster order by ranks, so `order`
-// bitonic with them is an error; single does not sample (`sampling` on is an error, automatic is off),
-// cluster samples as the chain does (its kept keys in shared memory instead of a list in global memory).
-// automatic: chain (single and cluster have not been timed on a GPU yet).
-enum class TopkLaunch { automatic, chain, single, cluster };
+// cluster's shared memory (kernels/topk_cluster.cuh). single, cluster and block order by ranks, so
+// `order` bitonic with them is an error; single does not sample (`sampling` on is an error, automatic is
+// off), cluster and block sample as the chain does (their kept keys in shared memory instead of a list in
+// global memory).
+// block: the cluster launch's search with one block of 256 threads a row and no cluster (any architecture;
+// for batches of many short rows, where a row's cluster of 1024-thread blocks mostly waits at barriers).
+// automatic: chain (single, cluster and block have not been timed on a GPU yet).
+enum class TopkLaunch { automatic, chain, single, cluster, block };
 
 struct TopkArgs {
   int rows = 1;

@@ -24,6 +24,8 @@
 //     appends them to rank 0's list with one reservation.
 //   rank: every block copies rank 0's list and places a 1/C share of it: a candidate's place is the
 //     number of composites above it (they are unique), the comparisons split over up to 32 threads.
+// The same body runs one block of 256 threads a row without a cluster (TopkLaunch::block, any
+// architecture; topk_block_kernel): C = 1, the cluster barriers block barriers, no cluster sums or list.
 // Shared memory is dynamic only (the emulator gives each block of a cluster its own dynamic shared
 // memory, emu/cuemu.h): topk_cluster_smem bytes, at most 176 KiB (k = 4096) and 120 KiB at k = 512. Rows
 // shorter than k: their scores, then ids -1 and NaN values, as the chain.
@@ -50,6 +52,21 @@ constexpr std::uint32_t kTopkClusterListCap = 12288;
 // registers a thread of a 1024-thread block gets on sm_90, 4 take 48).
 constexpr int kTopkClusterUnroll = 4;
 
+// The same search in one block a row (TopkLaunch::block, any architecture): kTopkBlockThreads threads,
+// the cluster barriers plain block barriers, distributed shared memory the block's own; no
+// cluster-wide sums (the block's histogram is the row's). Meant for batches of many short rows, where a
+// cluster of 1024-thread blocks a row leaves most of an SM's threads waiting at barriers.
+constexpr int kTopkBlockThreads = 256;
+// Composites it keeps (less shared memory than a cluster block: 3 blocks an SM at k = 512, 57 KiB).
+constexpr std::uint32_t kTopkBlockListCap = 4096;
+
+// A barrier over the row's blocks: the cluster's, or the block's (kCluster false: one block a row).
+template <bool kCluster>
+__device__ __forceinline__ void row_sync() {
+  if constexpr (kCluster) cluster_sync();
+  else __syncthreads();
+}
+
 // Dynamic shared memory, in 32-bit words, then k + k + cap composites (cap: topk_cluster_keep_cap).
 struct TopkClusterSmem {
   static constexpr int hist = 0;             // [2048] this block's histogram of the pass
@@ -70,14 +87,16 @@ struct TopkClusterSmem {
 static_assert(TopkClusterSmem::words % 2 == 0, "the composites start 8-byte aligned");
 
 // Composites a block keeps at most: kTopkClusterListCap, or the longest chunk if shorter.
-__host__ __device__ __forceinline__ std::uint32_t topk_cluster_keep_cap(long long max_row, int cluster_blocks) {
+__host__ __device__ __forceinline__ std::uint32_t topk_cluster_keep_cap(long long max_row, int cluster_blocks,
+                                                                      std::uint32_t list_cap = kTopkClusterListCap) {
   const long long chunk = (max_row + cluster_blocks - 1) / cluster_blocks;
-  return static_cast<std::uint32_t>(chunk < kTopkClusterListCap ? chunk : kTopkClusterListCap);
+  return static_cast<std::uint32_t>(chunk < list_cap ? chunk : list_cap);
 }
 
-__host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k, std::uint32_t keep_cap) {
+// lists: 2 for a cluster (stage and rank 0's list), 1 for one block a row (no list).
+__host__ __device__ __forceinline__ std::size_t topk_cluster_smem(int k, std::uint32_t keep_cap, int lists = 2) {
   return TopkClusterSmem::words * sizeof(std::uint32_t) +
-         (2 * static_cast<std::size_t>(k) + keep_cap) * sizeof(std::uint64_t);
+         (static_cast<std::size_t>(lists) * k + keep_cap) * sizeof(std::uint64_t);
 }
 
 // Calls f(key, i) for every i in [begin, end) of s, the block's threads striding: up to 3 scalars until
@@ -124,15 +143,15 @@ __device__ __forceinline__ void for_each_key_vec(const float* s, long long begin
 // exactly the rem keys still needed (take_all), else 0; `digit` gets the bucket's digit, whose bin of
 // `hist` then holds this block's count of the keys matching the new prefix. Returns -1, changing
 // nothing, when the keys number fewer than rem (only a sampled pass 0 can see that).
-template <int PASS, class Each>
+template <int PASS, int kThreads, bool kCluster, class Each>
 __device__ __forceinline__ int topk_cluster_pass(Each&& each_key, unsigned C, unsigned rank, std::uint32_t* sw,
                                                  std::uint32_t& prefix, std::uint32_t& mask, std::uint32_t& rem,
                                                  int& digit) {
   using Dg = Digit<PASS>;
   using L = TopkClusterSmem;
   constexpr int bins = 1 << Dg::bits;
-  constexpr int per = bins / kTopkClusterThreads;  // bins a thread sums and searches: 2, 2, 1
-  static_assert(per * kTopkClusterThreads == bins, "whole bins a thread");
+  constexpr int per = bins / kThreads;  // bins a thread sums and searches: 2, 2, 1 (1024 threads)
+  static_assert(per * kThreads == bins, "whole bins a thread");
   std::uint32_t* const hist = sw + L::hist;
   std::uint32_t* const total = sw + L::total;
   std::uint32_t* const ctl = sw + L::ctl;
@@ -141,37 +160,42 @@ __device__ __forceinline__ int topk_cluster_pass(Each&& each_key, unsigned C, un
   const int lo_d = static_cast<int>(rank) * pb;
   // This block's histogram, and its share of the cluster's zeroed (only this block writes that share of
   // its own copy; the other blocks' shares arrive as stores after the first barrier below).
-  for (int d = t; d < bins; d += kTopkClusterThreads) hist[d] = 0;
-  for (int d = t; d < pb; d += kTopkClusterThreads) total[lo_d + d] = 0;
+  for (int d = t; d < bins; d += kThreads) hist[d] = 0;
+  if constexpr (kCluster)
+    for (int d = t; d < pb; d += kThreads) total[lo_d + d] = 0;
   __syncthreads();
   const std::uint32_t pre = prefix, msk = mask;
   each_key([&](std::uint32_t key, long long) {
     if ((key & msk) == pre) atomicAdd(&hist[(key >> Dg::shift) & Dg::mask], 1u);
   });
-  cluster_sync();  // every block's histogram is complete (and every block of the cluster has started)
-  // Thread t sums `per` (bin, block) pairs of this block's share: j = t + u * threads, bin lo_d + j % pb of
-  // block j / pb; the remote loads go out before any is added.
-  {
-    std::uint32_t v[per];
+  row_sync<kCluster>();  // every block's histogram is complete (and every block of the cluster has started)
+  if constexpr (kCluster) {
+    // Thread t sums `per` (bin, block) pairs of this block's share: j = t + u * threads, bin lo_d + j % pb
+    // of block j / pb; the remote loads go out before any is added.
+    {
+      std::uint32_t v[per];
+#pragma unroll
+      for (int u = 0; u < per; ++u) {
+        const int j = t + u * kThreads;
+        v[u] = *cluster_map(hist + lo_d + j % pb, static_cast<unsigned>(j / pb));
+      }
+#pragma unroll
+      for (int u = 0; u < per; ++u) {
+        const int j = t + u * kThreads;
+        if (v[u]) atomicAdd(&total[lo_d + j % pb], v[u]);
+      }
+    }
+    __syncthreads();
 #pragma unroll
     for (int u = 0; u < per; ++u) {
-      const int j = t + u * kTopkClusterThreads;
-      v[u] = *cluster_map(hist + lo_d + j % pb, static_cast<unsigned>(j / pb));
+      const int j = t + u * kThreads;
+      const unsigned r = static_cast<unsigned>(j / pb);
+      if (r != rank) *cluster_map(total + lo_d + j % pb, r) = total[lo_d + j % pb];
     }
-#pragma unroll
-    for (int u = 0; u < per; ++u) {
-      const int j = t + u * kTopkClusterThreads;
-      if (v[u]) atomicAdd(&total[lo_d + j % pb], v[u]);
-    }
+    cluster_sync();  // every block holds the whole cluster histogram in `total`
   }
-  __syncthreads();
-#pragma unroll
-  for (int u = 0; u < per; ++u) {
-    const int j = t + u * kTopkClusterThreads;
-    const unsigned r = static_cast<unsigned>(j / pb);
-    if (r != rank) *cluster_map(total + lo_d + j % pb, r) = total[lo_d + j % pb];
-  }
-  cluster_sync();  // every block holds the whole cluster histogram in `total`
+  // One block a row: its histogram is the row's.
+  const std::uint32_t* const sums = kCluster ? total : hist;
   // The digit of the rem-th largest matching key: thread t owns bins [bins - (t+1) per, bins - t per),
   // lower threads higher digits (as the chain's last block does).
   const int hi_d = bins - t * per;
@@ -179,7 +203,7 @@ __device__ __forceinline__ int topk_cluster_pass(Each&& each_key, unsigned C, un
   std::uint32_t local = 0;
 #pragma unroll
   for (int i = 0; i < per; ++i) {
-    cnt[i] = total[hi_d - 1 - i];
+    cnt[i] = sums[hi_d - 1 - i];
     local += cnt[i];
   }
   if (t == 0) ctl[L::digit] = 0xFFFFFFFFu;  // ordered before the writes below by the scan's barriers
@@ -208,16 +232,18 @@ __device__ __forceinline__ int topk_cluster_pass(Each&& each_key, unsigned C, un
   return ctl[L::count] == rem ? 1 : 0;
 }
 
-// Grid: rows x C blocks, clusters of C along x (C a power of two, 2 to 16): row blockIdx.x / C.
-__global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(TopkParams p) {
+// Grid: rows x C blocks, clusters of C along x (C a power of two, 2 to 16): row blockIdx.x / C; or
+// (kCluster false) one block a row, C = 1.
+template <int kThreads, bool kCluster>
+__device__ __forceinline__ void topk_rows_body(const TopkParams& p) {
   using L = TopkClusterSmem;
   IP_DYNAMIC_SHARED(std::uint32_t, sw);
   std::uint32_t* const hist = sw + L::hist;
   std::uint32_t* const ctl = sw + L::ctl;
   std::uint64_t* const stage = reinterpret_cast<std::uint64_t*>(sw + L::words);
-  std::uint64_t* const list = stage + p.k;
-  std::uint64_t* const kept = list + p.k;
-  const unsigned C = cluster_blocks(), rank = cluster_rank();
+  std::uint64_t* const list = stage + p.k;                 // rank 0's is the cluster's (one block a row: none)
+  std::uint64_t* const kept = kCluster ? list + p.k : list;
+  const unsigned C = kCluster ? cluster_blocks() : 1u, rank = kCluster ? cluster_rank() : 0u;
   const int row = static_cast<int>(blockIdx.x / C);
   const int t = static_cast<int>(threadIdx.x);
   const std::uint32_t k = static_cast<std::uint32_t>(p.k);
@@ -238,7 +264,7 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   std::uint32_t n_kept = 0, lo = 0;
   auto each_key = [&](auto&& f) {
     if (from_kept) {
-      for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_kept; i += kTopkClusterThreads) {
+      for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_kept; i += kThreads) {
         const std::uint64_t c = kept[i];
         f(static_cast<std::uint32_t>(c >> 32), static_cast<long long>(topk_composite_id(c)));
       }
@@ -262,7 +288,7 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   bool take_all = n <= p.k;  // the same in every block of the cluster, as everything below that branches
   int digit = -1;
   if (take_all) {
-    cluster_sync();  // rank 0's counters are zero before any block reserves (the passes' barriers do it otherwise)
+    row_sync<kCluster>();  // rank 0's counters are zero before any block reserves (the passes' barriers do it otherwise)
   } else {
     // Sampling (rows of at least p.sample_min_row; the launcher's TopkSampling): a threshold lo from S
     // evenly spaced keys, the r-th largest of them (r as the chain's step 0 takes it), found by the same
@@ -282,24 +308,24 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
       if (sampled) {
         std::uint32_t* const samples = reinterpret_cast<std::uint32_t*>(kept);
         const long long i0 = min(S, per_block * rank), i1 = min(S, i0 + per_block);
-        for (long long i = i0 + t; i < i1; i += kTopkClusterThreads)
+        for (long long i = i0 + t; i < i1; i += kThreads)
           samples[i - i0] = topk_key(__ldg(s + (2 * i + 1) * n / (2 * S)));
         __syncthreads();
         const std::uint32_t n_samples = static_cast<std::uint32_t>(i1 - i0);
         auto each_sample = [&](auto&& f) {
-          for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_samples; i += kTopkClusterThreads)
+          for (std::uint32_t i = static_cast<std::uint32_t>(t); i < n_samples; i += kThreads)
             f(samples[i], static_cast<long long>(i));
         };
         std::uint32_t sp = 0, sm = 0, sr = static_cast<std::uint32_t>(r);
         int sd = -1;
         // The r-th largest sample's key, or (a bucket of exactly the needed samples) the lowest key of its
         // bucket: either way at least r samples are >= it. S >= r samples: found.
-        if (topk_cluster_pass<0>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0 &&
-            topk_cluster_pass<1>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0)
-          topk_cluster_pass<2>(each_sample, C, rank, sw, sp, sm, sr, sd);
+        if (topk_cluster_pass<0, kThreads, kCluster>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0 &&
+            topk_cluster_pass<1, kThreads, kCluster>(each_sample, C, rank, sw, sp, sm, sr, sd) == 0)
+          topk_cluster_pass<2, kThreads, kCluster>(each_sample, C, rank, sw, sp, sm, sr, sd);
         lo = sp;
         __syncthreads();  // the samples are read; `kept` is the kept keys' from here
-        const int found = topk_cluster_pass<0>(
+        const int found = topk_cluster_pass<0, kThreads, kCluster>(
             [&](auto&& f) { count_and_keep(lo, f); }, C, rank, sw, prefix, mask, rem, digit);
         if (found >= 0) {
           take_all = found == 1;
@@ -314,20 +340,20 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
       }
     }
     if (!sampled) {
-      const int found = topk_cluster_pass<0>(each_key, C, rank, sw, prefix, mask, rem, digit);
+      const int found = topk_cluster_pass<0, kThreads, kCluster>(each_key, C, rank, sw, prefix, mask, rem, digit);
       if (found < 0) __trap();  // cannot happen: n > k keys, all counted
       take_all = found == 1;
       if (!take_all) {
         // pass 1 keeps the keys >= the pass-0 bucket's lowest (prefix: its digit, zeros below)
-        take_all = topk_cluster_pass<1>([&](auto&& f) { count_and_keep(prefix, f); }, C, rank, sw, prefix, mask, rem,
+        take_all = topk_cluster_pass<1, kThreads, kCluster>([&](auto&& f) { count_and_keep(prefix, f); }, C, rank, sw, prefix, mask, rem,
                                         digit) == 1;
         n_kept = ctl[L::kept];
         from_kept = n_kept <= p.compact_cap;
       }
     } else if (!take_all) {
-      take_all = topk_cluster_pass<1>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
+      take_all = topk_cluster_pass<1, kThreads, kCluster>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
     }
-    if (!take_all) take_all = topk_cluster_pass<2>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
+    if (!take_all) take_all = topk_cluster_pass<2, kThreads, kCluster>(each_key, C, rank, sw, prefix, mask, rem, digit) == 1;
   }
 
   // Gather. Unless take_all, the needed rem ties (keys matching prefix under the full mask) are the
@@ -336,8 +362,9 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   if (!take_all) {
     mine = hist[digit];  // this block's count from the last pass, which no block changes any more
     if (t == 0) {
-      std::uint32_t before = 0;
-      for (unsigned r = 0; r < rank; ++r) before += *cluster_map(hist + digit, r);
+      std::uint32_t before = 0;  // one block a row: none before it
+      if constexpr (kCluster)
+        for (unsigned r = 0; r < rank; ++r) before += *cluster_map(hist + digit, r);
       ctl[L::before] = before;
     }
     __syncthreads();
@@ -354,7 +381,7 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
     }
   });
   if (ties_some) {  // the first `take` ties of the chunk in id order: contiguous pieces a thread, scanned
-    const long long piece = (end - begin + kTopkClusterThreads - 1) / kTopkClusterThreads;
+    const long long piece = (end - begin + kThreads - 1) / kThreads;
     const long long a = min(end, begin + t * piece), b = min(end, a + piece);
     std::uint32_t c = 0;
     for (long long i = a; i < b; ++i) c += (topk_key(s[i]) & mask) == prefix ? 1u : 0u;
@@ -370,31 +397,34 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
   }
   __syncthreads();
   const std::uint32_t staged = min(ctl[L::staged], k);
-  if (t == 0) ctl[L::base] = atomicAdd(cluster_map(ctl + L::listed, 0), staged);
-  __syncthreads();
-  {
-    const std::uint32_t base = ctl[L::base];
-    std::uint64_t* const list0 = cluster_map(list, 0);
-    for (std::uint32_t i = static_cast<std::uint32_t>(t); i < staged; i += kTopkClusterThreads)
-      if (base + i < k) list0[base + i] = stage[i];
-  }
-  cluster_sync();  // rank 0's list is complete
+  std::uint32_t count = staged;  // one block a row: the staged composites are the row's list, in place
+  if constexpr (kCluster) {
+    if (t == 0) ctl[L::base] = atomicAdd(cluster_map(ctl + L::listed, 0), staged);
+    __syncthreads();
+    {
+      const std::uint32_t base = ctl[L::base];
+      std::uint64_t* const list0 = cluster_map(list, 0);
+      for (std::uint32_t i = static_cast<std::uint32_t>(t); i < staged; i += kThreads)
+        if (base + i < k) list0[base + i] = stage[i];
+    }
+    cluster_sync();  // rank 0's list is complete
 
-  // Rank: every block copies the list and places its share [c0, c1) of it.
-  if (t == 0) ctl[L::count] = min(*cluster_map(ctl + L::listed, 0), k);
-  __syncthreads();
-  const std::uint32_t count = ctl[L::count];
-  {
-    const std::uint64_t* const list0 = cluster_map(list, 0);
-    for (std::uint32_t i = static_cast<std::uint32_t>(t); i < count; i += kTopkClusterThreads) stage[i] = list0[i];
+    // Rank: every block copies the list and places its share [c0, c1) of it.
+    if (t == 0) ctl[L::count] = min(*cluster_map(ctl + L::listed, 0), k);
+    __syncthreads();
+    count = ctl[L::count];
+    {
+      const std::uint64_t* const list0 = cluster_map(list, 0);
+      for (std::uint32_t i = static_cast<std::uint32_t>(t); i < count; i += kThreads) stage[i] = list0[i];
+    }
+    __syncthreads();
   }
-  __syncthreads();
   const int c0 = static_cast<int>(static_cast<unsigned long long>(count) * rank / C);
   const int c1 = static_cast<int>(static_cast<unsigned long long>(count) * (rank + 1) / C);
   const int m = c1 - c0;
   int tpc = 32;  // threads a candidate: a power of two, so that a candidate's threads sit in one warp
-  while (tpc > 1 && tpc * m > kTopkClusterThreads) tpc >>= 1;
-  const int per_round = kTopkClusterThreads / tpc;
+  while (tpc > 1 && tpc * m > kThreads) tpc >>= 1;
+  const int per_round = kThreads / tpc;
   const long long out = static_cast<long long>(row) * p.k;
   for (int r0 = 0; r0 < m; r0 += per_round) {  // the same trip count in every thread (the shuffles)
     const int ci = r0 + t / tpc, seg = t % tpc;
@@ -412,11 +442,21 @@ __global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(To
     }
   }
   if (rank == 0)
-    for (std::uint32_t i = count + static_cast<std::uint32_t>(t); i < k; i += kTopkClusterThreads) {
+    for (std::uint32_t i = count + static_cast<std::uint32_t>(t); i < k; i += kThreads) {
       p.ids[out + i] = -1;
       if (p.values) p.values[out + i] = __int_as_float(0x7FC00000);
     }
-  cluster_sync();  // no block reads rank 0's shared memory any more
+  if constexpr (kCluster) cluster_sync();  // no block reads rank 0's shared memory any more
+}
+
+// One thread block cluster a row (sm_90; trap where clusters do not exist).
+__global__ void __launch_bounds__(kTopkClusterThreads, 1) topk_cluster_kernel(TopkParams p) {
+  topk_rows_body<kTopkClusterThreads, true>(p);
+}
+
+// One block a row (TopkLaunch::block), any architecture.
+__global__ void __launch_bounds__(kTopkBlockThreads, 3) topk_block_kernel(TopkParams p) {
+  topk_rows_body<kTopkBlockThreads, false>(p);
 }
 
 }  // namespace ip::cuda::detail

@@ -33,7 +33,7 @@ memory round trip into several (found in the SASS, 2026-12-04):
 - the cluster top-k (kernels/topk_cluster.cuh, written 2026-12-05 with the lesson above): each loop over
   the row issues its 4 float4 score loads a thread before converting any (the same dependence on all of
   them as load_keys). Checked like the chain's passes: runs of 4 consecutive 16-byte constant loads, one
-  per loop over the row (4).
+  per loop over the row (4); the block launch's kernel (the same search, one block a row) likewise.
 - CUDA-core scoring (kernels/score.cuh): a step's row loads (and its scale's) go out together, and the
   pipelined kernel issues two steps' before the first step's arithmetic (it alternates two register
   sets; copying one into the other had made ptxas wait for the first step's loads before issuing the
@@ -84,7 +84,9 @@ TOPK_KERNELS = [
 # (kTopkClusterUnroll), and the loops over the row that issue them: passes 0, 1, 2 and the gather (the last
 # two read the row only when the chunk's kept list overflowed).
 CLUSTER_UNROLL = 4
-CLUSTER_KERNEL = ("topk_cluster_kernel", "_ZN2ip4cuda6detail19topk_cluster_kernelENS1_10TopkParamsE", 4)
+CLUSTER_KERNELS = [("topk_cluster_kernel", "_ZN2ip4cuda6detail19topk_cluster_kernelENS1_10TopkParamsE", 4),
+                   # the same search, one block a row (TopkLaunch::block)
+                   ("topk_block_kernel", "_ZN2ip4cuda6detail17topk_block_kernelENS1_10TopkParamsE", 4)]
 CLUSTER_LOAD = r"\bLDG\.E\.128\.CONSTANT\b"
 
 # CUDA-core scoring at D = 128: (name, mangled, loads before the first use of one: rows (+ scale) of one
@@ -304,13 +306,12 @@ def main(argv):
             n = len(re.findall("L{%d,}" % TOPK_UNROLL, seq))
             return n >= want, f"{n} of {want} runs of {TOPK_UNROLL} loads  {seq}"
         bad += report(name, sass(objs["topk"], fun), runs)
-    name, fun, want = CLUSTER_KERNEL
-
-    def cluster_runs(t):
-        seq = loads_and_uses(t, CLUSTER_LOAD)
-        n = len(re.findall("L{%d,}" % CLUSTER_UNROLL, seq))
-        return n >= want, f"{n} of {want} runs of {CLUSTER_UNROLL} float4 loads  {seq}"
-    bad += report(name, sass(objs["topk"], fun), cluster_runs)
+    for name, fun, want in CLUSTER_KERNELS:
+        def cluster_runs(t, want=want):
+            seq = loads_and_uses(t, CLUSTER_LOAD)
+            n = len(re.findall("L{%d,}" % CLUSTER_UNROLL, seq))
+            return n >= want, f"{n} of {want} runs of {CLUSTER_UNROLL} float4 loads  {seq}"
+        bad += report(name, sass(objs["topk"], fun), cluster_runs)
     print(f"sm_{args.arch}: CUDA-core scoring, global loads before the first use of one (a step's rows + scale)")
     for name, fun, want in CORE_KERNELS:
         bad += report(name, sass(objs["score"], fun), at_least(loads_before_first_use, want, want))

@@ -3,7 +3,8 @@
 // the k-th score (a few, listed by id, and more than the list holds), kernel_bench's uniform scores,
 // k = 1, k = n, k = 4096, poisoned outputs and workspaces, both ways of ordering the selection (bitonic
 // sort and ranks), the single launch (once per check, and one batch many times over), the cluster launch
-// (once per check, and one batch at every cluster size many times over), rows shorter than k
+// (once per check, and one batch at every cluster size many times over), the block launch (once per
+// check, the same batch many times over, and a batch of many short rows), rows shorter than k
 // (padded); argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -129,12 +130,19 @@ void check(const std::vector<std::vector<float>>& rows, int k, bool with_values 
   // Both ways of ordering the selected scores (step 4), whatever `automatic` would pick for this batch,
   // then the single launch (ranks, no sampling; not with sampling on); each twice: first on a poisoned
   // workspace (nothing left by the way before may help), then on the one it used. Then the cluster
-  // launch (it uses no workspace; it samples as the chain does), once.
-  for (int rep = 0; rep < 7; ++rep) {
+  // launch and the block launch (they use no workspace; they sample as the chain does), once each.
+  for (int rep = 0; rep < 8; ++rep) {
     if (sampling == cuda::TopkSampling::on && (rep == 4 || rep == 5)) continue;
     b.a.order = rep < 2 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
-    b.a.launch = rep < 4 ? cuda::TopkLaunch::chain : rep < 6 ? cuda::TopkLaunch::single : cuda::TopkLaunch::cluster;
-    SCOPED_TRACE(rep < 2 ? "order bitonic" : rep < 4 ? "order rank" : rep < 6 ? "launch single" : "launch cluster");
+    b.a.launch = rep < 4   ? cuda::TopkLaunch::chain
+                 : rep < 6 ? cuda::TopkLaunch::single
+                 : rep < 7 ? cuda::TopkLaunch::cluster
+                           : cuda::TopkLaunch::block;
+    SCOPED_TRACE(rep < 2   ? "order bitonic"
+                 : rep < 4 ? "order rank"
+                 : rep < 6 ? "launch single"
+                 : rep < 7 ? "launch cluster"
+                           : "launch block");
     const auto [ids, vals] = b.run(rep % 2 ? 0x5A : 0xFF, /*fresh_workspace=*/rep % 2 == 0);
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
@@ -343,9 +351,10 @@ TEST(Topk, ClusterLaunchAtEveryClusterSize) {
     const int n = static_cast<int>(std::min<std::size_t>(s.size(), k));
     ref.push_back(ip::topk(s.data(), static_cast<Index64>(s.size()), n));
   }
-  for (int blocks : {2, 4, 8, 16, 0})
+  for (int blocks : {2, 4, 8, 16, 0, 1})  // 1: the block launch (one block a row, no cluster)
     for (int c = 0; c < calls; ++c) {
-      b.a.cluster_blocks = blocks;
+      b.a.launch = blocks == 1 ? cuda::TopkLaunch::block : cuda::TopkLaunch::cluster;
+      b.a.cluster_blocks = blocks == 1 ? 0 : blocks;
       const auto [ids, vals] = b.run(c % 2 ? 0x5A : 0x33);
       for (std::size_t r = 0; r < rows.size(); ++r)
         for (int i = 0; i < k; ++i) {
@@ -356,6 +365,33 @@ TEST(Topk, ClusterLaunchAtEveryClusterSize) {
           else ASSERT_TRUE(std::isnan(v)) << "row " << r << " padding slot " << i;
         }
     }
+}
+
+// The block launch over a batch of many short rows (what it is for: the decode step's per-request
+// top-k), every kind of row, with sampling off and on (rows of 8Ki sample only when asked).
+TEST(Topk, BlockLaunchManyShortRows) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const Dist kinds[] = {Dist::normal, Dist::few_values, Dist::all_equal, Dist::signed_zeros, Dist::ascending,
+                        Dist::rounded, Dist::uniform24, Dist::clustered_ties};
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 160; ++r) rows.push_back(make_row(r % 7 == 0 ? 8192 - r : 8192, kinds[r % 8], rng));
+  rows.push_back(threshold_ties(8192, 512, 40, rng));
+  const int k = 512;
+  std::vector<std::vector<std::int32_t>> ref;
+  for (const auto& r : rows) ref.push_back(ip::topk(r.data(), static_cast<Index64>(r.size()), k));
+  DeviceBatch b(rows, k, true);
+  b.a.launch = cuda::TopkLaunch::block;
+  for (auto sampling : {cuda::TopkSampling::off, cuda::TopkSampling::on}) {
+    b.a.sampling = sampling;
+    const auto [ids, vals] = b.run(0x5A);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (int i = 0; i < k; ++i) {
+        const std::int32_t got = ids[r * k + i];
+        ASSERT_EQ(got, ref[r][i]) << "sampling " << static_cast<int>(sampling) << " row " << r << " rank " << i;
+        ASSERT_EQ(std::memcmp(&vals[r * k + i], &rows[r][got], sizeof(float)), 0) << "row " << r << " rank " << i;
+      }
+  }
 }
 
 // The cluster launch's sampling (on here for every row): the kept keys >= the sampled threshold read from
@@ -378,8 +414,9 @@ TEST(Topk, ClusterLaunchSamplesAsTheChain) {
     b.a.sampling = cuda::TopkSampling::on;
     std::vector<std::vector<std::int32_t>> ref;
     for (const auto& r : rows) ref.push_back(ip::topk(r.data(), static_cast<Index64>(r.size()), k));
-    for (int blocks : {2, 16}) {
-      b.a.cluster_blocks = blocks;
+    for (int blocks : {2, 16, 1}) {  // 1: the block launch (one block a row, no cluster)
+      b.a.launch = blocks == 1 ? cuda::TopkLaunch::block : cuda::TopkLaunch::cluster;
+      b.a.cluster_blocks = blocks == 1 ? 0 : blocks;
       const auto [ids, vals] = b.run(0x5A);
       for (std::size_t r = 0; r < rows.size(); ++r)
         for (int i = 0; i < k; ++i) {
@@ -401,10 +438,17 @@ TEST(Topk, RowsShorterThanKArePadded) {
                                                 make_row(299, Dist::normal, rng), make_row(1, Dist::normal, rng)};
   const int R = static_cast<int>(rows.size());
   DeviceBatch b(rows, k, true);
-  for (int way = 0; way < 4; ++way) {
-    SCOPED_TRACE(way == 0 ? "order bitonic" : way == 1 ? "order rank" : way == 2 ? "launch single" : "launch cluster");
+  for (int way = 0; way < 5; ++way) {
+    SCOPED_TRACE(way == 0   ? "order bitonic"
+                 : way == 1 ? "order rank"
+                 : way == 2 ? "launch single"
+                 : way == 3 ? "launch cluster"
+                            : "launch block");
     b.a.order = way == 0 ? cuda::TopkOrder::bitonic : cuda::TopkOrder::rank;
-    b.a.launch = way == 2 ? cuda::TopkLaunch::single : way == 3 ? cuda::TopkLaunch::cluster : cuda::TopkLaunch::chain;
+    b.a.launch = way == 2   ? cuda::TopkLaunch::single
+                 : way == 3 ? cuda::TopkLaunch::cluster
+                 : way == 4 ? cuda::TopkLaunch::block
+                            : cuda::TopkLaunch::chain;
     const auto [ids, vals] = b.run(0x5A, /*fresh_workspace=*/true);  // not 0xFF: that reads as id -1
     for (int r = 0; r < R; ++r) {
       const auto& s = rows[r];
@@ -502,6 +546,10 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.launch = cuda::TopkLaunch::cluster;
   a.order = cuda::TopkOrder::bitonic;
   expect_error(a, "launch cluster orders by ranks");
+  a = good();
+  a.launch = cuda::TopkLaunch::block;
+  a.order = cuda::TopkOrder::bitonic;
+  expect_error(a, "launch block orders by ranks");
   a = good();
   a.launch = cuda::TopkLaunch::cluster;
   a.cluster_blocks = 3;
