@@ -85,12 +85,13 @@ __global__ void copy_float4(const float4* __restrict__ src, float4* __restrict__
 void print_help() {
   std::puts(
       "kernel_bench: times IndexPool's CUDA kernels (pooling, scoring, the indexer, top-k, a batched decode step,\n"
-      "block-sparse and dense attention) against the device's copy bandwidth measured in the same run.\n\n"
+      "block-sparse and dense attention, gated linear attention, the access-statistics update) against the\n"
+      "device's copy bandwidth measured in the same run.\n\n"
       "  --quick        fewer sizes and runs (about a tenth of the time)\n"
       "  --smoke        the quick cases at 1/256 of their sizes, 1 warm-up and 2 timed runs, no target judged:\n"
       "                 checks that every case runs (seconds on a GPU; kernel_bench-emu runs it on the CPU)\n"
       "  --json FILE    also write the results as JSON\n"
-      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention, gla\n"
+      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention, gla, stats\n"
       "  --runs N       timed runs per case (default 50, quick 15)\n"
       "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
       "  --device N     CUDA device (default 0)\n"
@@ -460,9 +461,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention", "gla"};
+  static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention", "gla", "stats"};
   if (!o.only.empty() && std::none_of(std::begin(kGroups), std::end(kGroups), [&](const char* g) { return o.only == g; })) {
-    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention, gla\n",
+    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention, gla, stats\n",
                  o.only.c_str());
     return 2;
   }
@@ -595,6 +596,7 @@ int main(int argc, char** argv) {
     if (want("decode")) guarded("decode", [&] { decode_cases(env, rows); });
     if (want("attention")) guarded("attention", [&] { attention_cases(env, rows); });
     if (want("gla")) guarded("gla", [&] { gla_cases(env, rows); });
+    if (want("stats")) guarded("stats", [&] { stats_cases(env, rows); });
 
     int met = 0, targets = 0, errors = 0;
     for (const auto& r : rows) {

@@ -23,7 +23,7 @@ struct Options {
   bool quick = false;
   bool smoke = false;    // --smoke: every case at 1/256 of its size, no target judged (kernel_bench-emu, CI)
   std::string json;      // --json FILE ("" = none)
-  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla)
+  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla, stats)
   int device = 0;
   int runs = 0, warmup = 0;  // 0: the mode's default
   // --case-timeout S: a case running longer than S seconds stops the benchmark (see guard_case_begins);
@@ -167,6 +167,7 @@ void topk_cases(const Env& env, std::vector<Row>& rows);
 void decode_cases(const Env& env, std::vector<Row>& rows);
 void attention_cases(const Env& env, std::vector<Row>& rows);
 void gla_cases(const Env& env, std::vector<Row>& rows);  // kernel_bench_gla.cu (issue 7)
+void stats_cases(const Env& env, std::vector<Row>& rows);
 
 // Throws (skip) when `bytes` would not fit in 90% of the free device memory.
 inline void need_memory(double bytes, const Env& env) {

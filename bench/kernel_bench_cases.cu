@@ -2,8 +2,8 @@
 //   fused pooling >= 85% of copy bandwidth, >= 100 M tokens/s at D = 128 bf16;
 //   compressed scoring >= 75% of copy bandwidth; compressed indexer (score + top-k) >= 3.6x the exact
 //   indexer over the same tokens at G = 4; top-2048 of one row of 1Mi <= 60 us, of 64 rows <= 150 us;
-//   B = 1024 requests of 32Ki tokens in one batched decode step. Block-sparse vs dense attention has no
-//   target (reported). Launchers are called as declared in kernels/*.h.
+//   B = 1024 requests of 32Ki tokens in one batched decode step. Block-sparse vs dense attention and the
+//   access-statistics update have no target (reported). Launchers are called as declared in kernels/*.h.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "kernels/pool.h"
 #include "kernels/score.h"
+#include "kernels/stats.h"
 #include "kernels/topk.h"
 
 namespace ip::kbench {
@@ -449,6 +450,60 @@ void topk_cases(const Env& env, std::vector<Row>& rows) {
       } else {
         r.verdict = "-";
       }
+    });
+  }
+}
+
+// The access-statistics update (kernels/stats.h) of one decode step: every token's mass decayed and the
+// step's mass added (read mass and step mass, write mass: 12 B a token), and the counts of the selected
+// tokens incremented (k = 2048 tokens in 512 ranges of 4, spread over the context). No target: GB/s of
+// those bytes as a fraction of the copy bandwidth (a streaming kernel; the copy kernel's row at the same
+// size says what a kernel of that size reaches).
+void stats_cases(const Env& env, std::vector<Row>& rows) {
+  const std::vector<long long> Ts = env.quick ? std::vector<long long>{kMi} : std::vector<long long>{kMi, 16 * kMi};
+  const int n_ranges = 512, width = 4;
+  for (long long T0 : Ts) {
+    const long long T = env.scaled(T0, 2LL * n_ranges * width);
+    Row row{"stats", "access-statistics update", fmt::format("T={} tokens, {} ranges of {}", tok(T), n_ranges, width)};
+    run_case(rows, row, [&](Row& r) {
+      const double inst = 12.0 * T;  // mass, step mass, count (4 B each)
+      const int n = env.rotations(inst);
+      need_memory(n * inst, env);
+      std::vector<DeviceBuffer<float>> mass, step;
+      std::vector<DeviceBuffer<std::uint32_t>> count;
+      for (int i = 0; i < n; ++i) {
+        mass.emplace_back(static_cast<std::size_t>(T));
+        step.emplace_back(static_cast<std::size_t>(T));
+        count.emplace_back(static_cast<std::size_t>(T));
+        fill(mass.back().data(), mass.back().size(), Fill::f32, 1000 + i, 0, 1, env);
+        fill(step.back().data(), step.back().size(), Fill::f32, 1100 + i, 0, 1, env);
+        fill(count.back().data(), count.back().size(), Fill::u32, 1200 + i, 0, 100, env);
+      }
+      std::vector<long long> ranges(2 * n_ranges);
+      const long long gap = T / n_ranges;
+      for (int j = 0; j < n_ranges; ++j) {
+        ranges[2 * j] = j * gap + (j * 7919LL) % (gap - width + 1);
+        ranges[2 * j + 1] = ranges[2 * j] + width;
+      }
+      auto d_ranges = dev(ranges, env);
+      cuda::StatsArgs a;
+      a.tokens = T;
+      a.decay = 0.99f;
+      a.ranges = d_ranges.data();
+      a.n_ranges = n_ranges;
+      r.bytes = 12.0 * T + 16.0 * n_ranges + 8.0 * n_ranges * width;
+      r.t = time_runs(env, env.runs, [&](int c) {
+        a.mass = mass[c % n].data();
+        a.step_mass = step[c % n].data();
+        a.count = count[c % n].data();
+        cuda::update_stats(a, env.stream);
+      });
+      finish(r, env);
+      const double tps = T / (r.t.median_ms * 1e-3);
+      r.extra = fmt::format("{:.1f} Gtok/s", tps / 1e9);
+      r.figures = {{"tokens_per_s", tps}};
+      r.verdict = "-";
+      r.note = fmt::format("{} rotating copies", n);
     });
   }
 }

@@ -11,7 +11,7 @@ import math
 import subprocess
 import sys
 
-GROUPS = {"copy", "pool", "score", "indexer", "topk", "decode", "attention", "gla"}
+GROUPS = {"copy", "pool", "score", "indexer", "topk", "decode", "attention", "gla", "stats"}
 
 
 def main() -> int:
