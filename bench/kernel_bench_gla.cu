@@ -3,7 +3,9 @@
 // with outputs over a long sequence, the decode append of a few tokens and the read-out of 4 heads.
 // No target: tokens/s, and GB/s of the declared bytes (inputs read once, outputs and state written
 // once) as a fraction of the copy bandwidth. The chunked kernel runs one block per 32 value columns
-// (5 blocks at Dv + 1 = 129), so it is latency-bound far from the copy bandwidth: these rows say how far.
+// (5 blocks at Dv + 1 = 129), so it is latency-bound far from the copy bandwidth: these rows say how far;
+// the "(chunk-parallel)" rows run the chunks at once (a workspace of a state sum per chunk).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,9 +49,15 @@ void gla_cases(const Env& env, std::vector<Row>& rows) {
     long long n;
     int dk, dv, chunk;
     bool outputs, append;
+    bool parallel = false;
   };
+  // The two chunked cases also in the chunk-parallel form (GlaArgs::workspace, DEVICE_RUNS item 26).
   const C cases[] = {{"gla prefill (hybrid window)", env.scaled(512, 128), 128, 129, 64, false, false},
                      {"gla chunked + outputs", env.scaled(env.quick ? 8192 : 65536, 256), 128, 128, 64, true, false},
+                     {"gla prefill (hybrid window) (chunk-parallel)", env.scaled(512, 128), 128, 129, 64, false, false,
+                      true},
+                     {"gla chunked + outputs (chunk-parallel)", env.scaled(env.quick ? 8192 : 65536, 256), 128, 128,
+                      64, true, false, true},
                      {"gla append (decode)", 4, 128, 129, 0, false, true}};
   for (const C& c : cases) {
     Row row{"gla", c.name, fmt::format("n = {}, Dk = {}, Dv = {}{}", c.n, c.dk, c.dv,
@@ -67,6 +75,12 @@ void gla_cases(const Env& env, std::vector<Row>& rows) {
       a.dk = c.dk;
       a.dv = c.dv;
       a.chunk = c.append ? 1 : c.chunk;
+      DeviceBuffer<std::uint8_t> ws;
+      if (c.parallel) {
+        ws.resize(cuda::gla_chunked_workspace_bytes(c.n, c.dk, c.dv, c.chunk));
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+      }
       r.t = time_runs(env, env.runs, [&](int call) {
         GlaBuffers& b = bufs[call % n];
         a.keys = b.k.data();

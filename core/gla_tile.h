@@ -81,12 +81,21 @@ IP_HOST_DEVICE float gla_output_elem(const GlaTile& t, int i, int j) {
   return o;
 }
 
-// Phase 5: state element (d, j) handed to the next chunk.
-IP_HOST_DEVICE void gla_state_elem(const GlaTile& t, int d, int j) {
-  const float g = expf(t.lc[(t.L - 1) * t.ldk + d]);
+// Phase 5 in its parts (the chunk-parallel form computes them in different kernels, the sequential one
+// in one): the chunk's decay of key dimension d, its sum for state element (d, j), and the update.
+IP_HOST_DEVICE float gla_state_gate(const GlaTile& t, int d) { return expf(t.lc[(t.L - 1) * t.ldk + d]); }
+IP_HOST_DEVICE float gla_state_sum(const GlaTile& t, int d, int j) {
   float acc = 0.0f;
   for (int m = 0; m < t.L; ++m) acc += t.k[m * t.ldk + d] * t.v[m * t.ldv + j];
-  t.S[d * t.ldv + j] = g * t.S[d * t.ldv + j] + acc;
+  return acc;
+}
+IP_HOST_DEVICE float gla_state_update(float g, float s, float acc) { return g * s + acc; }
+
+// Phase 5: state element (d, j) handed to the next chunk.
+IP_HOST_DEVICE void gla_state_elem(const GlaTile& t, int d, int j) {
+  const float g = gla_state_gate(t, d);
+  const float acc = gla_state_sum(t, d, j);
+  t.S[d * t.ldv + j] = gla_state_update(g, t.S[d * t.ldv + j], acc);
 }
 
 // Decode append: state element s = S_dj through n tokens of the recurrence s <- a_d s + k_d v_j.

@@ -2,6 +2,7 @@
 // arguments (ip::Error naming the bad one) before any CUDA call, launch on the stream, check.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "kernels/cuda_check.h"
@@ -51,6 +52,14 @@ int gla_max_chunk(int dk, bool outputs, int want) {
 void gla_chunked(const GlaArgs& a, cudaStream_t stream) {
   validate_gla(a, "gla_chunked");
   IP_REQUIRE(a.chunk >= 1 && a.chunk <= 4096, "gla_chunked: chunk = {} outside [1, 4096]", a.chunk);
+  if (a.workspace) {
+    const std::size_t need = gla_chunked_workspace_bytes(a.n, a.dk, a.dv, a.chunk);
+    IP_REQUIRE(a.workspace_bytes >= need, "gla_chunked: workspace_bytes = {} < {} needed (gla_chunked_workspace_bytes)",
+               a.workspace_bytes, need);
+    IP_REQUIRE(reinterpret_cast<std::uintptr_t>(a.workspace) % 4 == 0, "gla_chunked: workspace is not 4-byte aligned");
+    IP_REQUIRE(gla_num_chunks(a.n, a.chunk) < (1LL << 31), "gla_chunked: {} chunks exceed one launch",
+               gla_num_chunks(a.n, a.chunk));
+  }
   if (a.n == 0) return;
   const bool outputs = a.queries != nullptr;
   const long long bytes = smem_bytes(a.dk, a.chunk, outputs);
@@ -59,13 +68,45 @@ void gla_chunked(const GlaArgs& a, cudaStream_t stream) {
     throw Error(fmt::format("gla_chunked: unsupported chunk = {} with dk = {}: needs {} bytes of shared memory, the "
                             "device allows {} (largest chunk that fits: {})",
                             a.chunk, a.dk, bytes, limit, gla_max_chunk(a.dk, outputs, a.chunk)));
-  if (bytes > kDefaultSmemBytes)
-    IP_CUDA_CHECK(cudaFuncSetAttribute(gla_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
   GlaKernelParams p{a.keys, a.values, a.gates, a.queries, a.out, a.state, a.n, a.dk, a.dv, a.chunk};
   const int tiles = (a.dv + kGlaTile - 1) / kGlaTile;
-  IP_LAUNCH(tiles, kGlaThreads, static_cast<std::size_t>(bytes), stream, gla_chunked_kernel)(p);
+  auto allow = [&](auto kernel, long long b) {
+    if (b > kDefaultSmemBytes)
+      IP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(b)));
+  };
+  if (!a.workspace) {
+    allow(gla_chunked_kernel, bytes);
+    IP_LAUNCH(tiles, kGlaThreads, static_cast<std::size_t>(bytes), stream, gla_chunked_kernel)(p);
+    IP_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  // The chunk-parallel form: sums, scan, outputs.
+  const long long chunks = gla_num_chunks(a.n, a.chunk);
+  float* const U = static_cast<float*>(a.workspace);
+  float* const G = U + chunks * a.dk * static_cast<long long>(a.dv);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(tiles));
+  const long long sum_bytes = smem_bytes(a.dk, a.chunk, false);
+  allow(gla_chunk_sums_kernel, sum_bytes);
+  IP_LAUNCH(grid, kGlaThreads, static_cast<std::size_t>(sum_bytes), stream, gla_chunk_sums_kernel)(p, U, G);
   IP_CUDA_CHECK(cudaGetLastError());
+  const long long elems = static_cast<long long>(a.dk) * a.dv;
+  IP_LAUNCH(static_cast<unsigned>((elems + kGlaScanThreads - 1) / kGlaScanThreads), kGlaScanThreads, 0, stream,
+            gla_state_scan_kernel)(a.state, U, G, chunks, a.dk, a.dv, outputs);
+  IP_CUDA_CHECK(cudaGetLastError());
+  if (outputs) {
+    allow(gla_chunk_outputs_kernel, bytes);
+    IP_LAUNCH(grid, kGlaThreads, static_cast<std::size_t>(bytes), stream, gla_chunk_outputs_kernel)(p, U);
+    IP_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+std::size_t gla_chunked_workspace_bytes(long long n, int dk, int dv, int chunk) {
+  IP_REQUIRE(n >= 0, "gla_chunked_workspace_bytes: n = {} tokens (must be >= 0)", n);
+  IP_REQUIRE(dk >= 1 && dk <= kMaxDim, "gla_chunked_workspace_bytes: dk = {} outside [1, {}]", dk, kMaxDim);
+  IP_REQUIRE(dv >= 1 && dv <= kMaxDim, "gla_chunked_workspace_bytes: dv = {} outside [1, {}]", dv, kMaxDim);
+  IP_REQUIRE(chunk >= 1 && chunk <= 4096, "gla_chunked_workspace_bytes: chunk = {} outside [1, 4096]", chunk);
+  const long long chunks = gla_num_chunks(n, chunk);
+  return static_cast<std::size_t>(chunks) * (static_cast<std::size_t>(dk) * dv + dk) * sizeof(float);
 }
 
 void gla_append(const GlaArgs& a, cudaStream_t stream) {

@@ -3,6 +3,8 @@
 // (local_prefill / local_append / local_readout). All arrays are contiguous row-major device arrays.
 #pragma once
 
+#include <cstddef>
+
 #include <cuda_runtime.h>
 
 #include "core/linear_attention.h"
@@ -21,11 +23,20 @@ struct GlaArgs {
   long long n = 0;                 // tokens (0: nothing to do)
   int dk = 0, dv = 0;
   int chunk = 64;                  // C of the chunked form (gla_chunked only)
+  // gla_chunked only. Null: the sequential kernel. Else at least gla_chunked_workspace_bytes(n, dk, dv,
+  // chunk) bytes of device memory (no initialization needed), and the chunks run in parallel: every
+  // chunk's decay and state sum at once, the recurrence over the chunks per state element, every chunk's
+  // outputs at once. The same bits as the sequential kernel (the same functions in the same order).
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
-// The chunked form (core/gla_tile.h): one block per tile of value columns walks the chunks in order
-// with its state tile in shared memory. chunk must fit the shared memory (gla_max_chunk).
+// The chunked form (core/gla_tile.h): without a workspace one block per tile of value columns walks the
+// chunks in order with its state tile in shared memory; with one, the chunk-parallel form above. chunk
+// must fit the shared memory (gla_max_chunk).
 void gla_chunked(const GlaArgs& a, cudaStream_t stream);
+// Workspace of the chunk-parallel form: a [dk, dv] state sum and a [dk] decay per chunk (4 B each).
+std::size_t gla_chunked_workspace_bytes(long long n, int dk, int dv, int chunk);
 // The recurrence, one thread per state element (the decode append: a few tokens). No queries.
 void gla_append(const GlaArgs& a, cudaStream_t stream);
 // Largest chunk <= `want` whose staging fits this device's shared memory for key dimension dk (0: none).

@@ -62,9 +62,10 @@ Inputs make_inputs(Index64 n, int dk, int dv, float spread, std::uint64_t seed) 
   return in;
 }
 
-// Runs the chunked kernel on copies of the inputs; returns {state, outputs}.
+// Runs the chunked kernel on copies of the inputs (parallel: the chunk-parallel form, with a poisoned
+// workspace); returns {state, outputs}.
 std::pair<std::vector<float>, std::vector<float>> run_chunked(const Inputs& in, Index64 n, int dk, int dv, int chunk,
-                                                              bool outputs) {
+                                                              bool outputs, bool parallel = false) {
   auto k = test::to_device(in.k), v = test::to_device(in.v), a = test::to_device(in.a), q = test::to_device(in.q);
   auto s = test::to_device(in.s0);
   auto o = test::poisoned<float>(outputs ? static_cast<std::size_t>(n * dv) : 1);
@@ -79,6 +80,12 @@ std::pair<std::vector<float>, std::vector<float>> run_chunked(const Inputs& in, 
   g.dk = dk;
   g.dv = dv;
   g.chunk = chunk;
+  cuda::DeviceBuffer<float> ws;
+  if (parallel) {
+    ws = test::poisoned<float>(cuda::gla_chunked_workspace_bytes(n, dk, dv, chunk) / sizeof(float));
+    g.workspace = ws.data();
+    g.workspace_bytes = ws.size() * sizeof(float);
+  }
   cuda::gla_chunked(g, nullptr);
   IP_CUDA_CHECK(cudaDeviceSynchronize());
   return {s.to_host(), outputs ? o.to_host() : std::vector<float>{}};
@@ -117,6 +124,11 @@ TEST(GlaArgs, BadArgumentsThrowBeforeAnyCudaCall) {
   a.queries = buf;
   EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked(a, nullptr); }, "out is null"));
   EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_append(a, nullptr); }, "queries"));
+  a = valid();
+  a.workspace = buf;
+  a.workspace_bytes = cuda::gla_chunked_workspace_bytes(a.n, a.dk, a.dv, a.chunk) - 1;
+  EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked(a, nullptr); }, "workspace_bytes"));
+  EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked_workspace_bytes(5, 4, 4, 0); }, "chunk = 0"));
   cuda::GlaReadoutArgs r;
   r.state = r.queries = r.out = buf;
   r.dk = 4;
@@ -160,6 +172,12 @@ TEST(Gla, ChunkedKernelMatchesNaiveOnOddSizes) {
     // State only (the local branch's prefill) leaves the same state bits.
     const auto [s2, o2] = run_chunked(in, c.n, c.dk, c.dv, c.chunk, false);
     ASSERT_EQ(0, std::memcmp(s2.data(), s.data(), s.size() * sizeof(float))) << "state-only run differs";
+    // The chunk-parallel form: the same bits, with outputs and state only.
+    const auto [s3, o3] = run_chunked(in, c.n, c.dk, c.dv, c.chunk, true, /*parallel=*/true);
+    ASSERT_EQ(0, std::memcmp(s3.data(), s.data(), s.size() * sizeof(float))) << "chunk-parallel state differs";
+    ASSERT_EQ(0, std::memcmp(o3.data(), o.data(), o.size() * sizeof(float))) << "chunk-parallel outputs differ";
+    const auto [s4, o4] = run_chunked(in, c.n, c.dk, c.dv, c.chunk, false, /*parallel=*/true);
+    ASSERT_EQ(0, std::memcmp(s4.data(), s.data(), s.size() * sizeof(float))) << "chunk-parallel state-only differs";
   }
 }
 
@@ -199,9 +217,12 @@ TEST(Gla, SameInputsSameBits) {
   IP_REQUIRE_GPU();
   for (Index64 n : {Index64{1000}, Index64{65537}}) {
     const Inputs in = make_inputs(n, 128, 129, 0.8f, 9);
-    const auto r1 = run_chunked(in, n, 128, 129, 48, true), r2 = run_chunked(in, n, 128, 129, 48, true);
-    EXPECT_EQ(0, std::memcmp(r1.first.data(), r2.first.data(), r1.first.size() * sizeof(float))) << n;
-    EXPECT_EQ(0, std::memcmp(r1.second.data(), r2.second.data(), r1.second.size() * sizeof(float))) << n;
+    for (bool parallel : {false, true}) {
+      const auto r1 = run_chunked(in, n, 128, 129, 48, true, parallel),
+                 r2 = run_chunked(in, n, 128, 129, 48, true, parallel);
+      EXPECT_EQ(0, std::memcmp(r1.first.data(), r2.first.data(), r1.first.size() * sizeof(float))) << n << parallel;
+      EXPECT_EQ(0, std::memcmp(r1.second.data(), r2.second.data(), r1.second.size() * sizeof(float))) << n << parallel;
+    }
   }
 }
 
