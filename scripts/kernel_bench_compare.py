@@ -140,6 +140,17 @@ def variants(data, group=None, out=sys.stdout):
               f"{s:5.2f}x", file=out)
     if not rows:
         print("  no variant cases", file=out)
+        return rows
+    # By variant (the name's last parenthesised part): how many cases, the slowest and fastest speed-up and
+    # their geometric mean; what a session deciding a default reads first.
+    by = {}
+    for g, name, base_name, params, tb, tv, sp in rows:
+        by.setdefault(name[len(base_name) + 1:], []).append(sp)
+    print("by variant (speed-up over its base cases: cases, min .. max, geometric mean):", file=out)
+    for suffix, sps in sorted(by.items(), key=lambda kv: -math.prod(kv[1]) ** (1 / len(kv[1]))):
+        gm = math.prod(sps) ** (1 / len(sps))
+        print(f"  {suffix[:36]:36} {len(sps):3d} case{'s' if len(sps) > 1 else ' '}  {min(sps):5.2f}x .. {max(sps):5.2f}x"
+              f"  mean {gm:5.2f}x", file=out)
     return rows
 
 

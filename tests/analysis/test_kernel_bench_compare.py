@@ -84,6 +84,13 @@ def test_variants_are_paired_with_their_base_case_in_one_run():
     assert not any(name.startswith("compressed") for _, name, *_ in rows)
     assert all(g == "topk" for g, *_ in rows) and len(rows) == 6
     assert kbc.variants(run, group="pool", out=io.StringIO()) == []
+    # the summary by variant: (not chained) over its 3 cases, geometric mean of 68.3/72.3, 54.1/58.5, 162.6/170.1
+    lines = out.getvalue().splitlines()
+    summary = lines[lines.index("by variant (speed-up over its base cases: cases, min .. max, geometric mean):") + 1:]
+    assert [l.split()[0] for l in summary] == ["(not", "(sampled)", "(no"]  # fastest mean first
+    chained = next(l for l in summary if l.strip().startswith("(not chained)"))
+    want = (68.3 / 72.3 * 54.1 / 58.5 * 162.6 / 170.1) ** (1 / 3)
+    assert "3 cases" in chained and f"mean {want:5.2f}x" in chained
 
 
 def test_variants_mode_takes_one_file(capsys):
