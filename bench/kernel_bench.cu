@@ -195,6 +195,20 @@ void write_json(const std::string& path, const std::string& device, const Option
     << ", \"targets\": " << targets << ", \"targets_met\": " << met << "}\n}\n";
 }
 
+// Targets met, targets judged and errors among the rows.
+struct Tally {
+  int met = 0, targets = 0, errors = 0;
+};
+Tally tally(const std::vector<Row>& rows) {
+  Tally t;
+  for (const auto& r : rows) {
+    if (r.verdict == "met" || r.verdict == "not met") ++t.targets;
+    if (r.verdict == "met") ++t.met;
+    if (r.verdict == "error") ++t.errors;
+  }
+  return t;
+}
+
 // The hang guard's state (guard_case_begins in kernel_bench.cuh).
 struct Guard {
   std::mutex m;
@@ -227,12 +241,7 @@ std::string case_label(const Row& r) { return fmt::format("{} / {} ({})", r.grou
                   g.open.back().what, seconds, g.timeout_s);
   std::printf("\nkernel_bench: %s\nthe rows finished before it:\n", why.c_str());
   print_table(g.done, g.env->hold != nullptr);
-  int met = 0, targets = 0, errors = 0;
-  for (const auto& r : g.done) {
-    if (r.verdict == "met" || r.verdict == "not met") ++targets;
-    if (r.verdict == "met") ++met;
-    if (r.verdict == "error") ++errors;
-  }
+  const auto [met, targets, errors] = tally(g.done);
   std::printf("kernel_bench: summary: stopped: %s; copy %.0f GB/s; cases %zu finished; errors %d; targets met %d of %d\n",
               why.c_str(), g.env->copy_gbs, g.done.size(), errors, met, targets);
   if (!g.o.json.empty()) {
@@ -598,12 +607,7 @@ int main(int argc, char** argv) {
     if (want("gla")) guarded("gla", [&] { gla_cases(env, rows); });
     if (want("stats")) guarded("stats", [&] { stats_cases(env, rows); });
 
-    int met = 0, targets = 0, errors = 0;
-    for (const auto& r : rows) {
-      if (r.verdict == "met" || r.verdict == "not met") ++targets;
-      if (r.verdict == "met") ++met;
-      if (r.verdict == "error") ++errors;
-    }
+    const auto [met, targets, errors] = tally(rows);
     std::printf("\n");
     print_table(rows, env.hold != nullptr);
     std::printf(
