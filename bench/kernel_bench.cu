@@ -3,7 +3,7 @@
 // GB/s of the bytes it is declared to move and as a fraction of the device's copy bandwidth measured
 // in the same run, with the issue's targets marked met / not met. Without a device it says so and exits 0.
 //
-//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP] [--runs N] [--warmup N] [--device N]
+//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP[,GROUP...]] [--runs N] [--warmup N] [--device N]
 //                [--case-timeout S] [--help]
 #include <cuda_runtime.h>
 
@@ -91,7 +91,8 @@ void print_help() {
       "  --smoke        the quick cases at 1/256 of their sizes, 1 warm-up and 2 timed runs, no target judged:\n"
       "                 checks that every case runs (seconds on a GPU; kernel_bench-emu runs it on the CPU)\n"
       "  --json FILE    also write the results as JSON\n"
-      "  --only GROUP   one group: pool, score, indexer, topk, decode, attention, gla, stats\n"
+      "  --only GROUPS  one group or several, comma-separated: pool, score, indexer, topk, decode, attention, gla,\n"
+      "                 stats\n"
       "  --runs N       timed runs per case (default 50, quick 15)\n"
       "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
       "  --device N     CUDA device (default 0)\n"
@@ -471,11 +472,21 @@ int main(int argc, char** argv) {
     }
   }
   static const char* kGroups[] = {"pool", "score", "indexer", "topk", "decode", "attention", "gla", "stats"};
-  if (!o.only.empty() && std::none_of(std::begin(kGroups), std::end(kGroups), [&](const char* g) { return o.only == g; })) {
-    std::fprintf(stderr, "kernel_bench: --only '%s' is not one of: pool, score, indexer, topk, decode, attention, gla, stats\n",
-                 o.only.c_str());
-    return 2;
+  // --only takes one group or several, comma-separated.
+  std::vector<std::string> only;
+  for (std::size_t at = 0; !o.only.empty() && at <= o.only.size();) {
+    const std::size_t comma = std::min(o.only.find(',', at), o.only.size());
+    only.push_back(o.only.substr(at, comma - at));
+    at = comma + 1;
   }
+  for (const std::string& g : only)
+    if (std::none_of(std::begin(kGroups), std::end(kGroups), [&](const char* k) { return g == k; })) {
+      std::fprintf(stderr,
+                   "kernel_bench: --only '%s': '%s' is not one of: pool, score, indexer, topk, decode, attention, gla, "
+                   "stats\n",
+                   o.only.c_str(), g.c_str());
+      return 2;
+    }
   try {
     if (ip::cuda::device_count() == 0) {
       std::string why = ip::cuda::describe_devices();  // "no CUDA device (reason)" or "no CUDA device"
@@ -562,7 +573,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     // A group that leaves the CUDA context broken (a sticky error) stops the remaining groups.
-    auto want = [&](const char* g) { return o.only.empty() || o.only == g; };
+    auto want = [&](const char* g) { return only.empty() || std::find(only.begin(), only.end(), g) != only.end(); };
     bool broken = false;
     // Each group's rows are printed as soon as it ends (with its wall time), so a run stopped by a time
     // limit still shows what it measured; the full table follows at the end.

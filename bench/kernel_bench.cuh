@@ -23,7 +23,8 @@ struct Options {
   bool quick = false;
   bool smoke = false;    // --smoke: every case at 1/256 of its size, no target judged (kernel_bench-emu, CI)
   std::string json;      // --json FILE ("" = none)
-  std::string only;      // --only GROUP: run one case group (pool, score, indexer, topk, decode, attention, gla, stats)
+  std::string only;      // --only GROUP[,GROUP...]: the case groups to run (pool, score, indexer, topk, decode,
+                         // attention, gla, stats); "" all
   int device = 0;
   int runs = 0, warmup = 0;  // 0: the mode's default
   // --case-timeout S: a case running longer than S seconds stops the benchmark (see guard_case_begins);

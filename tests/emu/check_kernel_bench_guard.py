@@ -7,7 +7,8 @@ summary line that scripts/gpu-check.sh reads, and leave in --json the rows finis
 reference) with "stopped" naming the case. A top-k case on the emulator takes far longer than the 1 ms
 limit used here, so the guard stops the run at its first top-k case, as it would stop a device run at a
 kernel that never finishes.
-Then the same run with --case-timeout 0 (off) must finish.
+Then the same run with --case-timeout 0 (off) must finish. Also --only with several groups (the hang guard's
+test is where kernel_bench's argument handling is checked).
 """
 import json
 import subprocess
@@ -52,6 +53,17 @@ def main() -> int:
     bad = subprocess.run([prog, "--case-timeout", "-1"], capture_output=True, text=True, timeout=60)
     if bad.returncode != 2 or "--case-timeout" not in bad.stderr:
         problems.append(f"--case-timeout -1: exit {bad.returncode}, stderr {bad.stderr!r}")
+
+    # --only with several groups runs those (and the copy reference) only; an unknown one is refused.
+    run = subprocess.run([prog, "--smoke", "--only", "stats,gla", "--json", out], capture_output=True, text=True,
+                         timeout=240)
+    with open(out, encoding="utf-8") as f:
+        groups = {c["group"] for c in json.load(f)["cases"]}
+    if run.returncode != 0 or groups != {"copy", "stats", "gla"}:
+        problems.append(f"--only stats,gla: exit {run.returncode}, groups {sorted(groups)}")
+    bad = subprocess.run([prog, "--only", "topk,bogus"], capture_output=True, text=True, timeout=60)
+    if bad.returncode != 2 or "'bogus' is not one of" not in bad.stderr:
+        problems.append(f"--only topk,bogus: exit {bad.returncode}, stderr {bad.stderr!r}")
     for p in problems:
         print("FAILED:", p)
     print(f"{len(problems)} problems")
