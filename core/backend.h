@@ -23,6 +23,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;    // "cpu", "cuda"
   virtual std::string device() const = 0;  // human-readable device description
+  // The forms of the GPU kernels this backend's calls have run, e.g. "attention tiles, score bf16x2,
+  // top-k chain" (core/kernel_forms.h); "" for a backend with one form of each stage (the cpu).
+  virtual std::string kernel_forms() const { return ""; }
 
   // Weights, pooling and quantization of one request's index keys into `out` (storage reused on rebuilds).
   virtual void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

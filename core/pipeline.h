@@ -8,6 +8,7 @@
 #include "core/adaptive.h"
 #include "core/backend.h"
 #include "core/hybrid.h"
+#include "core/kernel_forms.h"
 #include "core/workload.h"
 
 namespace ip {
@@ -26,6 +27,7 @@ struct PipelineParams {
   bool async_updates = false;   // score step q with the index built during step q-1 (double-buffered)
   Index64 append_per_step = 0;  // growing context: tokens decode appends per step
   AdaptiveParams adaptive;      // per-segment group sizes under a byte budget (core/adaptive.h)
+  KernelForms kernels;          // forms of the cuda backend's kernels (config [kernels]); the cpu ignores them
   bool extended() const {
     return hybrid.enabled || repool_tau >= 0.0f || async_updates || append_per_step > 0 || adaptive.enabled;
   }

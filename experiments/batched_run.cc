@@ -37,6 +37,7 @@ cuda::BatchedDecodeConfig decoder_config(Index64 B, Index64 D, Index64 H, Index6
   c.pool = p.pool;
   c.topk_tokens = p.topk_tokens;
   c.want_probs = true;  // the mass each selected group got (the cache model's relevance)
+  c.forms = p.kernels;
   return c;
 }
 
@@ -102,7 +103,8 @@ double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p) {
 
 std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
                                        std::string& skip_reason,
-                                       const std::function<void(std::size_t, std::size_t)>& on_step) {
+                                       const std::function<void(std::size_t, std::size_t)>& on_step,
+                                       std::string* kernel_forms) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   cuda::BatchedDecodeConfig c;
   std::vector<long long> offset;
@@ -230,6 +232,7 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
       }
     }
   }
+  if (kernel_forms) *kernel_forms = dec.kernel_forms();
   return res;
 }
 
@@ -244,7 +247,7 @@ double batched_device_bytes(const WorkloadSpec&, const PipelineParams&) {
 }
 
 std::vector<RequestResult> run_batched(const std::vector<Workload>&, const PipelineParams&, Backend&, std::string&,
-                                       const std::function<void(std::size_t, std::size_t)>&) {
+                                       const std::function<void(std::size_t, std::size_t)>&, std::string*) {
   throw Error("select.batched: this build has no CUDA");
 }
 

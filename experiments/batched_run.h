@@ -32,8 +32,10 @@ double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p);
 // batched_skip_reason. Each request's arrays are copied to the device from where they lie (no packed
 // host copy). Needs a build with CUDA (throws ip::Error otherwise). Config validation (config.cc) has
 // refused what the batched decoder cannot do: learning schemes, the issue-7 features, no attention.
+// `kernel_forms`, when given, receives the decoder's kernel forms (BatchedDecoder::kernel_forms).
 std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const PipelineParams& p, Backend& fidelity,
                                        std::string& skip_reason,
-                                       const std::function<void(std::size_t, std::size_t)>& on_step = {});
+                                       const std::function<void(std::size_t, std::size_t)>& on_step = {},
+                                       std::string* kernel_forms = nullptr);
 
 }  // namespace ip::exp

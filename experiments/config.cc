@@ -110,6 +110,16 @@ std::string one_of(const std::string& v, std::initializer_list<const char*> allo
   throw Error(fmt::format("'{}' is not one of: {}", v, list));
 }
 
+// A kernel form (core/kernel_forms.h) by its config name.
+template <class E, std::size_t N>
+E parse_form(const std::string& v, const std::array<std::string_view, N>& names) {
+  const int i = form_index(v, names);
+  if (i >= 0) return static_cast<E>(i);
+  std::string list;
+  for (std::string_view n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  throw Error(fmt::format("'{}' is not one of: {}", v, list));
+}
+
 std::vector<float> parse_floats(const std::string& v) {
   std::vector<float> out;
   std::istringstream in(v);
@@ -317,6 +327,24 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.pipeline.adaptive.access_weight = static_cast<float>(parse_double(v)); }},
       {"adaptive.disagreement_weight", "1", "weight of a segment's key disagreement (mean 1 - cos to its mean)",
        [](P& p, const std::string& v) { p.pipeline.adaptive.disagreement_weight = static_cast<float>(parse_double(v)); }},
+      // GPU kernel forms (core/kernel_forms.h): the cuda backend's choice per stage, for end-to-end A/B sweeps.
+      {"kernels.score_math", "auto",
+       "cuda scoring: fp32 (CUDA cores), split (tensor cores, query split into hi+lo bf16: 2^-16 relative),\n"
+       "                                          bf16 (tensor cores, one bf16 product: 2^-7) or auto (tensor cores at >= 8 heads).\n"
+       "                                          split and bf16 need dim 64/128/256 and a scheme other than maxmin. The cpu backend ignores it",
+       [](P& p, const std::string& v) { p.pipeline.kernels.score = parse_form<ScoreForm>(v, kScoreFormNames); }},
+      {"kernels.topk", "auto",
+       "cuda top-k: chain (a kernel per step), single (one launch), cluster (a thread block cluster a row,\n"
+       "                                          sm_90+), block (one block a row) or auto (chain). Same ids whatever the form",
+       [](P& p, const std::string& v) { p.pipeline.kernels.topk = parse_form<TopkForm>(v, kTopkFormNames); }},
+      {"kernels.attention", "auto",
+       "cuda attention: tiles (shared-memory tiles), lanes (a lane per token; attn_dim and value_dim\n"
+       "                                          64/128/256) or auto (tiles). Outputs differ in the last bits",
+       [](P& p, const std::string& v) { p.pipeline.kernels.attention = parse_form<AttentionForm>(v, kAttentionFormNames); }},
+      {"kernels.linear_attention", "auto",
+       "cuda hybrid-layer prefill: sequential (chunks in order), chunked (chunks in parallel, same bits)\n"
+       "                                          or auto (sequential)",
+       [](P& p, const std::string& v) { p.pipeline.kernels.linear = parse_form<LinearForm>(v, kLinearFormNames); }},
       {"limits.max_context", "0", "largest context a request may hold, tokens (0: no limit); checked before any work",
        [](P& p, const std::string& v) {
          p.max_context = parse_int(v);

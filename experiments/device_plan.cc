@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/topk.h"
 #include "indexpool/build_config.h"
+#include "kernels/linear_attention_tuning.h"
 #if IP_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -131,6 +132,14 @@ DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p)
     const double n = std::min(T, static_cast<double>(p.hybrid.window));
     const double Ha = std::max(1, s.attn_heads), Da = s.attn_dim, Dv = s.value_dim;
     b.local = n * (3.0 * Da + 2.0 * Dv + 1.0) * 4.0 + Da * (Dv + 1.0) * 4.0 + Ha * (Da + Dv) * 4.0;
+    if (p.kernels.linear == LinearForm::chunked) {
+      // The chunk-parallel prefill's workspace (gla_chunked_workspace_bytes): chunks x (Da (Dv + 1) + Da)
+      // floats. A chunk too large for shared memory runs smaller (local_branch.cc): count chunks of the
+      // largest that fits the 48 KiB every device gives, at least as many as the device will use.
+      int chunk = std::min(std::max(1, p.hybrid.chunk), 4096);
+      while (chunk > 1 && ip::cuda::gla_smem_floats(s.attn_dim, chunk, false) * 4 > 48 * 1024) --chunk;
+      b.local += std::ceil(n / chunk) * (Da * (Dv + 1.0) + Da) * 4.0;
+    }
   }
   return b;
 }
@@ -150,6 +159,7 @@ DeviceInfo query_device() {
 #if IP_HAVE_CUDA
   d.cuda_build = true;
   d.devices = ip::cuda::device_count();
+  if (d.devices > 0) cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, 0);
   d.description = ip::cuda::describe_devices();
   if (d.devices > 0) {
     std::size_t free_b = 0, total_b = 0;
@@ -190,6 +200,10 @@ BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, con
                       k == std::min<Index64>(p.topk_tokens, static_cast<Index64>(s.tokens)) && p.fidelity
                           ? "select.topk_tokens, for the exact indexer of select.fidelity"
                           : "the groups select.topk_tokens buys");
+  } else if (const std::string forms = unsupported_forms(p.kernels, s.dim, p.pool.weights.scheme == Weighting::maxmin,
+                                                          s.attn_dim, s.value_dim, d.cc_major);
+             !forms.empty()) {
+    why = forms;
   } else {
     const DeviceBytes need = estimate_device_bytes(s, p);
     const double room = d.free_bytes - device_headroom_bytes(d.free_bytes);

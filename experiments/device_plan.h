@@ -57,6 +57,7 @@ struct DeviceInfo {
   int devices = 0;           // usable CUDA devices
   std::string description;   // describe_devices(), or why there is none
   double free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo of device 0
+  int cc_major = 0;                         // device 0's compute capability (major; 0: not known)
 };
 DeviceInfo query_device();
 
@@ -67,9 +68,9 @@ struct BackendPlan {
   std::string note;         // auto ran on the CPU although a device is present: why (logged by the runner)
 };
 // cpu: cpu. cuda: cuda when the build has CUDA, a device is present, the point's largest top-k is within
-// the GPU top-k's k <= 4096 and the memory estimate fits, else a skip naming what is missing. auto: cuda
-// under the same conditions, else cpu (with a note when a device is present but the point does not
-// fit it).
+// the GPU top-k's k <= 4096, its kernel forms (p.kernels) can run it (unsupported_forms) and the memory
+// estimate fits, else a skip naming what is missing. auto: cuda under the same conditions, else cpu (with a
+// note when a device is present but the point does not fit it).
 BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, const PipelineParams& p,
                          const DeviceInfo& d);
 

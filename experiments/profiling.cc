@@ -217,6 +217,7 @@ class ProfilingBackend final : public Backend {
   ProfilingBackend(std::unique_ptr<Backend> inner, PointProfiler::Impl& prof) : inner_(std::move(inner)), p_(prof) {}
   std::string name() const override { return inner_->name(); }
   std::string device() const override { return inner_->device(); }
+  std::string kernel_forms() const override { return inner_->kernel_forms(); }
   void build_index(MatrixView<const float> keys, const PoolParams& pp, const AccessStats* stats,
                    const float* query_ref, PooledIndex& out) override {
     p_.run(Stage::pool, [&] { inner_->build_index(keys, pp, stats, query_ref, out); });

@@ -201,6 +201,7 @@ void write_point(h5::File& f, const PointRecord& rec) {
   f.set_attr(g, "reason", rec.summary.reason);
   f.set_attr(g, "run_backend", rec.summary.backend);
   f.set_attr(g, "run_device", rec.summary.device);
+  f.set_attr(g, "run_kernels", rec.summary.kernels);
   for (const auto& [axis, value] : rec.axes) f.set_attr(g, axis, value);
   h5::Table steps;
   steps.add("request", Kind::kInt64);

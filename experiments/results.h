@@ -16,7 +16,8 @@
 //                          PointSummary number as float64, named as in PointSummary with its unit suffix
 //                          where it has one (see results.cc).
 //   /point_<index>/        group per point (6-digit zero-padded index): attributes key, status, reason,
-//                          run_backend, run_device,
+//                          run_backend, run_device, run_kernels (the GPU kernel forms the point's calls ran,
+//                          e.g. "attention tiles, exact score bf16x3, score bf16x2, top-k chain"; "" on the cpu),
 //                          and the axis values; datasets
 //                            steps  compound [requests * steps]: request, step, token_recall, block_recall,
 //                                   mass_recall, output_error, pool_ms, score_ms, topk_ms, attention_ms
@@ -62,6 +63,7 @@ struct PointSummary {
   std::string reason;         // why a point was skipped; for a point that ran, a note (or empty)
   std::string backend = "cpu";  // what the point ran on (cpu | cuda; for a skipped point, what it would have)
   std::string device;           // that backend's device() ("" when skipped before a backend started)
+  std::string kernels;          // the GPU kernel forms its calls ran (Backend::kernel_forms; "" on the cpu)
   double tokens = 0;          // mean context length (tokens)
   double index_bytes_per_token = 0, exact_bytes_per_token = 0;  // bytes
   double macs_per_query = 0, exact_macs_per_query = 0;          // multiply-adds

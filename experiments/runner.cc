@@ -184,7 +184,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   if (plan.backend == "cuda") {
 #if IP_HAVE_CUDA
     try {
-      backend = ip::cuda::make_cuda_backend(0);
+      backend = ip::cuda::make_cuda_backend(0, p.pipeline.kernels);
     } catch (const Error& e) {
       return skip(fmt::format("backend = {}: the CUDA backend could not start: {}", p.backend, e.what()));
     }
@@ -200,13 +200,14 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   PipelineParams pipeline = p.pipeline;
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   std::vector<RequestResult> results;
+  std::string batched_forms;  // the batched decoder's kernel forms (select.batched on cuda)
   try {
     if (p.batched && plan.backend == "cuda") {  // select.batched: the B requests decode together
       std::string why;
       const auto on_step = [&](std::size_t done, std::size_t total) {
         if (on_request) on_request(done, total, "batched step");
       };
-      results = run_batched(reqs, pipeline, *backend, why, on_step);
+      results = run_batched(reqs, pipeline, *backend, why, on_step, &batched_forms);
       if (!why.empty()) return skip(why);
     } else {
       for (const auto& w : reqs) {
@@ -226,6 +227,14 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (plan.backend != "cuda" || std::string_view(e.what()).find("cudaErrorMemoryAllocation") == std::string_view::npos)
       throw;
     return skip(fmt::format("backend = {}: out of device memory despite the estimate: {}", p.backend, e.what()));
+  }
+  // The kernel forms the point ran (the batched decoder's, then the fidelity and other calls' on the backend).
+  out.kernels = batched_forms.empty() ? "" : "batched decoder: " + batched_forms;
+  if (const std::string more = backend->kernel_forms(); !more.empty())
+    out.kernels += (out.kernels.empty() ? "" : "; ") + more;
+  if (plan.backend == "cpu" && !p.pipeline.kernels.all_automatic()) {
+    const std::string note = "the kernels.* forms apply to the cuda backend only; this point ran on the cpu";
+    out.reason += (out.reason.empty() ? "" : "; ") + note;
   }
   std::vector<double> tr, br, mr, oe, pool, score, topk, attn;
   std::vector<double> layer, local, prefill, lerr, lmass, ltok, repooled, hidden;  // issue 7

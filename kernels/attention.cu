@@ -83,7 +83,7 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
              l.total);
   IP_REQUIRE(l.plan.max_splits <= 0x7fffffffLL, "attention: {} splits exceed one launch", l.plan.max_splits);
 
-  if (a.kernel == AttnKernel::lanes) {
+  if (resolve_attn_kernel(a.kernel) == AttnKernel::lanes) {
     IP_REQUIRE(detail::attn_lanes_dims(a.dim, a.vdim),
                "attention: kernel = lanes takes dim and vdim in {{64, 128, 256}}, not dim {} / vdim {}", a.dim,
                a.vdim);
@@ -134,7 +134,7 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
   IP_LAUNCH(1, detail::kScanThreads, 0, stream, detail::attn_scan_kernel)(p);
   IP_CUDA_CHECK(cudaGetLastError());
 
-  if (a.kernel == AttnKernel::lanes) {
+  if (resolve_attn_kernel(a.kernel) == AttnKernel::lanes) {
     const dim3 lgrid(static_cast<unsigned>(l.plan.max_splits),
                      static_cast<unsigned>((a.heads + detail::kAttnLaneHeads - 1) / detail::kAttnLaneHeads));
     auto launch_lanes = [&](auto kernel) {
@@ -157,7 +157,7 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
       }
     }
   }
-  const dim3 grid(a.kernel == AttnKernel::lanes ? 0u : static_cast<unsigned>(l.plan.max_splits),
+  const dim3 grid(resolve_attn_kernel(a.kernel) == AttnKernel::lanes ? 0u : static_cast<unsigned>(l.plan.max_splits),
                   static_cast<unsigned>((a.heads + detail::kAttnHeads - 1) / detail::kAttnHeads));
   auto launch = [&](auto kernel) {
     if (smem > 48 * 1024)

@@ -30,6 +30,8 @@ enum class AttnKernel {
   // else is refused when asked for.
   lanes,
 };
+// What `automatic` is today (the launcher dispatches on this; the cuda backend records it per point).
+constexpr AttnKernel resolve_attn_kernel(AttnKernel k) { return k == AttnKernel::automatic ? AttnKernel::tiles : k; }
 
 struct AttentionArgs {
   Batch batch;                     // tokens of each request; entries unused

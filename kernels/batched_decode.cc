@@ -12,6 +12,7 @@
 #include "kernels/attention.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
+#include "kernels/forms.h"
 #include "kernels/pool.h"
 #include "kernels/pool_weight_args.h"
 #include "kernels/score.h"
@@ -101,6 +102,8 @@ void validate(const BatchedDecodeConfig& c) {
   IP_REQUIRE(wp.positional_bias.empty() || static_cast<int>(wp.positional_bias.size()) == effective_group_size(c.pool),
              "batched decode: positional bias has {} entries for group size {}", wp.positional_bias.size(),
              effective_group_size(c.pool));
+  const std::string forms = unsupported_forms(c.forms, c.dim, wp.scheme == Weighting::maxmin, c.attn_dim, c.value_dim, 0);
+  IP_REQUIRE(forms.empty(), "batched decode: {}", forms);
 }
 
 std::size_t estimate_device_bytes(const BatchedDecodeConfig& c) {
@@ -131,6 +134,7 @@ struct BatchedDecoder::Impl {
   DeviceBuffer<std::uint8_t> payload, topk_ws, attn_ws;
   DeviceBuffer<long long> offsets;  // token [B+1], entry [B+1], block [B+1], prob [B+1]
   DeviceBuffer<std::int32_t> ids;
+  FormsUsed used;  // kernel_forms()
   bool loaded = false;
   long long total = 0, entries = 0;
 
@@ -289,7 +293,9 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   sa.head_weights = m.head_w.data();
   sa.heads = c.index_heads;
   sa.scores = m.scores.data();
+  sa.math = score_math(c.forms.score);
   score(sa, s);
+  m.used.note("score", to_string(resolve_score_math(sa)));
   m.e_score.record(s);
 
   TopkArgs ta;
@@ -301,7 +307,9 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   ta.ids = m.ids.data();
   ta.workspace = m.topk_ws.data();
   ta.workspace_bytes = m.topk_ws.size();
+  ta.launch = topk_launch(c.forms.topk);
   topk(ta, s);
+  m.used.note("top-k", to_string(ta.launch));
   m.e_topk.record(s);
 
   AttentionArgs aa;
@@ -323,7 +331,9 @@ BatchedStep BatchedDecoder::step(const BatchedQueries& q) {
   }
   aa.workspace = m.attn_ws.data();
   aa.workspace_bytes = m.attn_ws.size();
+  aa.kernel = attn_kernel(c.forms.attention);
   attention(aa, s);
+  m.used.note("attention", to_string(aa.kernel));
   m.e1.record(s);
 
   BatchedStep r;
@@ -354,5 +364,7 @@ std::vector<std::uint8_t> BatchedDecoder::index_payload() const {
   m.stream.sync();
   return h;
 }
+
+std::string BatchedDecoder::kernel_forms() const { return impl_->used.describe(); }
 
 }  // namespace ip::cuda

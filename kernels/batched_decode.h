@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel_forms.h"
 #include "core/pool.h"
 
 namespace ip::cuda {
@@ -31,6 +32,7 @@ struct BatchedDecodeConfig {
   PoolParams pool;
   long long topk_tokens = 2048;  // k: every request selects ceil(k / G) groups; every request needs >= k tokens
   bool want_probs = false;
+  KernelForms forms;  // the score, top-k and attention kernels' forms (core/kernel_forms.h)
 };
 
 // Checks the configuration (throws ip::Error naming the bad field).
@@ -86,6 +88,8 @@ class BatchedDecoder {
   BatchedStep step(const BatchedQueries& q);
   // The index rows of every request, as stored on the device ([rows, D] in the configured precision).
   std::vector<std::uint8_t> index_payload() const;
+  // The kernel forms the steps so far resolved to, e.g. "attention tiles, score bf16x2, top-k chain".
+  std::string kernel_forms() const;
 
  private:
   struct Impl;

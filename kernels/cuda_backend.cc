@@ -21,6 +21,7 @@
 #include "kernels/cuda_update.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
+#include "kernels/forms.h"
 #include "kernels/local_branch.h"
 #include "kernels/pool.h"
 #include "kernels/pool_weight_args.h"
@@ -75,7 +76,8 @@ struct ScoreMirror {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, const KernelForms& forms)
+      : device_(device), forms_(forms), local_(linear_chunked(forms.linear)) {
     const int n = device_count();
     IP_REQUIRE(n > 0, "cuda backend: no usable CUDA device ({})", describe_devices());
     IP_REQUIRE(device >= 0 && device < n, "cuda backend: device {} outside [0, {})", device, n);
@@ -89,6 +91,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device() const override { return desc_; }
+  std::string kernel_forms() const override { return used_.describe(); }
 
   void hold_inputs(bool hold) override {
     held_ = hold;
@@ -216,7 +219,9 @@ class CudaBackend final : public Backend {
     a.workspace_bytes = topk_workspace_bytes(1, n, a.k);
     topk_ws_.resize(a.workspace_bytes);
     a.workspace = topk_ws_.data();
+    a.launch = topk_launch(forms_.topk);
     cuda::topk(a, s());
+    used_.note("top-k", to_string(a.launch));
     std::vector<std::int32_t> ids(static_cast<std::size_t>(k));
     ids_.download(ids.data(), ids.size(), s());
     stream_->sync();
@@ -275,7 +280,9 @@ class CudaBackend final : public Backend {
     a.workspace_bytes = attention_workspace_bytes(a, n);
     attn_ws_.resize(a.workspace_bytes);
     a.workspace = attn_ws_.data();
+    a.kernel = attn_kernel(forms_.attention);
     cuda::attention(a, s());
+    used_.note("attention", to_string(a.kernel));
 
     AttentionOutput res;
     res.out.reshape({Ha, Dv});
@@ -356,6 +363,7 @@ class CudaBackend final : public Backend {
   void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb) override {
     select_device();
     local_.prefill(w, begin, end, chunk, lb, s());
+    used_.note("linear attention", linear_chunked(forms_.linear) ? "chunked" : "sequential");
   }
   void local_append(const Workload& w, Index64 new_end, LocalBranch& lb) override {
     select_device();
@@ -433,7 +441,9 @@ class CudaBackend final : public Backend {
     a.head_weights = head_w_.data();
     a.heads = static_cast<int>(q.heads.rows);
     a.scores = mirror.dev.data();
+    a.math = score_math(forms_.score);
     score(a, s());
+    used_.note(&mirror == &token_scores_ ? "exact score" : "score", to_string(resolve_score_math(a)));
     mirror.dev.download(out, static_cast<std::size_t>(n), s());
     stream_->sync();
     mirror.host = out;
@@ -470,6 +480,8 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  KernelForms forms_;
+  FormsUsed used_;  // what kernel_forms() reports
   std::string desc_;
   std::unique_ptr<Stream> stream_;
   bool held_ = false;
@@ -502,6 +514,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const KernelForms& forms) {
+  return std::make_unique<CudaBackend>(device, forms);
+}
 
 }  // namespace ip::cuda

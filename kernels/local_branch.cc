@@ -73,6 +73,11 @@ void DeviceLocalBranch::prefill(const Workload& w, Index64 begin, Index64 end, i
   a.values = v_.data();
   a.gates = g_.data();
   a.state = state_.data();
+  if (chunked_) {
+    a.workspace_bytes = gla_chunked_workspace_bytes(a.n, a.dk, a.dv, a.chunk);
+    ws_.resize(a.workspace_bytes);
+    a.workspace = ws_.data();
+  }
   gla_chunked(a, s);
   lb.state.resize(static_cast<std::size_t>(Da * (Dv + 1)));
   state_.download(lb.state.data(), lb.state.size(), s);

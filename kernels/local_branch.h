@@ -9,6 +9,8 @@
 // append). Every call synchronizes its stream before it returns.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda_runtime.h>
 
 #include "core/hybrid.h"
@@ -19,13 +21,17 @@ namespace ip::cuda {
 
 class DeviceLocalBranch {
  public:
+  // chunked: the prefill runs its chunks in parallel (GlaArgs::workspace; the same bits), else in order.
+  explicit DeviceLocalBranch(bool chunked = false) : chunked_(chunked) {}
   void prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb, cudaStream_t s);
   void append(const Workload& w, Index64 new_end, LocalBranch& lb, cudaStream_t s);
   void readout(const LocalBranch& lb, MatrixView<const float> queries, float* out, cudaStream_t s);
 
  private:
   void stage_inputs(const Workload& w, Index64 b, Index64 e, cudaStream_t s);
+  bool chunked_ = false;
   DeviceBuffer<float> raw_k_, raw_v_, k_, v_, g_, state_, q_, out_;
+  DeviceBuffer<std::uint8_t> ws_;  // the chunk-parallel prefill's workspace
 };
 
 }  // namespace ip::cuda

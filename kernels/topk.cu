@@ -82,9 +82,10 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_REQUIRE(a.launch == TopkLaunch::automatic || a.launch == TopkLaunch::chain || a.launch == TopkLaunch::single ||
                  a.launch == TopkLaunch::cluster || a.launch == TopkLaunch::block,
              "top-k: launch = {} is not automatic, chain, single, cluster or block", static_cast<int>(a.launch));
-  const bool single = a.launch == TopkLaunch::single;
-  const bool cluster = a.launch == TopkLaunch::cluster;
-  const bool block = a.launch == TopkLaunch::block;
+  const TopkLaunch launch = resolve_topk_launch(a.launch);
+  const bool single = launch == TopkLaunch::single;
+  const bool cluster = launch == TopkLaunch::cluster;
+  const bool block = launch == TopkLaunch::block;
   const char* const launch_name = single ? "single" : cluster ? "cluster" : "block";
   IP_REQUIRE(!single || a.sampling != TopkSampling::on,
              "top-k: launch single does not sample (sampling must be automatic or off)");

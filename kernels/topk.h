@@ -46,6 +46,8 @@ constexpr long long kTopkRankMaxWork = 1LL << 26;
 // for batches of many short rows, where a row's cluster of 1024-thread blocks mostly waits at barriers).
 // automatic: chain (single, cluster and block have not been timed on a GPU yet).
 enum class TopkLaunch { automatic, chain, single, cluster, block };
+// What `automatic` is today (the launcher dispatches on this; the cuda backend records it per point).
+constexpr TopkLaunch resolve_topk_launch(TopkLaunch l) { return l == TopkLaunch::automatic ? TopkLaunch::chain : l; }
 
 struct TopkArgs {
   int rows = 1;

@@ -38,6 +38,9 @@
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
 #                                     the claims report on it (python3 with h5py, pandas, matplotlib), and
 #                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
+#   GPU_CHECK_FORMS=1                 also run configs/kernel_forms.ini on cuda (the top-k and scoring forms of
+#                                     [kernels] end to end at 1Mi tokens) and configs/batched.ini at 64
+#                                     requests over the attention and top-k forms; per point its stage times
 #   GPU_CHECK_NCU=1                   also run scripts/gpu-ncu-summary.sh (Nsight Compute on the top-k and
 #                                     score kernels of kernel_bench; about 2 x 60 s at most;
 #                                     GPU_CHECK_NCU_GROUPS="topk" for fewer kernel_bench groups, "topk pool"
@@ -534,6 +537,32 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
       fi
     else
       record "$c.ini" FAIL $(($(now) - t1)) "exit $rc (see $c.txt)"
+    fi
+  done
+fi
+
+# ---- optional: the kernel forms ([kernels]) end to end through the runner -----------------------------
+# kernel_bench times each form one kernel at a time; these time them as a sweep does, per step and stage.
+if [[ "${GPU_CHECK_FORMS:-0}" == 1 ]]; then
+  say "kernel forms through the runner (configs/kernel_forms.ini; configs/batched.ini at 64 requests; GPU_CHECK_FORMS=1)"
+  for c in kernel_forms batched; do
+    t1=$(now)
+    args=()
+    [[ $c == batched ]] && args=(--set workload.requests=64 --set kernels.attention=tiles,lanes
+      --set kernels.topk=chain,block)
+    box=$(($(left) > 150 ? 90 : ($(left) > 40 ? $(left) - 30 : 10)))
+    timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
+      "${args[@]}" --set output.path="$OUT_DIR/forms_$c.h5" >"$OUT_DIR/forms_$c.txt" 2>&1
+    rc=$?
+    tsv="$OUT_DIR/forms_$c.points.tsv"
+    if ((rc == 0)) && "$BUILD/experiments/indexpool" inspect "$OUT_DIR/forms_$c.h5" --table points >"$tsv"; then
+      awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        { printf "   %-70s %-7s score %s ms, top-k %s ms, attention %s ms, layer %s ms\n", $c["key"], $c["status"],
+          $c["score_ms"], $c["topk_ms"], $c["attention_ms"], $c["layer_ms"] }' "$tsv"
+      n=$(grep -c 'skipped:' "$OUT_DIR/forms_$c.txt")
+      record "forms: $c" ok $(($(now) - t1)) "$n points skipped; per point in forms_$c.points.tsv"
+    else
+      record "forms: $c" FAIL $(($(now) - t1)) "exit $rc (see forms_$c.txt)"
     fi
   done
 fi

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <fmt/format.h>
 
 #include "experiments/config.h"
 #include "experiments/device_plan.h"
@@ -206,3 +207,109 @@ TEST(RunnerOnEmulator, DeviceEstimateCoversWhatAPointTakes) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string point_group(std::size_t i) {
+  const std::string n = std::to_string(i);
+  return "point_" + std::string(6 - n.size(), '0') + n;
+}
+
+}  // namespace
+
+// [kernels]: every form of top-k, attention, scoring and the hybrid layer's prefill through the whole
+// runner on the emulated device. Each point must give the cpu's selections (up to the rounding its math
+// documents) and say in run_kernels which forms its calls ran; the cpu points say the forms did not apply.
+TEST(RunnerOnEmulator, KernelFormsGiveTheCpuResultsAndAreRecorded) {
+  const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_forms_" + std::to_string(::getpid()));
+  ASSERT_NO_FATAL_FAILURE(run_cpu_and_emu(
+      dir, "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\nrequests = 2\n"
+           "length_spread = 0.5\n[pool]\nprecision = fp8\n[select]\ntopk_tokens = 256\n"
+           "[kernels]\ntopk = chain, single, cluster, block\nattention = tiles, lanes\nscore_math = fp32, split\n"));
+  ip::h5::File fc((dir / "cpu.h5").string(), "r"), fe((dir / "emu.h5").string(), "r");
+  const ip::h5::Table c = fc.read_table("points"), e = fe.read_table("points");
+  ASSERT_EQ(c.rows(), 16u);
+  ASSERT_EQ(e.rows(), c.rows());
+  const char* topk[] = {"chain", "single", "cluster", "block"};
+  const char* attn[] = {"tiles", "lanes"};
+  const char* math[] = {"fp32", "bf16x2"};  // split on fp8 rows is bf16x2
+  for (std::size_t i = 0; i < c.rows(); ++i) {
+    SCOPED_TRACE("point " + std::to_string(i) + ": " + c.column("key").strings[i]);
+    EXPECT_EQ(e.column("status").strings[i], "ok") << e.column("reason").strings[i];
+    EXPECT_EQ(e.column("run_backend").strings[i], "cuda");
+    EXPECT_EQ(e.column("reason").strings[i], "");
+    EXPECT_EQ(c.column("reason").strings[i],
+              "the kernels.* forms apply to the cuda backend only; this point ran on the cpu");
+    for (const char* col : {"token_recall", "block_recall", "mass_recall", "output_error", "cache_hit_rate"})
+      EXPECT_NEAR(e.column(col).floats[i], c.column(col).floats[i], 2e-3) << col;
+    // Grid order: topk slowest, then attention, then score_math.
+    const std::string forms = fe.attr_string(point_group(i), "run_kernels");
+    const std::string want = fmt::format("attention {}, exact score {}, score {}, top-k {}", attn[(i / 2) % 2],
+                                         i % 2 ? "bf16x3" : "fp32", math[i % 2], topk[i / 4]);
+    EXPECT_EQ(forms, want);
+    EXPECT_EQ(fc.attr_string(point_group(i), "run_kernels"), "");
+  }
+  fs::remove_all(dir);
+}
+
+// One-product bf16 scoring is recorded and stays close to the cpu; the chunk-parallel prefill gives the
+// sequential one's bits; the batched decoder runs the forms asked for; forms a point's shapes cannot use
+// skip it under backend = cuda naming the key (here a value dim of 80 with a lane per token).
+// Runs the config `text` with indexpool-emu (backend = cuda) into dir/r.h5 and returns that path.
+std::string run_emu_into(const fs::path& dir, const std::string& text) {
+  const std::string cfg = (dir / "sweep.ini").string(), h5 = (dir / "r.h5").string();
+  std::ofstream(cfg) << text;
+  std::string out;
+  const int rc = run(IP_INDEXPOOL_EMU_BIN, "run " + cfg + " --quiet --overwrite --set backend=cuda --set output.path=" + h5, out);
+  EXPECT_EQ(rc, 0) << out;
+  return h5;
+}
+
+TEST(RunnerOnEmulator, KernelFormsOfScoringLinearAttentionAndBatchedPoints) {
+  const fs::path dir = fs::temp_directory_path() / ("ip_runner_emu_forms2_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // bf16 scoring.
+  std::string h5 = run_emu_into(dir, "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\n[pool]\nprecision = bf16\n"
+                        "[select]\ntopk_tokens = 256\n[kernels]\nscore_math = auto, bf16\n");
+  {
+    ip::h5::File f(h5, "r");
+    const ip::h5::Table t = f.read_table("points");
+    ASSERT_EQ(t.rows(), 2u);
+    EXPECT_EQ(f.attr_string(point_group(0), "run_kernels"),
+              "attention tiles, exact score bf16x3, score bf16x2, top-k chain");
+    EXPECT_EQ(f.attr_string(point_group(1), "run_kernels"), "attention tiles, exact score bf16, score bf16, top-k chain");
+    for (const char* col : {"token_recall", "mass_recall"})
+      EXPECT_NEAR(t.column(col).floats[1], t.column(col).floats[0], 0.05) << col;
+  }
+  // The hybrid layer's prefill: chunks in order or in parallel, the same bits.
+  h5 = run_emu_into(dir, "[workload]\ntokens = 3Ki\nsteps = 3\nindex_heads = 8\nattn_heads = 2\n[pool]\nweighting = tfidf\n"
+                        "[select]\ntopk_tokens = 256\n[hybrid]\nenabled = true\nwindow = 700\nchunk = 64\n"
+                        "[kernels]\nlinear_attention = sequential, chunked\n");
+  {
+    ip::h5::File f(h5, "r");
+    const ip::h5::Table t = f.read_table("points");
+    ASSERT_EQ(t.rows(), 2u);
+    EXPECT_NE(f.attr_string(point_group(0), "run_kernels").find("linear attention sequential"), std::string::npos);
+    EXPECT_NE(f.attr_string(point_group(1), "run_kernels").find("linear attention chunked"), std::string::npos);
+    for (const char* col : {"layer_output_error", "layer_mass_recall", "token_recall", "output_error"})
+      EXPECT_EQ(t.column(col).floats[1], t.column(col).floats[0]) << col;
+  }
+  // Batched: the decoder's forms, then the fidelity calls' on the backend; and the skip.
+  h5 = run_emu_into(dir, "[workload]\ntokens = 3Ki\nsteps = 2\nindex_heads = 8\nattn_heads = 2\nrequests = 3\n"
+                        "value_dim = 128, 80\n[select]\ntopk_tokens = 256\nbatched = true\n"
+                        "[kernels]\ntopk = block\nattention = lanes\n");
+  {
+    ip::h5::File f(h5, "r");
+    const ip::h5::Table t = f.read_table("points");
+    ASSERT_EQ(t.rows(), 2u);
+    EXPECT_EQ(t.column("status").strings[0], "ok") << t.column("reason").strings[0];
+    EXPECT_EQ(f.attr_string(point_group(0), "run_kernels"),
+              "batched decoder: attention lanes, score bf16x3, top-k block; attention lanes, exact score bf16x3, "
+              "top-k block");
+    EXPECT_EQ(t.column("status").strings[1], "skipped");
+    EXPECT_EQ(t.column("reason").strings[1],
+              "backend = cuda: kernels.attention = lanes needs workload.attn_dim and workload.value_dim 64, 128 or "
+              "256, not 128 and 80");
+  }
+  fs::remove_all(dir);
+}

@@ -115,6 +115,8 @@ TEST_F(ConfigTest, TableDefaultsEqualStructDefaults) {
   EXPECT_EQ(p.query_ema, q.query_ema);
   EXPECT_EQ(p.rebuild_every, q.rebuild_every);
   EXPECT_EQ(p.fidelity, q.fidelity);
+  EXPECT_TRUE(p.kernels.all_automatic());
+  EXPECT_TRUE(q.kernels.all_automatic());
   EXPECT_EQ(table.backend, plain.backend);
   EXPECT_EQ(table.threads, plain.threads);
   EXPECT_EQ(table.source, plain.source);
@@ -140,6 +142,42 @@ TEST_F(ConfigTest, BadValuesNameKeyAndLine) {
   EXPECT_NE(error_of(p4).find("group size"), std::string::npos);
   auto p5 = write("[pool]\nprecision = fp7\n");
   EXPECT_NE(error_of(p5).find("fp7"), std::string::npos);
+}
+
+// [kernels]: the cuda backend's kernel forms, sweepable; a value not among a key's forms names it.
+TEST_F(ConfigTest, KernelFormKeysSweepAndRefuseUnknownForms) {
+  const auto path = write("[kernels]\ntopk = chain, single, cluster, block\nattention = lanes\nscore_math = split\n"
+                          "linear_attention = chunked\n");
+  const auto sw = load_sweep(path);
+  ASSERT_EQ(sw.points.size(), 4u);
+  const ip::TopkForm want[] = {ip::TopkForm::chain, ip::TopkForm::single, ip::TopkForm::cluster, ip::TopkForm::block};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const ip::KernelForms& f = sw.points[i].pipeline.kernels;
+    EXPECT_EQ(f.topk, want[i]);
+    EXPECT_EQ(f.attention, ip::AttentionForm::lanes);
+    EXPECT_EQ(f.score, ip::ScoreForm::split);
+    EXPECT_EQ(f.linear, ip::LinearForm::chunked);
+    EXPECT_FALSE(f.all_automatic());
+  }
+  EXPECT_EQ(sw.points[2].key, "kernels.topk=cluster");
+  const auto auto_path = write("[kernels]\nscore_math = auto, fp32, bf16\n");
+  const auto sa = load_sweep(auto_path);
+  ASSERT_EQ(sa.points.size(), 3u);
+  EXPECT_EQ(sa.points[0].pipeline.kernels.score, ip::ScoreForm::automatic);
+  EXPECT_EQ(sa.points[1].pipeline.kernels.score, ip::ScoreForm::fp32);
+  EXPECT_EQ(sa.points[2].pipeline.kernels.score, ip::ScoreForm::bf16);
+  const auto bad = write("[workload]\ntokens = 4Ki\n[kernels]\ntopk = radix\n");
+  EXPECT_NE(error_of(bad).find(bad + ":4: key 'kernels.topk': 'radix' is not one of: auto, chain, single, cluster, "
+                               "block"),
+            std::string::npos)
+      << error_of(bad);
+  const auto bad2 = write("[kernels]\nattention = tiles, flash\n");
+  EXPECT_NE(error_of(bad2).find(":2: key 'kernels.attention': 'flash' is not one of: auto, tiles, lanes"),
+            std::string::npos)
+      << error_of(bad2);
+  EXPECT_NE(error_of(auto_path, {"kernels.score_math=tf32"}).find("'tf32' is not one of: auto, fp32, split, bf16"),
+            std::string::npos);
+  EXPECT_NE(ip::exp::describe_keys().find("kernels.linear_attention"), std::string::npos);
 }
 
 TEST_F(ConfigTest, EmptyAxisItemAndEmptyValueAreErrors) {
@@ -193,6 +231,11 @@ TEST_F(ConfigTest, ShippedConfigsLoad) {
   ASSERT_EQ(claims.points.size(), 3u);
   EXPECT_EQ(claims.points[0].workload.tokens, 1ll << 20);
   EXPECT_EQ(claims.points[1].pipeline.pool.precision, ip::Precision::fp8);
+  const auto forms = load_sweep(dir + "kernel_forms.ini");  // 2 weightings x 4 top-k forms x 2 scoring forms
+  ASSERT_EQ(forms.points.size(), 16u);
+  EXPECT_EQ(forms.points[5].key, "pool.weighting=exact;kernels.topk=cluster;kernels.score_math=bf16");
+  EXPECT_EQ(forms.points[5].pipeline.kernels.topk, ip::TopkForm::cluster);
+  EXPECT_EQ(forms.points[5].pipeline.kernels.score, ip::ScoreForm::bf16);
 }
 
 TEST_F(ConfigTest, Pow2AndRangeItems) {

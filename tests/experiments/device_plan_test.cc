@@ -163,6 +163,79 @@ TEST(DevicePlan, TopkBeyondTheGpuLimit) {
   EXPECT_NE(groups.find("k = 8192 (the groups select.topk_tokens buys)"), std::string::npos) << groups;
 }
 
+// Kernel forms ([kernels]) a point's shapes or the device cannot run: cuda skips the point naming the key,
+// auto runs it on the CPU saying why, before any work; forms that can run change nothing.
+TEST(DevicePlan, KernelFormsThePointCannotUse) {
+  DeviceInfo gpu;
+  gpu.cuda_build = true;
+  gpu.devices = 1;
+  gpu.description = "0: NVIDIA A100, sm_80, 79.6 GiB";
+  gpu.total_bytes = gpu.free_bytes = 80 * 1024 * kMiB;
+  gpu.cc_major = 8;
+  const DeviceShape s{65536, 128, 8, 128, 4, 128};
+  auto p = params(ip::Weighting::uniform, 4, ip::Precision::fp8, 2048);
+  for (auto f : {ip::ScoreForm::fp32, ip::ScoreForm::split, ip::ScoreForm::bf16}) {
+    p.kernels.score = f;
+    EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "") << ip::to_string(f);
+  }
+  // Tensor-core scoring: dims 64/128/256, no maxmin pairs.
+  const DeviceShape d96{65536, 96, 8, 128, 4, 128};
+  EXPECT_EQ(plan_backend("cuda", d96, p, gpu).skip_reason,
+            "backend = cuda: kernels.score_math = bf16 (tensor cores) needs workload.dim 64, 128 or 256, not 96");
+  p.kernels.score = ip::ScoreForm::fp32;
+  EXPECT_EQ(plan_backend("cuda", d96, p, gpu).skip_reason, "");
+  p.kernels.score = ip::ScoreForm::split;
+  p.pool.weights.scheme = ip::Weighting::maxmin;
+  const auto mm = plan_backend("auto", s, p, gpu);
+  EXPECT_EQ(mm.backend, "cpu");
+  EXPECT_EQ(mm.note,
+            "backend = auto: kernels.score_math = split (tensor cores) does not score maxmin pairs (use fp32 or auto); "
+            "running on the CPU");
+  p = params(ip::Weighting::uniform, 4, ip::Precision::fp8, 2048);
+  // A lane per token: attention and value dims 64/128/256 (no attention stage: nothing to refuse).
+  p.kernels.attention = ip::AttentionForm::lanes;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  const DeviceShape v80{65536, 128, 8, 128, 4, 80};
+  EXPECT_EQ(plan_backend("cuda", v80, p, gpu).skip_reason,
+            "backend = cuda: kernels.attention = lanes needs workload.attn_dim and workload.value_dim 64, 128 or 256, "
+            "not 128 and 80");
+  EXPECT_EQ(plan_backend("cuda", DeviceShape{65536, 128, 8, 0, 0, 0}, p, gpu).skip_reason, "");
+  // Clusters: sm_90 and later; a device of unknown capability is left to the launcher.
+  p.kernels.attention = ip::AttentionForm::automatic;
+  p.kernels.topk = ip::TopkForm::cluster;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason,
+            "backend = cuda: kernels.topk = cluster needs thread block clusters (sm_90 or later; this device is sm_8x)");
+  gpu.cc_major = 9;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  gpu.cc_major = 0;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  for (auto f : {ip::TopkForm::chain, ip::TopkForm::single, ip::TopkForm::block}) {
+    p.kernels.topk = f;
+    gpu.cc_major = 8;
+    EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "") << ip::to_string(f);
+  }
+}
+
+// The chunk-parallel prefill's workspace is in the hybrid layer's estimate: chunks x (Da (Dv + 1) + Da) floats.
+TEST(DevicePlan, ChunkedLinearAttentionWorkspaceIsEstimated) {
+  const DeviceShape s{65536, 128, 8, 128, 4, 128};
+  auto p = params(ip::Weighting::tfidf, 4, ip::Precision::fp32, 2048);
+  p.hybrid.enabled = true;
+  p.hybrid.window = 1000;
+  p.hybrid.chunk = 64;
+  const double plain = estimate_device_bytes(s, p).local;
+  EXPECT_GT(plain, 0.0);
+  p.kernels.linear = ip::LinearForm::sequential;
+  EXPECT_EQ(estimate_device_bytes(s, p).local, plain);
+  p.kernels.linear = ip::LinearForm::chunked;
+  // Da = 128, chunk 64: 2 x 64 x 129 + 128 x 32 + 64 x 32 floats = 88.5 KiB > 48 KiB, so the estimate counts
+  // chunks of the largest that fits 48 KiB (28 tokens: 2 x 28 x 129 + 4096 + 28 x 32 = 12120 floats).
+  const double chunks = std::ceil(1000.0 / 28);
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).local - plain, chunks * (128.0 * 129 + 128) * 4);
+  p.hybrid.chunk = 16;  // fits: 16-token chunks
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).local - plain, std::ceil(1000.0 / 16) * (128.0 * 129 + 128) * 4);
+}
+
 TEST(DevicePlan, BackendKeyAcceptsCpuCudaAuto) {
   const auto dir = std::filesystem::temp_directory_path() / ("ip_device_plan_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

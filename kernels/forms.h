@@ -1,0 +1,81 @@
+// The config's kernel forms (core/kernel_forms.h) as the launchers' arguments, and a record of the forms
+// the calls of one backend resolved to (what a point's results say it ran). Host-only header.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "core/kernel_forms.h"
+#include "kernels/attention.h"
+#include "kernels/score.h"
+#include "kernels/topk.h"
+
+namespace ip::cuda {
+
+// split is bf16x3, which resolves to bf16x2 on rows exact in bf16 (kernels/score.h).
+inline ScoreMath score_math(ScoreForm f) {
+  switch (f) {
+    case ScoreForm::fp32: return ScoreMath::fp32;
+    case ScoreForm::split: return ScoreMath::bf16x3;
+    case ScoreForm::bf16: return ScoreMath::bf16;
+    default: return ScoreMath::automatic;
+  }
+}
+inline TopkLaunch topk_launch(TopkForm f) {
+  switch (f) {
+    case TopkForm::chain: return TopkLaunch::chain;
+    case TopkForm::single: return TopkLaunch::single;
+    case TopkForm::cluster: return TopkLaunch::cluster;
+    case TopkForm::block: return TopkLaunch::block;
+    default: return TopkLaunch::automatic;
+  }
+}
+inline AttnKernel attn_kernel(AttentionForm f) {
+  switch (f) {
+    case AttentionForm::tiles: return AttnKernel::tiles;
+    case AttentionForm::lanes: return AttnKernel::lanes;
+    default: return AttnKernel::automatic;
+  }
+}
+// Whether the hybrid layer's prefill runs its chunks in parallel (automatic: one after another).
+inline bool linear_chunked(LinearForm f) { return f == LinearForm::chunked; }
+
+inline std::string_view to_string(ScoreMath m) {
+  switch (m) {
+    case ScoreMath::fp32: return "fp32";
+    case ScoreMath::bf16x2: return "bf16x2";
+    case ScoreMath::bf16x3: return "bf16x3";
+    case ScoreMath::bf16: return "bf16";
+    default: return "automatic";
+  }
+}
+inline std::string_view to_string(TopkLaunch l) {
+  switch (resolve_topk_launch(l)) {
+    case TopkLaunch::single: return "single";
+    case TopkLaunch::cluster: return "cluster";
+    case TopkLaunch::block: return "block";
+    default: return "chain";
+  }
+}
+inline std::string_view to_string(AttnKernel k) { return resolve_attn_kernel(k) == AttnKernel::lanes ? "lanes" : "tiles"; }
+
+// The distinct "stage form" pairs a backend's calls used ("score bf16x2", "top-k chain", ...), sorted.
+class FormsUsed {
+ public:
+  void note(std::string_view stage, std::string_view form) {
+    used_.insert(std::string(stage) + " " + std::string(form));
+  }
+  // "attention tiles, score bf16x2, top-k chain" ("" when nothing ran).
+  std::string describe() const {
+    std::string s;
+    for (const auto& u : used_) s += (s.empty() ? "" : ", ") + u;
+    return s;
+  }
+  void clear() { used_.clear(); }
+
+ private:
+  std::set<std::string> used_;
+};
+
+}  // namespace ip::cuda
