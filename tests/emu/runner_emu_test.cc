@@ -173,6 +173,8 @@ TEST(RunnerOnEmulator, DeviceEstimateCoversWhatAPointTakes) {
       // Issue 7: the hybrid layer's local branch, incremental re-pooling, growing contexts, asynchronous
       // updates on a second stream, adaptive group sizes.
       {"hybrid layer", base + "[pool]\nweighting = tfidf\n[hybrid]\nenabled = true\nwindow = 256\nchunk = 64\n"},
+      {"hybrid layer, chunks in parallel", base + "[pool]\nweighting = tfidf\n[hybrid]\nenabled = true\nwindow = 2048\n"
+                                                   "chunk = 16\n[kernels]\nlinear_attention = chunked\n"},
       {"repool tau", base + "[pool]\nweighting = hybrid\nrepool_tau = 0.05\n"},
       {"growing", base + "append_per_step = 16\n[pool]\nweighting = tfidf\nrepool_tau = 0\n"},
       {"async int8", base + "[pool]\nweighting = tfidf\nprecision = int8\nasync_updates = true\nrepool_tau = 0.05\n"},
