@@ -100,15 +100,18 @@ def per_request_times(df, family):
 SLICE_KEYS = ("backend", RUN, "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
               "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.HYBRID_ENABLED,
               schema.HYBRID_WINDOW, schema.HYBRID_COMBINE, schema.REPOOL_TAU, schema.ADAPTIVE_ENABLED,
-              schema.BATCHED, "attr.sweep_id")
+              schema.BATCHED) + schema.KERNEL_FORM_KEYS + ("attr.sweep_id",)
 # Other figures show the plain pipeline: pure sparse attention, full rebuilds, fixed group sizes.
 PREFER = {PREC: ["fp32", "bf16", "fp16", "fp8", "int8"], G: [4], W: list(schema.REFERENCE_WEIGHTINGS),
           "backend": ["cuda", "auto", "cpu"], RUN: ["cuda", "cpu"], schema.HYBRID_ENABLED: [False],
-          schema.REPOOL_TAU: [schema.FULL_REBUILD_TAU], schema.ADAPTIVE_ENABLED: [False], schema.BATCHED: [False]}
+          schema.REPOOL_TAU: [schema.FULL_REBUILD_TAU], schema.ADAPTIVE_ENABLED: [False], schema.BATCHED: [False],
+          **{k: ["auto"] for k in schema.KERNEL_FORM_KEYS}}
 SHORT = {RUN: "ran on", PREC: "precision", G: "G", W: "weighting", "select.topk_tokens": "k", "workload.requests": "B",
          "context": "T", "workload.index_heads": "H", "workload.dim": "D", "attr.sweep_id": "sweep",
          schema.HYBRID_ENABLED: "hybrid", schema.HYBRID_WINDOW: "W", schema.HYBRID_COMBINE: "combine",
-         schema.REPOOL_TAU: "τ", schema.ADAPTIVE_ENABLED: "adaptive", schema.BATCHED: "batched"}
+         schema.REPOOL_TAU: "τ", schema.ADAPTIVE_ENABLED: "adaptive", schema.BATCHED: "batched",
+         "kernels.score_math": "score math", "kernels.topk": "top-k form", "kernels.attention": "attention form",
+         "kernels.linear_attention": "linear attention form"}
 
 
 def fmt_value(key, v):

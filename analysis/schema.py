@@ -89,7 +89,13 @@ KEY_DEFAULTS = {
     "adaptive.enabled": "false",
     # select.batched: on a GPU backend the point's B requests decoded together; its *_ms are the batch's
     "select.batched": "false",
+    # [kernels]: the cuda backend's kernel forms ("auto": the launchers' own choice); the cpu ignores them
+    "kernels.score_math": "auto",
+    "kernels.topk": "auto",
+    "kernels.attention": "auto",
+    "kernels.linear_attention": "auto",
 }
+KERNEL_FORM_KEYS = ("kernels.score_math", "kernels.topk", "kernels.attention", "kernels.linear_attention")
 INT_KEYS = ("workload.tokens", "workload.dim", "workload.index_heads", "workload.attn_dim", "workload.value_dim",
             "workload.requests", "workload.seed", "pool.group_size", "select.topk_tokens", "cache.kv_bytes",
             "hybrid.window")

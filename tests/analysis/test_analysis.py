@@ -514,3 +514,31 @@ def test_cli_figures_and_report(files, tmp_path, capsys):
     assert "2 figures" in text and f"{len(FUTURE)} families skipped" in text
     assert main(["report", files[0], "--out", str(tmp_path / "rep")]) == 0
     assert os.path.exists(tmp_path / "rep" / "claims.md")
+
+
+def test_kernel_form_axes_are_read_and_timing_claims_take_one_form(res, tmp_path):
+    # A runner file with [kernels] axes: the columns are read; the cpu points say the forms did not apply.
+    f = run_sweep(tmp_path, "forms", "[workload]\ntokens = 2Ki\ndim = 32\nindex_heads = 2\nattn_dim = 32\n"
+                                     "attn_heads = 1\nvalue_dim = 32\nsteps = 2\n[select]\ntopk_tokens = 256\n"
+                                     "[kernels]\ntopk = chain, block\n")
+    pts = load([f]).points
+    assert sorted(pts["kernels.topk"]) == ["block", "chain"]
+    assert set(pts["kernels.attention"]) == {"auto"}  # not an axis: the default
+    assert all("apply to the cuda backend only" in r for r in pts["reason"])
+    # Timing claims take one form (auto when present) and say so, never a median over several forms.
+    base = synthetic_results(res, batched=False)
+    slow = base.points[base.points[schema.RUN_BACKEND] == "cuda"].copy()
+    slow["kernels.topk"] = "block"
+    slow["topk_ms"] = slow["topk_ms"] * 10
+    slow["index"] = slow["index"] + 50_000
+    import copy
+    mixed = copy.copy(base)
+    mixed.points = pd.concat([base.points, slow], ignore_index=True)
+    a = {r.id: r for r in claims.evaluate(base)}["latency"]
+    b = {r.id: r for r in claims.evaluate(mixed)}["latency"]
+    assert a.measured == b.measured and a.verdict == b.verdict
+    assert "top-k form = auto" in b.source, b.source
+    only_block = copy.copy(base)
+    only_block.points = pd.concat([base.points[base.points[schema.RUN_BACKEND] != "cuda"], slow], ignore_index=True)
+    c = {r.id: r for r in claims.evaluate(only_block)}["latency"]
+    assert c.measured != a.measured  # the block points' own times, 10x the top-k
