@@ -11,7 +11,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from . import schema
 from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
                      errorbar, finish, fix_others, fmt_value, logy, ok_rows, per_request_times, sources, summarize,
-                     weighting_sort_key, LINESTYLES, MARKERS)
+                     weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -758,6 +758,66 @@ def fig_batched(res):
     return finish(fig, "Batched decode: step time and rate vs batch size", n, _legend(fig), 6)
 
 
+# ------------------------------------------------------------------------------------------ kernel forms
+FORM_ORDER = {"kernels.score_math": ["auto", "fp32", "split", "bf16"],
+              "kernels.topk": ["auto", "chain", "single", "cluster", "block"],
+              "kernels.attention": ["auto", "tiles", "lanes"],
+              "kernels.linear_attention": ["auto", "sequential", "chunked"]}
+
+
+def fig_forms(res):
+    """Stage times per kernel form ([kernels] axes, points on a GPU backend): for each form key that varies, the
+    median scoring, top-k and attention time per step of each form, one bar per weighting (and batch)."""
+    B = "workload.requests"
+    stages = [(c, n) for c, n in schema.STAGES if c != "pool_ms"]
+    df = ok_rows(res, "forms", [W, RUN] + [c for c, _ in stages])
+    df = df[df[RUN].isin(schema.GPU_BACKENDS)]
+    keys = [k for k in schema.KERNEL_FORM_KEYS if k in df.columns and df[k].nunique() > 1]
+    if df.empty or not keys:
+        raise NoData("forms: no kernels.* key takes several values among points that ran on a GPU backend (run_backend "
+                     f"in {list(schema.GPU_BACKENDS)}); configs/kernel_forms.ini is such a sweep")
+    fig, axes = plt.subplots(len(keys), len(stages), figsize=(4.6 * len(stages), 3.4 * len(keys) + 0.6), squeeze=False)
+    kinds, notes, used = set(), [], []
+    for ki, key in enumerate(keys):
+        d0, note = fix_others(df, keep=(W, key, RUN, schema.BATCHED, B, "attr.sweep_id"))
+        if note:
+            notes.append(f"{SHORT.get(key, key)} row: {note}")
+        used.append(d0)
+        forms = sorted(d0[key].unique(), key=lambda v: (FORM_ORDER[key].index(v) if v in FORM_ORDER[key] else 99, v))
+        batched = batched_gpu(d0)
+        d0 = d0.assign(_series=[f"{w}" + (f" [batched B={int(b)}]" if bt else "")
+                                for w, b, bt in zip(d0[W], d0[B], batched)])
+        series = sorted(d0["_series"].unique(), key=lambda x: (weighting_sort_key(x.split(" ")[0]), x))
+        width = 0.8 / max(1, len(series))
+        for si, (col, name) in enumerate(stages):
+            ax = axes[ki, si]
+            for j, ser in enumerate(series):
+                d = d0[(d0["_series"] == ser) & (d0[col] > 0)]
+                if d.empty:
+                    continue
+                st, k = summarize(res, d, [key], col)
+                kinds |= k
+                x = np.array([forms.index(v) for v in st[key]], dtype=float) + (j - (len(series) - 1) / 2) * width
+                c = np.asarray(st["center"], dtype=float)
+                err = np.vstack([c - np.asarray(st["lo"], dtype=float), np.asarray(st["hi"], dtype=float) - c])
+                ax.bar(x, c, width, yerr=np.where(np.isfinite(err), err, 0), capsize=2,
+                       color=color_of(j, ser.split(" ")[0]), label=ser)
+            ax.set_xticks(range(len(forms)))
+            ax.set_xticklabels(forms)
+            ax.set_xlabel(key)
+            ax.set_ylabel(f"{name} time per step (ms)")
+            if ki == 0:
+                ax.set_title(name)
+    if not any(ax.patches for ax in axes.flat):
+        raise NoData("forms: no stage time is positive")
+    sel = pd.concat(used)
+    n = caption(fig, "Median over decode steps on the GPU backend, on the host clock around each stage's backend call "
+                     "(its uploads, downloads and synchronization included); batched points: CUDA events of the "
+                     "whole batch's launch. " + (f"Slice: {'; '.join(notes)}. " if notes else "")
+                + constants(sel, [RUN, PREC, "select.topk_tokens", "workload.index_heads"]), kinds, sources(sel))
+    return finish(fig, "Stage time per kernel form", n, _legend(fig), 6)
+
+
 # name -> (function, one-line description). Order = the order `figures` makes them.
 FAMILIES = {
     "memory": (fig_memory, "index memory vs context length, exact vs pooled, every precision"),
@@ -776,4 +836,6 @@ FAMILIES = {
                                "point_*/counters: profile.counters = on, cuda backend)"),
     "batched": (fig_batched, "batched decode: step time and rate vs the requests decoded together (needs "
                              "select.batched = true points on the cuda backend)"),
+    "forms": (fig_forms, "stage time per kernel form (needs [kernels] axes, e.g. configs/kernel_forms.ini, on the "
+                         "cuda backend)"),
 }

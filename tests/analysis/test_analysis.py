@@ -542,3 +542,34 @@ def test_kernel_form_axes_are_read_and_timing_claims_take_one_form(res, tmp_path
     only_block.points = pd.concat([base.points[base.points[schema.RUN_BACKEND] != "cuda"], slow], ignore_index=True)
     c = {r.id: r for r in claims.evaluate(only_block)}["latency"]
     assert c.measured != a.measured  # the block points' own times, 10x the top-k
+
+
+def test_forms_figure(res, tmp_path):
+    # No [kernels] axis on a GPU backend: no data, saying what would give some.
+    with pytest.raises(NoData) as e:
+        FAMILIES["forms"][0](res)
+    assert str(e.value).startswith("forms: ") and "configs/kernel_forms.ini" in str(e.value)
+    # A runner file with two form axes, its points relabelled as GPU points (this machine has none): a row of
+    # stage panels per varying form key, a bar group per form in the forms' order, a bar per weighting.
+    f = run_sweep(tmp_path, "forms2", "[workload]\ntokens = 2Ki\ndim = 32\nindex_heads = 2\nattn_dim = 32\n"
+                                      "attn_heads = 1\nvalue_dim = 32\nsteps = 2\n[pool]\nweighting = exact, uniform\n"
+                                      "[select]\ntopk_tokens = 256\n[kernels]\ntopk = block, chain\n"
+                                      "score_math = bf16, auto\n")
+    r = load([f])
+    r.points[schema.RUN_BACKEND] = "cuda"
+    r.points[schema.RUN_DEVICE] = "NVIDIA H200 (synthetic)"
+    fig = FAMILIES["forms"][0](r)
+    axes = fig.axes
+    assert len(axes) == 6  # 2 varying keys x (scoring, top-k, attention)
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["auto", "bf16"]  # kernels.score_math first
+    assert [t.get_text() for t in axes[3].get_xticklabels()] == ["chain", "block"]
+    assert axes[0].get_xlabel() == "kernels.score_math" and axes[3].get_xlabel() == "kernels.topk"
+    assert all(len(ax.patches) == 4 for ax in axes)  # 2 forms x 2 weightings
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "top-k form = auto" not in cap  # topk has no auto value here: the most common one is taken, and named
+    assert "score math row: top-k form =" in cap and "top-k form row: score math = auto" in cap
+    for lab in labels(fig):
+        if lab and not lab.startswith("kernels."):
+            assert "(" in lab, f"axis label without a unit: {lab!r}"
+    png, _ = save(fig, str(tmp_path), "forms")
+    check_png(png)
