@@ -87,6 +87,17 @@ std::string inspect_results(const std::string& path) {
       const std::string total =
           f.has_attr("/", "points_total") ? fmt::format(" of {}", f.attr_text("/", "points_total")) : "";
       out += fmt::format("points: {}{} ({})\n", t.rows(), total, counts.empty() ? "none" : counts);
+      // The GPU kernel forms the points ran (point attribute run_kernels; absent in older files, "" on the cpu).
+      std::map<std::string, std::size_t> forms;
+      for (const std::int64_t i : t.column("index").ints) {
+        const std::string g = fmt::format("point_{:06d}", i);
+        if (f.exists(g) && f.has_attr(g, "run_kernels"))
+          if (const std::string k = f.attr_text(g, "run_kernels"); !k.empty()) ++forms[k];
+      }
+      if (!forms.empty()) {
+        out += "kernel forms the points ran (attribute run_kernels of point_<index>):\n";
+        for (const auto& [k, n] : forms) out += fmt::format("  {} point{}: {}\n", n, n == 1 ? "" : "s", k);
+      }
       out += "table /points columns:\n";
       for (const auto& c : t.columns) out += fmt::format("  {} ({})\n", c.name, kind_name(c.kind));
     } catch (const Error& e) {

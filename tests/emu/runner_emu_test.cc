@@ -251,6 +251,15 @@ TEST(RunnerOnEmulator, KernelFormsGiveTheCpuResultsAndAreRecorded) {
     EXPECT_EQ(forms, want);
     EXPECT_EQ(fc.attr_string(point_group(i), "run_kernels"), "");
   }
+  // `indexpool inspect` lists the forms the points ran, with their counts (none for the cpu file).
+  std::string shown, cpu_shown;
+  ASSERT_EQ(run(IP_INDEXPOOL_BIN, "inspect " + (dir / "emu.h5").string(), shown), 0) << shown;
+  EXPECT_NE(shown.find("kernel forms the points ran (attribute run_kernels of point_<index>):\n  1 point: attention "
+                       "lanes, exact score bf16x3, score bf16x2, top-k block\n"),
+            std::string::npos)
+      << shown;
+  ASSERT_EQ(run(IP_INDEXPOOL_BIN, "inspect " + (dir / "cpu.h5").string(), cpu_shown), 0) << cpu_shown;
+  EXPECT_EQ(cpu_shown.find("kernel forms"), std::string::npos) << cpu_shown;
   fs::remove_all(dir);
 }
 
