@@ -131,7 +131,7 @@ std::string fmt_bytes(double b) {
   return fmt::format("{:.1f} KB", b / 1e3);
 }
 
-constexpr char kRowFormat[] = "{:<9} {:<44} {:<34} {:>10} {:>21} {:>10} {:>9} {:>9} {:>7}  {:<28} {:<18} {}";
+constexpr char kRowFormat[] = "{:<9} {:<44} {:<40} {:>10} {:>21} {:>10} {:>9} {:>9} {:>7}  {:<28} {:<18} {}";
 
 void print_header() {
   const auto head = fmt::format(kRowFormat, "group", "case", "params", "median", "min..max", "sync", "bytes", "GB/s",
