@@ -159,6 +159,30 @@ def _gpu_rows(rows):
     return rows[rows[RUN].isin(schema.GPU_BACKENDS)]
 
 
+def _forms_note(res, ref, lat):
+    """When the GPU points vary [kernels] forms: the latency of every combination of forms (both indexers run
+    with the same forms), fastest compressed indexer first; the verdict stays on the slice the claim took."""
+    df = _ok(res)
+    forms = [k for k in schema.KERNEL_FORM_KEYS if k in df.columns and df[k].nunique() > 1]
+    if not forms:
+        return []
+    rows, _, _ = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN) + tuple(forms),
+                        per_request=True)
+    rows = _gpu_rows(rows)
+    out = []
+    for combo, d in rows.groupby(forms, sort=False):
+        combo = combo if isinstance(combo, tuple) else (combo,)
+        ex, po = d[d[W] == schema.EXACT], d[d[W] == ref]
+        if len(ex) and len(po):
+            e, p = lat(ex), lat(po)
+            out.append((p, "/".join(str(c) for c in combo), e, p))
+    if len(out) < 2:
+        return []
+    names = ", ".join(k.split(".", 1)[1] for k in forms)
+    parts = [f"{c}: {e:.3f} → {p:.3f} ms ({e / p:.2f}×)" for _, c, e, p in sorted(out)]
+    return [f"By kernel forms ({names}), fastest compressed indexer first: " + "; ".join(parts) + "."]
+
+
 def latency(res):
     r = _row("latency")
     ref = _ref(res)
@@ -193,6 +217,8 @@ def latency(res):
         notes.append(f"Absolute latencies differ from 12 ms / 3 ms (device {d[DEVICE].iloc[0]}, "
                      f"T = {tokens_label(T)}).")
     r.verdict, r.reason = _cap(v, f"Speed-up {e / p:.2f}× vs the article's 4×.", notes)
+    # Information, not a caveat (it does not lower the verdict): every kernel form's latency.
+    r.reason = " ".join([r.reason] + _forms_note(res, ref, lat))
     return r
 
 

@@ -573,3 +573,22 @@ def test_forms_figure(res, tmp_path):
             assert "(" in lab, f"axis label without a unit: {lab!r}"
     png, _ = save(fig, str(tmp_path), "forms")
     check_png(png)
+
+
+def test_latency_claim_lists_every_kernel_form(res):
+    # GPU points at two top-k forms: the verdict stays on one form (auto), and the reason lists both, the
+    # fastest compressed indexer first, without lowering the verdict.
+    import copy
+    base = synthetic_results(res, batched=False)
+    slow = base.points[base.points[schema.RUN_BACKEND] == "cuda"].copy()
+    slow["kernels.topk"] = "block"
+    slow["topk_ms"] = slow["topk_ms"] * 10
+    slow["index"] = slow["index"] + 50_000
+    mixed = copy.copy(base)
+    mixed.points = pd.concat([base.points, slow], ignore_index=True)
+    a = {r.id: r for r in claims.evaluate(base)}["latency"]
+    b = {r.id: r for r in claims.evaluate(mixed)}["latency"]
+    assert b.verdict == a.verdict and b.measured == a.measured
+    assert "By kernel forms" not in a.reason
+    i = b.reason.index("By kernel forms (topk), fastest compressed indexer first: auto: ")
+    assert b.reason.index("; block: ", i) > i, b.reason
