@@ -2,9 +2,11 @@
 // the calls of one backend resolved to (what a point's results say it ran). Host-only header.
 #pragma once
 
-#include <set>
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/kernel_forms.h"
 #include "kernels/attention.h"
@@ -60,22 +62,28 @@ inline std::string_view to_string(TopkLaunch l) {
 }
 inline std::string_view to_string(AttnKernel k) { return resolve_attn_kernel(k) == AttnKernel::lanes ? "lanes" : "tiles"; }
 
-// The distinct "stage form" pairs a backend's calls used ("score bf16x2", "top-k chain", ...), sorted.
+// The distinct (stage, form) pairs a backend's calls used ("score bf16x2", "top-k chain", ...). note() runs
+// inside the stages' timed calls, so it only compares and stores views of string literals (no allocation
+// once a pair is known); describe() builds the text.
 class FormsUsed {
  public:
-  void note(std::string_view stage, std::string_view form) {
-    used_.insert(std::string(stage) + " " + std::string(form));
+  void note(std::string_view stage, std::string_view form) {  // both must outlive this object (literals)
+    for (const auto& u : used_)
+      if (u.first == stage && u.second == form) return;
+    used_.emplace_back(stage, form);
   }
-  // "attention tiles, score bf16x2, top-k chain" ("" when nothing ran).
+  // "attention tiles, score bf16x2, top-k chain", sorted ("" when nothing ran).
   std::string describe() const {
+    std::vector<std::string> v;
+    for (const auto& [stage, form] : used_) v.push_back(std::string(stage) + " " + std::string(form));
+    std::sort(v.begin(), v.end());
     std::string s;
-    for (const auto& u : used_) s += (s.empty() ? "" : ", ") + u;
+    for (const auto& u : v) s += (s.empty() ? "" : ", ") + u;
     return s;
   }
-  void clear() { used_.clear(); }
 
  private:
-  std::set<std::string> used_;
+  std::vector<std::pair<std::string_view, std::string_view>> used_;
 };
 
 }  // namespace ip::cuda
