@@ -2,6 +2,7 @@
 report, and the schema_version check.
 
 Run by `make test` (INDEXPOOL_BIN names the binary; without it the build folder's is used)."""
+import copy
 import os
 import shutil
 import subprocess
@@ -226,7 +227,6 @@ def synthetic_results(res, batched=True):
     """A small synthetic table for the families no runner writes yet: the real points with the FUTURE columns
     (schema.py) added by hand. Built here in the test, not read from any file. batched: with copies of the
     CUDA points run with select.batched at B = 1, 4 and 16 (step times of the whole batch, 1000x slower)."""
-    import copy
     r = copy.copy(res)
     pts = res.points[res.points["file"] == res.points["file"].iloc[0]].copy()
     cuda = pts.copy()
@@ -516,6 +516,19 @@ def test_cli_figures_and_report(files, tmp_path, capsys):
     assert os.path.exists(tmp_path / "rep" / "claims.md")
 
 
+def with_block_topk_points(res):
+    """(base, mixed, slow): the synthetic GPU results; the same with copies of their cuda points at
+    kernels.topk = block whose top-k takes 10x longer; those copies."""
+    base = synthetic_results(res, batched=False)
+    slow = base.points[base.points[schema.RUN_BACKEND] == "cuda"].copy()
+    slow["kernels.topk"] = "block"
+    slow["topk_ms"] = slow["topk_ms"] * 10
+    slow["index"] = slow["index"] + 50_000
+    mixed = copy.copy(base)
+    mixed.points = pd.concat([base.points, slow], ignore_index=True)
+    return base, mixed, slow
+
+
 def test_kernel_form_axes_are_read_and_timing_claims_take_one_form(res, tmp_path):
     # A runner file with [kernels] axes: the columns are read; the cpu points say the forms did not apply.
     f = run_sweep(tmp_path, "forms", "[workload]\ntokens = 2Ki\ndim = 32\nindex_heads = 2\nattn_dim = 32\n"
@@ -526,14 +539,7 @@ def test_kernel_form_axes_are_read_and_timing_claims_take_one_form(res, tmp_path
     assert set(pts["kernels.attention"]) == {"auto"}  # not an axis: the default
     assert all("apply to the cuda backend only" in r for r in pts["reason"])
     # Timing claims take one form (auto when present) and say so, never a median over several forms.
-    base = synthetic_results(res, batched=False)
-    slow = base.points[base.points[schema.RUN_BACKEND] == "cuda"].copy()
-    slow["kernels.topk"] = "block"
-    slow["topk_ms"] = slow["topk_ms"] * 10
-    slow["index"] = slow["index"] + 50_000
-    import copy
-    mixed = copy.copy(base)
-    mixed.points = pd.concat([base.points, slow], ignore_index=True)
+    base, mixed, slow = with_block_topk_points(res)
     a = {r.id: r for r in claims.evaluate(base)}["latency"]
     b = {r.id: r for r in claims.evaluate(mixed)}["latency"]
     assert a.measured == b.measured and a.verdict == b.verdict
@@ -578,14 +584,7 @@ def test_forms_figure(res, tmp_path):
 def test_latency_claim_lists_every_kernel_form(res):
     # GPU points at two top-k forms: the verdict stays on one form (auto), and the reason lists both, the
     # fastest compressed indexer first, without lowering the verdict.
-    import copy
-    base = synthetic_results(res, batched=False)
-    slow = base.points[base.points[schema.RUN_BACKEND] == "cuda"].copy()
-    slow["kernels.topk"] = "block"
-    slow["topk_ms"] = slow["topk_ms"] * 10
-    slow["index"] = slow["index"] + 50_000
-    mixed = copy.copy(base)
-    mixed.points = pd.concat([base.points, slow], ignore_index=True)
+    base, mixed, _ = with_block_topk_points(res)
     a = {r.id: r for r in claims.evaluate(base)}["latency"]
     b = {r.id: r for r in claims.evaluate(mixed)}["latency"]
     assert b.verdict == a.verdict and b.measured == a.measured
