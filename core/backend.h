@@ -59,6 +59,19 @@ class Backend {
   // batched decoder's and the CPU's do, not the copy of the workload over the bus. Outside a hold, and
   // on the CPU, nothing.
   virtual void stage_keys(MatrixView<const float> keys, bool for_updates) {}
+  // Before a request's first timed pool stage (after stage_keys), with that stage's inputs: the stage's
+  // one-time costs, outside pool_ms. A device backend runs the stage once here, so that its buffers and
+  // page-locked staging are allocated at this size and its kernels loaded (lazy module loading) before
+  // the clock; without it a point built once (uniform, positional, cosine, exact) reports its first,
+  // coldest build. The defaults size the host outputs only (their pages touched here, not in the clock).
+  // Results are unchanged: warm_up_build leaves `out` as build_index would (the timed build writes it
+  // again); warm_up_update takes an empty state (index.tokens == 0; anything else: nothing to do) and
+  // leaves it empty, its storage sized, so the timed update_index is the same full build. `async`: the
+  // loop will also begin asynchronous updates (a device backend then prepares its second index buffer).
+  virtual void warm_up_build(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                             const float* query_ref, PooledIndex& out);
+  virtual void warm_up_update(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                              const float* query_ref, float tau, bool async, IndexState& st);
 
   // ---- Issue 7: hybrid layer and index updates. Not pure: the defaults run the CPU implementation
   // (core/backend_defaults.cc) on host data, so a device backend works before it overrides them.

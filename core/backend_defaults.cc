@@ -16,6 +16,26 @@ void Backend::local_readout(const LocalBranch& lb, MatrixView<const float> queri
   ip::local_readout(lb, queries, out);
 }
 
+namespace {
+// The host storage a build of `keys` writes, sized (resize() keeps it on the rebuilds that follow).
+void size_rows(MatrixView<const float> keys, const PoolParams& p, QuantizedMatrix& rows) {
+  const Index64 groups = num_groups(keys.rows, effective_group_size(p));
+  resize(rows, p.precision, groups * (p.weights.scheme == Weighting::maxmin ? 2 : 1), keys.cols);
+}
+}  // namespace
+
+void Backend::warm_up_build(MatrixView<const float> keys, const PoolParams& p, const AccessStats*, const float*,
+                            PooledIndex& out) {
+  size_rows(keys, p, out.rows);
+}
+
+void Backend::warm_up_update(MatrixView<const float> keys, const PoolParams& p, const AccessStats*, const float*,
+                             float, bool, IndexState& st) {
+  if (st.index.tokens != 0) return;  // not a first build: the timed update reuses what is there
+  size_rows(keys, p, st.index.rows);
+  st.weights.resize(static_cast<std::size_t>(keys.rows));
+}
+
 RepoolCount Backend::update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                                   const float* query_ref, float tau, IndexState& st) {
   return ip::update_index(keys, p, stats, query_ref, tau, st);

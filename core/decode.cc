@@ -128,6 +128,8 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     if (due) {
       // On a device, under the hold: the new keys' upload before the clock, as the CPU reads them in place.
       if (!adaptive) be.stage_keys(keys, /*for_updates=*/true);
+      if (q == 0 && !adaptive)  // one-time costs outside pool_ms
+        be.warm_up_update(keys, pp, &stats, qref, p.repool_tau, p.async_updates, front);
       const auto t0 = Clock::now();
       if (adaptive) {
         build_adaptive_index(keys, pp, &stats, qref, p.adaptive, aidx);

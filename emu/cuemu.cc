@@ -149,6 +149,8 @@ struct Emu {
   std::set<void*> streams, events;
   std::map<const void*, int> max_dyn_smem;
   std::set<const void*> non_portable_cluster;  // kernels allowed clusters of more than 8 blocks
+  std::set<const void*> launched;              // kernels launched at least once
+  Counts counts;
   cudaError_t last_error = cudaSuccess;
   std::uint64_t shuffle_state = 0;
   enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
@@ -454,6 +456,7 @@ void* guarded_alloc(std::size_t bytes, bool device) {
   unsigned char* user = map + map_bytes - kPage - span;  // 256-aligned, ends at the upper guard page
   std::memset(user, 0xFF, span);  // cudaMalloc does not clear memory; a read before a write shows as NaN / -1
   e.allocs[reinterpret_cast<std::uintptr_t>(user)] = {map, map_bytes, user, bytes, device};
+  ++e.counts.allocations;
   if (device) {
     e.device_bytes += bytes;
     e.peak_device_bytes = std::max(e.peak_device_bytes, e.device_bytes);
@@ -558,6 +561,8 @@ constexpr std::size_t kSmemDefault = 48 * 1024;
 constexpr std::size_t kSmemOptin = 227 * 1024;  // sm_90
 
 }  // namespace
+
+Counts counts() { return emu().counts; }
 
 // ---------------------------------------------------------------- device-side entry points
 const ThreadCoords& coords() {
@@ -760,6 +765,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     e.smem_cap = smem_total;
     e.smem_buf = static_cast<unsigned char*>(p) + (m - smem_total);
   }
+  if (e.launched.insert(kernel).second) ++e.counts.first_launches;
   Running l;
   l.site = &site;
   l.body = body;

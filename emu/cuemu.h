@@ -79,6 +79,15 @@ unsigned cluster_num_blocks();
 void cluster_sync();
 void* cluster_map_shared(void* p, unsigned rank);
 
+// What the program has done on the emulated device so far, for tests of where one-time work happens:
+// allocations (cudaMalloc, cudaMallocHost) and kernels launched for the first time (on a GPU with lazy
+// module loading, the CUDA 12.2+ default, the launches that load a kernel).
+struct Counts {
+  std::uint64_t allocations = 0;
+  std::uint64_t first_launches = 0;
+};
+Counts counts();
+
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
 // __nanosleep: only a spin-wait calls it, and here a spin-wait that waits at all never ends.
 [[noreturn]] void fatal_sleep();

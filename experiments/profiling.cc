@@ -249,9 +249,19 @@ class ProfilingBackend final : public Backend {
         Stage::stats, [&] { inner_->update_stats(stats, step_mass, selected_ranges); }, [&] { saved = stats; },
         [&] { stats = *saved; });
   }
-  // Forwarded without counters: residency hints, and the issue-7 stages (no counter ranges yet), so the
-  // wrapped backend's own implementations run, not the base-class CPU defaults.
+  // Forwarded without counters: residency hints, key staging and warm-ups (outside the stages' clocks),
+  // and the issue-7 stages (no counter ranges yet), so the wrapped backend's own implementations run,
+  // not the base-class CPU defaults.
   void hold_inputs(bool hold) override { inner_->hold_inputs(hold); }
+  void stage_keys(MatrixView<const float> keys, bool for_updates) override { inner_->stage_keys(keys, for_updates); }
+  void warm_up_build(MatrixView<const float> keys, const PoolParams& pp, const AccessStats* stats,
+                     const float* query_ref, PooledIndex& out) override {
+    inner_->warm_up_build(keys, pp, stats, query_ref, out);
+  }
+  void warm_up_update(MatrixView<const float> keys, const PoolParams& pp, const AccessStats* stats,
+                      const float* query_ref, float tau, bool async, IndexState& st) override {
+    inner_->warm_up_update(keys, pp, stats, query_ref, tau, async, st);
+  }
   void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb) override {
     inner_->local_prefill(w, begin, end, chunk, lb);
   }

@@ -46,7 +46,8 @@ constexpr const char* kStepUnits =
     "request, step: indices; *_recall, repooled_fraction (groups re-pooled this step / groups; 1 = full build, "
     "0 = no update): fractions in [0, 1]; output_error, layer_output_error: relative, no unit; *_ms: milliseconds "
     "of wall clock this step (pool_ms: 0 on steps that did not build or update the index; on a GPU backend it "
-    "starts from index keys already on the device, copied there before its clock, and includes the copy of "
+    "starts from index keys already on the device, copied there before its clock, after an untimed first "
+    "build of the request that allocated its buffers and loaded its kernels, and includes the copy of "
     "the index back to the host; pool_hidden_ms: of the asynchronous update begun this step, the milliseconds of its "
     "device time that overlapped the main stream's window until the update was waited for, from CUDA events, 0 on "
     "steps that began none, NaN where not measured, e.g. the cpu backend); context_tokens, layer_tokens: tokens";

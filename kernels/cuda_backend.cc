@@ -113,6 +113,27 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // Backend::warm_up_build: the build once, untimed. It allocates payload_, scales_, the offsets and
+  // statistics at this size, loads the pooling kernel and sizes `out` on the host; the timed build that
+  // follows writes the same bytes again.
+  void warm_up_build(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                     const float* query_ref, PooledIndex& out) override {
+    build_index(keys, p, stats, query_ref, out);
+  }
+  // Backend::warm_up_update: the full build of an empty state, so that the updater's index slot, key copy,
+  // statistics snapshot and page-locked staging exist at this size; twice for an asynchronous loop, whose
+  // updates write the second slot while scoring reads the first. Then the state is empty again and no
+  // slot claims it (forgotten slots are reused first: the timed update takes the first one).
+  void warm_up_update(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                      const float* query_ref, float tau, bool async, IndexState& st) override {
+    if (st.index.tokens != 0) return;
+    for (int slot = 0; slot < (async ? 2 : 1); ++slot) {
+      update_index(keys, p, stats, query_ref, tau, st);
+      st.index.tokens = 0;  // empty: the next update (the timed one, after these) is a full build
+    }
+    updater_->forget(st.index.rows.payload.data());
+  }
+
   void build_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats, const float* query_ref,
                    PooledIndex& out) override {
     validate_pool_inputs(keys, p, stats, query_ref);

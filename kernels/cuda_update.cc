@@ -354,7 +354,10 @@ const DeviceRows* IndexUpdater::find(const PooledIndex& x, bool held) {
 
 void IndexUpdater::forget(const void* payload) {
   for (Impl::Slot& s : impl_->slots)
-    if (s.payload_host == payload) s.valid = false;
+    if (s.payload_host == payload) {
+      s.valid = false;
+      if (!s.busy) s.used = 0;  // its rows are of no use now: reused before a slot that holds a state
+    }
 }
 
 void IndexUpdater::drop() {

@@ -80,7 +80,8 @@ class IndexUpdater {
   // The device rows of `index` if a slot holds them and `held` (else null); throws when that slot is
   // being written by the pending update.
   const DeviceRows* find(const PooledIndex& index, bool held);
-  // Forgets any slot that mirrors host payload `payload` (the backend wrote that index another way).
+  // Forgets any slot that mirrors host payload `payload` (the backend wrote that index another way); such
+  // a slot, unless an update is writing it, is the first one taken for a state no slot holds.
   void forget(const void* payload);
   // Forgets every slot's and key copy's identity (hold_inputs); a pending update still ends normally.
   void drop();

@@ -148,30 +148,51 @@ TEST(Decode, GrowingContextEndsWithTheFromScratchIndex) {
 }
 
 // Records the pool-related calls of a pipeline on the CPU backend, to check that every timed pool stage
-// starts from staged keys (Backend::stage_keys): a device backend's pool_ms then excludes the upload.
+// starts from staged keys (Backend::stage_keys): a device backend's pool_ms then excludes the upload;
+// and that a request's first one follows a warm-up (Backend::warm_up_build / warm_up_update) that left
+// its host storage sized: `in_place` says, per pool call, whether it wrote where the storage already was.
 class RecordsPoolCalls final : public ip::Backend {
  public:
   std::vector<std::string> calls;
+  std::vector<bool> in_place;
   std::string name() const override { return "records"; }
   std::string device() const override { return "cpu"; }
   void hold_inputs(bool hold) override { calls.push_back(hold ? "hold" : "release"); }
   void stage_keys(ip::MatrixView<const float> k, bool for_updates) override {
     calls.push_back(fmt::format("stage {} {}", k.rows, for_updates ? "update" : "build"));
   }
+  void warm_up_build(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s, const float* q,
+                     ip::PooledIndex& out) override {
+    calls.push_back(fmt::format("warm build {}", k.rows));
+    in_->warm_up_build(k, p, s, q, out);
+  }
+  void warm_up_update(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s, const float* q,
+                      float tau, bool async, ip::IndexState& st) override {
+    calls.push_back(fmt::format("warm update {}", k.rows));
+    in_->warm_up_update(k, p, s, q, tau, async, st);
+  }
   void build_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s, const float* q,
                    ip::PooledIndex& out) override {
     calls.push_back(fmt::format("build {}", k.rows));
+    const Storage before(out, nullptr);
     in_->build_index(k, p, s, q, out);
+    in_place.push_back(before == Storage(out, nullptr));
   }
   ip::RepoolCount update_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s,
                                const float* q, float tau, ip::IndexState& st) override {
     calls.push_back(fmt::format("update {}", k.rows));
-    return in_->update_index(k, p, s, q, tau, st);
+    const Storage before(st.index, &st.weights);
+    const auto r = in_->update_index(k, p, s, q, tau, st);
+    in_place.push_back(before == Storage(st.index, &st.weights));
+    return r;
   }
   PendingUpdate begin_update_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s,
                                    const float* q, float tau, ip::IndexState& st) override {
     calls.push_back(fmt::format("update {}", k.rows));
-    return in_->begin_update_index(k, p, s, q, tau, st);
+    const Storage before(st.index, &st.weights);
+    auto u = in_->begin_update_index(k, p, s, q, tau, st);
+    in_place.push_back(before == Storage(st.index, &st.weights));
+    return u;
   }
   void end_update_index(PendingUpdate& u) override { in_->end_update_index(u); }
   void score_index(const ip::PooledIndex& i, const ip::IndexQuery& q, float* out) override { in_->score_index(i, q, out); }
@@ -189,11 +210,23 @@ class RecordsPoolCalls final : public ip::Backend {
   }
 
  private:
+  // Where an index's host storage is and how large (a pool call that reallocates changes it).
+  struct Storage {
+    const void* payload;
+    std::size_t payload_size;
+    const void* weights;
+    std::size_t weights_size;
+    Storage(const ip::PooledIndex& i, const std::vector<float>* w)
+        : payload(i.rows.payload.data()), payload_size(i.rows.payload.size()), weights(w ? w->data() : nullptr),
+          weights_size(w ? w->size() : 0) {}
+    bool operator==(const Storage&) const = default;
+  };
   std::unique_ptr<ip::Backend> in_ = ip::make_cpu_backend(1);
 };
 
 // Every build or update the pipelines time follows, within one hold, a staging of the same keys for that
 // kind of call. The plain loop stages once (its keys never change); the growing context before each pool.
+// The first follows a warm-up with the same keys, which sized the storage it writes (so it writes in place).
 TEST(Decode, PoolStagesStartFromStagedKeys) {
   struct Run {
     Weighting scheme;
@@ -213,18 +246,31 @@ TEST(Decode, PoolStagesStartFromStagedKeys) {
     EXPECT_EQ(be.calls.front(), "hold");
     EXPECT_EQ(be.calls.back(), "release");
     std::string staged;  // the last staging, consumed by a matching pool call
-    int pools = 0;
+    std::string previous;
+    int pools = 0, warm_ups = 0;
     for (const std::string& c : be.calls) {
       if (c.rfind("stage ", 0) == 0) {
         staged = c;
+      } else if (c.rfind("warm ", 0) == 0) {
+        ++warm_ups;
+        EXPECT_EQ(pools, 0) << c;  // before the first pool call only
+        EXPECT_EQ(previous.rfind("stage ", 0), 0u) << c;
       } else if (c.rfind("build ", 0) == 0 || c.rfind("update ", 0) == 0) {
-        ++pools;
         const bool update = c[0] == 'u';
-        EXPECT_EQ(staged, fmt::format("stage {} {}", c.substr(c.find(' ') + 1), update ? "update" : "build")) << c;
+        const std::string rows = c.substr(c.find(' ') + 1);
+        EXPECT_EQ(staged, fmt::format("stage {} {}", rows, update ? "update" : "build")) << c;
+        if (pools == 0) {
+          EXPECT_EQ(previous, fmt::format("warm {}", c)) << "the first pool call is not warmed up";
+        }
+        ++pools;
         if (p.extended()) staged.clear();  // a growing context stages before each pool
       }
+      previous = c;
     }
     EXPECT_EQ(pools, r.rebuilds);
+    EXPECT_EQ(warm_ups, 1);
+    ASSERT_EQ(be.in_place.size(), static_cast<std::size_t>(pools));
+    EXPECT_TRUE(be.in_place.front()) << "the first pool call reallocated its host storage inside the clock";
   }
 }
 
