@@ -81,6 +81,10 @@ class Backend {
   virtual void local_append(const Workload& w, Index64 new_end, LocalBranch& lb);
   // Normalised read-out for Ha query heads [Ha, Da] into out [Ha, Dv].
   virtual void local_readout(const LocalBranch& lb, MatrixView<const float> queries, float* out);
+  // Before the timed local_prefill of a request (local_prefill_ms), with its arguments: a device backend
+  // runs the prefill once into a scratch state, so that its buffers exist and its kernels are loaded
+  // (as warm_up_build for the pool stage). Default: nothing (the CPU's prefill allocates one small state).
+  virtual void warm_up_local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk) {}
   // Re-pools the groups whose weights moved by more than tau, and any group with new tokens
   // (core/incremental.h). tau = 0 gives build_index's bits.
   virtual RepoolCount update_index(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

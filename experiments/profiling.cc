@@ -265,6 +265,9 @@ class ProfilingBackend final : public Backend {
   void local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk, LocalBranch& lb) override {
     inner_->local_prefill(w, begin, end, chunk, lb);
   }
+  void warm_up_local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk) override {
+    inner_->warm_up_local_prefill(w, begin, end, chunk);
+  }
   void local_append(const Workload& w, Index64 new_end, LocalBranch& lb) override {
     inner_->local_append(w, new_end, lb);
   }

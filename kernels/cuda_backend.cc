@@ -386,6 +386,10 @@ class CudaBackend final : public Backend {
     local_.prefill(w, begin, end, chunk, lb, s());
     used_.note("linear attention", linear_chunked(forms_.linear) ? "chunked" : "sequential");
   }
+  void warm_up_local_prefill(const Workload& w, Index64 begin, Index64 end, int chunk) override {
+    LocalBranch scratch;
+    local_prefill(w, begin, end, chunk, scratch);
+  }
   void local_append(const Workload& w, Index64 new_end, LocalBranch& lb) override {
     select_device();
     local_.append(w, new_end, lb, s());

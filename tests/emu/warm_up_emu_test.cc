@@ -1,4 +1,4 @@
-// The pool stage's one-time work on the cuda backend, on the CPU emulator (which counts allocations and
+// The pool stage's (and the local branch's prefill's) one-time work on the cuda backend, on the CPU emulator (which counts allocations and
 // first launches: emu/cuemu.h cuemu::counts). The pipelines warm the stage up before a request's first
 // timed build or update (Backend::warm_up_build / warm_up_update), so every pool call they time allocates
 // nothing and launches no kernel for the first time (on a GPU with lazy module loading, a first launch
@@ -31,7 +31,8 @@ class CountsPoolCalls final : public ip::Backend {
     std::string what;
     std::uint64_t allocations, first_launches;
   };
-  std::vector<Call> calls;
+  std::vector<Call> calls;     // build_index, update_index, begin_update_index
+  std::vector<Call> prefills;  // local_prefill
   bool warm = true;
 
   std::string name() const override { return in_->name(); }
@@ -75,8 +76,11 @@ class CountsPoolCalls final : public ip::Backend {
   void update_stats(ip::AccessStats& s, std::span<const float> m, std::span<const std::pair<Index64, Index64>> r) override {
     in_->update_stats(s, m, r);
   }
+  void warm_up_local_prefill(const ip::Workload& w, Index64 b, Index64 e, int chunk) override {
+    if (warm) in_->warm_up_local_prefill(w, b, e, chunk);
+  }
   void local_prefill(const ip::Workload& w, Index64 b, Index64 e, int chunk, ip::LocalBranch& lb) override {
-    in_->local_prefill(w, b, e, chunk, lb);
+    counted(prefills, fmt::format("prefill {}", e - b), [&] { in_->local_prefill(w, b, e, chunk, lb); });
   }
   void local_append(const ip::Workload& w, Index64 e, ip::LocalBranch& lb) override { in_->local_append(w, e, lb); }
   void local_readout(const ip::LocalBranch& lb, ip::MatrixView<const float> q, float* out) override {
@@ -85,11 +89,15 @@ class CountsPoolCalls final : public ip::Backend {
 
  private:
   template <class F>
-  void counted(std::string what, F&& f) {
+  void counted(std::vector<Call>& into, std::string what, F&& f) {
     const cuemu::Counts a = cuemu::counts();
     f();
     const cuemu::Counts b = cuemu::counts();
-    calls.push_back({std::move(what), b.allocations - a.allocations, b.first_launches - a.first_launches});
+    into.push_back({std::move(what), b.allocations - a.allocations, b.first_launches - a.first_launches});
+  }
+  template <class F>
+  void counted(std::string what, F&& f) {
+    counted(calls, std::move(what), std::forward<F>(f));
   }
   std::unique_ptr<ip::Backend> in_ = ip::cuda::make_cuda_backend(0);
 };
@@ -113,10 +121,12 @@ struct Case {
   float tau;  // < 0: the plain loop (build_index); >= 0: the decode loop (update_index)
   bool async;
   int append;
+  bool hybrid = false;  // the local branch too (its prefill is timed once a request: local_prefill_ms)
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("{} tau {} async {} append {}", ip::to_string(c.scheme), c.tau, c.async, c.append);
+  return fmt::format("{} tau {} async {} append {} hybrid {}", ip::to_string(c.scheme), c.tau, c.async, c.append,
+                     c.hybrid);
 }
 
 ip::PipelineParams params(const Case& c) {
@@ -127,6 +137,9 @@ ip::PipelineParams params(const Case& c) {
   p.repool_tau = c.tau;
   p.async_updates = c.async;
   p.append_per_step = c.append;
+  p.hybrid.enabled = c.hybrid;
+  p.hybrid.window = 256;
+  p.hybrid.chunk = 32;
   return p;
 }
 
@@ -139,6 +152,7 @@ const Case kCases[] = {
     {Weighting::tfidf, 0.05f, false, 0},
     {Weighting::tfidf, 0.05f, true, 0},  // both of the updater's slots in use
     {Weighting::cosine, 0.0f, false, 8},  // a growing context: the first update only (later ones grow)
+    {Weighting::uniform, -1.0f, false, 0, true},
 };
 
 // Every pool call the pipelines time, warmed up, allocates nothing and loads no kernel; cold, the first
@@ -156,9 +170,14 @@ TEST(WarmUp, TimedPoolCallsAllocateNothingAndLoadNoKernel) {
       EXPECT_EQ(be.calls[i].allocations, 0u) << "pool call " << i << " (" << be.calls[i].what << ")";
       EXPECT_EQ(be.calls[i].first_launches, 0u) << "pool call " << i << " (" << be.calls[i].what << ")";
     }
+    ASSERT_EQ(be.prefills.size(), c.hybrid ? 1u : 0u);
+    for (const auto& call : be.prefills) {
+      EXPECT_EQ(call.allocations, 0u) << call.what;
+      EXPECT_EQ(call.first_launches, 0u) << call.what;
+    }
   }
   // Cold (a fresh backend whose warm-ups do nothing): the first pool call allocates and loads.
-  for (const Case& c : {kCases[0], kCases[3]}) {
+  for (const Case& c : {kCases[0], kCases[3], kCases[6]}) {
     SCOPED_TRACE(describe(c) + ", cold");
     const auto w = workload(c.append, 2, true);
     CountsPoolCalls be;
@@ -166,6 +185,10 @@ TEST(WarmUp, TimedPoolCallsAllocateNothingAndLoadNoKernel) {
     ip::run_request(be, w, params(c));
     ASSERT_GE(be.calls.size(), 1u);
     EXPECT_GT(be.calls[0].allocations, 0u);
+    if (c.hybrid) {
+      ASSERT_EQ(be.prefills.size(), 1u);
+      EXPECT_GT(be.prefills[0].allocations, 0u);
+    }
   }
 }
 
@@ -186,6 +209,7 @@ TEST(WarmUp, ResultsAreTheSameWithoutIt) {
       EXPECT_TRUE(same_bits(a.steps[q].token_recall, b.steps[q].token_recall)) << "step " << q;
       EXPECT_TRUE(same_bits(a.steps[q].output_error, b.steps[q].output_error)) << "step " << q;
       EXPECT_TRUE(same_bits(a.steps[q].repooled_fraction, b.steps[q].repooled_fraction)) << "step " << q;
+      EXPECT_TRUE(same_bits(a.steps[q].layer_output_error, b.steps[q].layer_output_error)) << "step " << q;
     }
   }
 }
