@@ -32,6 +32,13 @@ class Backend {
                            const float* query_ref, PooledIndex& out) = 0;
   // Compressed scores of every group (index.groups() floats).
   virtual void score_index(const PooledIndex& index, const IndexQuery& q, float* out) = 0;
+  // score_index for a caller that only hands `scores` to this backend's next topk and never reads them
+  // itself (the pipelines' indexer): under a hold a device backend keeps the scores on the device, where
+  // topk finds them by this address, and leaves the host array unwritten, so the stage's time has no copy
+  // of every score to the host (an inference engine selects where it scores). Default: score_index.
+  virtual void score_index_for_topk(const PooledIndex& index, const IndexQuery& q, float* scores) {
+    score_index(index, q, scores);
+  }
   // Exact scores of every token (keys.rows floats).
   virtual void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) = 0;
   // Exact top-k ids, best first, ties to the lower id.

@@ -165,7 +165,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       res.groups = index.groups();
       res.k_groups = groups_for_budget(p.topk_tokens, G);
       group_scores.resize(res.groups);
-      be.score_index(index, iq, group_scores.data());
+      be.score_index_for_topk(index, iq, group_scores.data());  // read by topk only
       rec.score_ms = ms_since(t0);
       t0 = Clock::now();
       sel = be.topk(group_scores.data(), res.groups, res.k_groups);

@@ -225,6 +225,9 @@ class ProfilingBackend final : public Backend {
   void score_index(const PooledIndex& index, const IndexQuery& q, float* out) override {
     p_.run(Stage::score, [&] { inner_->score_index(index, q, out); });
   }
+  void score_index_for_topk(const PooledIndex& index, const IndexQuery& q, float* scores) override {
+    p_.run(Stage::score, [&] { inner_->score_index_for_topk(index, q, scores); });
+  }
   void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) override {
     p_.run(Stage::fidelity, [&] { inner_->score_tokens(keys, q, out); });
   }

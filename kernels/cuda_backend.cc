@@ -185,6 +185,14 @@ class CudaBackend final : public Backend {
   }
 
   void score_index(const PooledIndex& index, const IndexQuery& q, float* out) override {
+    score_groups(index, q, out, /*host_copy=*/true);
+  }
+  // Backend::score_index_for_topk: the scores stay in group_scores_ (the mirror topk reads) under a hold.
+  void score_index_for_topk(const PooledIndex& index, const IndexQuery& q, float* scores) override {
+    score_groups(index, q, scores, /*host_copy=*/!held_);
+  }
+
+  void score_groups(const PooledIndex& index, const IndexQuery& q, float* out, bool host_copy) {
     validate_query(q, index.rows.cols);
     select_device();
     const QuantizedMatrix& m = index.rows;
@@ -192,7 +200,7 @@ class CudaBackend final : public Backend {
       const Index64 groups = index.groups();
       set_offsets(index.tokens, groups);
       run_score(r->payload, r->scales, m.precision, m.cols, index.method == Weighting::maxmin,
-                single_batch(index.tokens, groups), q, groups, group_scores_, out);
+                single_batch(index.tokens, groups), q, groups, group_scores_, out, host_copy);
       return;
     }
     if (!index_matches(index)) {
@@ -203,7 +211,8 @@ class CudaBackend final : public Backend {
     const Index64 groups = index.groups();
     set_offsets(index.tokens, groups);
     run_score(payload_.data(), m.scales.empty() ? nullptr : scales_.data(), m.precision, m.cols,
-              index.method == Weighting::maxmin, single_batch(index.tokens, groups), q, groups, group_scores_, out);
+              index.method == Weighting::maxmin, single_batch(index.tokens, groups), q, groups, group_scores_, out,
+              host_copy);
   }
 
   void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) override {
@@ -212,7 +221,7 @@ class CudaBackend final : public Backend {
     const float* dkeys = resident(keys, false, nullptr);
     set_offsets(keys.rows, keys.rows);
     run_score(dkeys, nullptr, Precision::fp32, keys.cols, false, single_batch(keys.rows, keys.rows), q, keys.rows,
-              token_scores_, out);
+              token_scores_, out, /*host_copy=*/true);
   }
 
   std::vector<std::int32_t> topk(const float* scores, Index64 n, Index64 k) override {
@@ -451,7 +460,7 @@ class CudaBackend final : public Backend {
   }
 
   void run_score(const void* rows, const float* scales, Precision prec, Index64 dim, bool maxmin, const Batch& batch,
-                 const IndexQuery& q, Index64 n, ScoreMirror& mirror, float* out) {
+                 const IndexQuery& q, Index64 n, ScoreMirror& mirror, float* out, bool host_copy) {
     upload_matrix(query_, q.heads, s());
     head_w_.upload(q.head_weights, static_cast<std::size_t>(q.heads.rows), s());
     mirror.dev.resize(static_cast<std::size_t>(n));
@@ -469,7 +478,7 @@ class CudaBackend final : public Backend {
     a.math = score_math(forms_.score);
     score(a, s());
     used_.note(&mirror == &token_scores_ ? "exact score" : "score", to_string(resolve_score_math(a)));
-    mirror.dev.download(out, static_cast<std::size_t>(n), s());
+    if (host_copy) mirror.dev.download(out, static_cast<std::size_t>(n), s());
     stream_->sync();
     mirror.host = out;
     mirror.n = n;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -228,6 +229,41 @@ TEST(CudaBackend, StagedKeysAreWhatTheNextPoolReads) {
       negate();
     }
   }
+}
+
+// score_index_for_topk (the pipelines' indexer): under a hold the scores stay on the device, the host
+// array is left as it was (poisoned here with NaN, which topk of a host array refuses), and topk of that
+// array selects what it selects from score_index's host scores; outside a hold it writes the host array
+// as score_index does (topk then reads the host array).
+TEST(CudaBackend, ScoresForTopkStayOnTheDeviceUnderAHold) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(3001), 0);
+  PoolParams p{};
+  p.group_size = 4;
+  auto gpu = cuda::make_cuda_backend();
+  const HeldInputs held(*gpu);
+  PooledIndex idx;
+  gpu->build_index(w.index_keys.mat(), p, nullptr, nullptr, idx);
+  const Index64 n = idx.groups(), k = 64;
+  for (Index64 q = 0; q < w.steps(); ++q) {
+    SCOPED_TRACE(q);
+    const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * w.index_heads()};
+    std::vector<float> host(static_cast<std::size_t>(n));
+    gpu->score_index(idx, iq, host.data());
+    const auto want = gpu->topk(host.data(), n, k);
+    std::vector<float> kept(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+    gpu->score_index_for_topk(idx, iq, kept.data());
+    EXPECT_TRUE(std::all_of(kept.begin(), kept.end(), [](float x) { return std::isnan(x); }))
+        << "the host array was written";
+    EXPECT_EQ(gpu->topk(kept.data(), n, k), want);
+  }
+  auto unheld = cuda::make_cuda_backend();
+  const IndexQuery iq{w.index_queries.slice(0), w.head_weights.data()};
+  std::vector<float> host(static_cast<std::size_t>(n)), written(static_cast<std::size_t>(n), std::nanf(""));
+  unheld->score_index(idx, iq, host.data());
+  unheld->score_index_for_topk(idx, iq, written.data());
+  EXPECT_EQ(std::memcmp(host.data(), written.data(), host.size() * sizeof(float)), 0);
+  EXPECT_EQ(unheld->topk(written.data(), n, k), unheld->topk(host.data(), n, k));
 }
 
 // spec.requests generated requests as the batched decoder takes them: its configuration (G = 4), the
