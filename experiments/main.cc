@@ -132,7 +132,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     ("help-config", "list every config key with its default and meaning")
     ("resume", "run only the points the results file does not hold yet")
     ("overwrite", "replace an existing results file (after the first point finishes)")
-    ("profile", "for Nsight: each point once, no warm-up, the sweep inside cudaProfilerStart/Stop, in-process "
+    ("profile", "for Nsight: each point once, no warm-up loop, the sweep inside cudaProfilerStart/Stop, in-process "
                 "CUPTI off (README: Profiling)")
     ("quiet,q", "no progress lines");
   // clang-format on
