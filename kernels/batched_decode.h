@@ -82,7 +82,8 @@ class BatchedDecoder {
   BatchedDecoder(const BatchedDecoder&) = delete;
   BatchedDecoder& operator=(const BatchedDecoder&) = delete;
 
-  // Uploads the contexts and builds the B indexes (one pool launch). Returns device milliseconds of the pool launch.
+  // Uploads the contexts and builds the B indexes (one pool launch, timed; an identical untimed one before
+  // it takes the kernel's one-time loading). Returns device milliseconds of the timed pool launch.
   float load(const BatchedContext& ctx);
   // One decode step for all B requests.
   BatchedStep step(const BatchedQueries& q);
