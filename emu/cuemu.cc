@@ -2,8 +2,11 @@
 // and the CUDA runtime API functions IndexPool calls (see emu/cuemu.h for what is and is not checked).
 #include "emu/cuemu.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -83,7 +86,7 @@ cuemu_switch:
 #endif
 
 // ---------------------------------------------------------------- fibers and blocks
-enum class State : std::uint8_t { Ready, AtBarrier, AtCluster, AtWarp, Done };
+enum class State : std::uint8_t { Ready, AtBarrier, AtCluster, AtWarp, Asleep, Done };
 
 struct Fiber {
 #if CUEMU_X86_SWITCH
@@ -118,6 +121,7 @@ struct Running {
   unsigned char* smem = nullptr;  // block rank 0's dynamic shared memory; rank r's is smem + r * smem_span
   std::size_t smem_bytes = 0, smem_span = 0;
   unsigned cluster = 1;  // blocks a cluster (along x)
+  unsigned slots = 1;    // blocks resident at once (cluster, or the resident blocks of a launch without)
 };
 
 struct Emu {
@@ -153,6 +157,20 @@ struct Emu {
   Counts counts;
   cudaError_t last_error = cudaSuccess;
   std::uint64_t shuffle_state = 0;
+  unsigned resident = 1;     // blocks resident at once in launches without clusters (CUEMU_RESIDENT)
+  std::uint64_t arrivals = 0;  // barrier and collective arrivals and exits: a launch getting somewhere
+  // The static __shared__ arrays (find_static_regions), all of them `static_bytes`; with several blocks
+  // resident, each slot's copy of them while another slot's are in place, and which slot's are (-1: none).
+  struct Region {
+    unsigned char* p;
+    std::size_t n;
+    std::string name;  // the symbol, or the section's name
+  };
+  std::vector<Region> static_regions;
+  std::size_t static_bytes = 0;
+  bool regions_found = false;
+  std::vector<std::vector<unsigned char>> static_copies;
+  int static_owner = -1;
   enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
 };
 
@@ -171,6 +189,12 @@ Emu& emu() {
         die("CUEMU_ORDER=%s: expected forward, reverse or shuffle", o);
     }
     x->shuffle_state = 0x9E3779B97F4A7C15ull;
+    if (const char* r = std::getenv("CUEMU_RESIDENT"); r && *r) {
+      char* end = nullptr;
+      const unsigned long k = std::strtoul(r, &end, 10);
+      if (*end || k < 1 || k > 64) die("CUEMU_RESIDENT=%s: expected a number of blocks from 1 to 64", r);
+      x->resident = static_cast<unsigned>(k);
+    }
     if (const char* s = std::getenv("CUEMU_SEED")) x->shuffle_state ^= std::strtoull(s, nullptr, 10);
     // CUEMU_STATS_LOG=<file>: at exit, the most device memory held at once ("peak_device_bytes N"), so a
     // test can hold the runner's device estimates against what the kernels' host code really allocates.
@@ -275,6 +299,7 @@ void fiber_main() {
   Emu& e = emu();
   e.launch->body(e.launch->launch);
   e.cur->state = State::Done;
+  ++e.arrivals;
   yield_to_scheduler(e);
   die("a finished fiber was resumed");
 }
@@ -295,13 +320,14 @@ const char* where(const Emu& e) {
 }
 
 [[noreturn]] void deadlock(Emu& e, const char* why) {
-  int ready = 0, barrier = 0, cluster = 0, warp = 0, done = 0;
+  int ready = 0, barrier = 0, cluster = 0, warp = 0, asleep = 0, done = 0;
   for (const Fiber& f : e.fibers) {
     switch (f.state) {
       case State::Ready: ++ready; break;
       case State::AtBarrier: ++barrier; break;
       case State::AtCluster: ++cluster; break;
       case State::AtWarp: ++warp; break;
+      case State::Asleep: ++asleep; break;
       case State::Done: ++done; break;
     }
   }
@@ -317,8 +343,13 @@ const char* where(const Emu& e) {
   e.cur = nullptr;  // where() names the launch's first block
   char at_cluster[64] = "";
   if (e.launch->cluster > 1) std::snprintf(at_cluster, sizeof at_cluster, ", %d at the cluster barrier", cluster);
-  die("%s in %s: %d threads at __syncthreads%s, %d at warp collectives, %d exited.%s%s", why, where(e), barrier,
-      at_cluster, warp, done, lanes.empty() ? "" : " Waiting lanes:", lanes.c_str());
+  char slots[96] = "";
+  if (e.launch->slots > 1 && e.launch->cluster == 1)
+    std::snprintf(slots, sizeof slots, " (%u blocks resident)", e.launch->slots);
+  die("%s in %s%s: %d threads at __syncthreads%s, %d at warp collectives, %d in a spin-wait (__nanosleep), %d "
+      "exited.%s%s",
+      why, where(e), slots, barrier, at_cluster, warp, asleep, done, lanes.empty() ? "" : " Waiting lanes:",
+      lanes.c_str());
 }
 
 // Releases the warp collectives of warp w whose lanes have all arrived; returns whether any was.
@@ -366,67 +397,6 @@ bool release_warp(Emu& e, unsigned base, unsigned w, unsigned n_threads) {
     released = true;
   }
   return released;
-}
-
-// Runs a block, or the blocks of a cluster (block r's threads are fibers r * n_threads ...): each block
-// in turn (in e.block_order), each of its warps in turn (in e.warp_order) runs its lanes (in e.order)
-// until none can go on, releasing its collectives as they complete. Then a block's barrier is released
-// once every thread of the block that has not exited waits at it, and the cluster's barrier once every
-// thread of the cluster waits at it (here none may have exited: the kernels do not rely on what a GPU
-// does with exited threads at a cluster barrier, and an early return before one is reported). Anything
-// else is a deadlock.
-void run_blocks(Emu& e, unsigned n_threads) {
-  for (;;) {
-    for (unsigned r : e.block_order) {
-      const unsigned base = r * n_threads;
-      for (unsigned w : e.warp_order) {
-        const unsigned first = base + w * 32, lanes = std::min(32u, n_threads - w * 32);
-        e.warp_first = first;
-        e.warp_lanes = lanes;
-        for (;;) {
-          for (unsigned j = 0; j < 32; ++j) {
-            const unsigned l = e.order[j];
-            if (l >= lanes || e.fibers[first + l].state != State::Ready) continue;
-            e.pos = j;
-            resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
-            break;
-          }
-          if (!release_warp(e, base, w, n_threads)) break;
-        }
-      }
-    }
-    bool all_done = true, any_warp = false, all_cluster = true, any_cluster = false;
-    for (const Fiber& f : e.fibers) {
-      if (f.state != State::Done) all_done = false;
-      if (f.state == State::AtWarp) any_warp = true;
-      if (f.state == State::AtCluster) any_cluster = true;
-      else all_cluster = false;
-    }
-    if (all_done) return;
-    if (any_warp)
-      deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at a barrier or exited)");
-    if (all_cluster) {
-      for (Fiber& f : e.fibers) f.state = State::Ready;
-      continue;
-    }
-    bool released = false;
-    for (unsigned r = 0; r < static_cast<unsigned>(e.block_order.size()); ++r) {
-      bool all_barrier = true, any_barrier = false;
-      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i) {
-        const State s = e.fibers[i].state;
-        if (s == State::AtBarrier) any_barrier = true;
-        else if (s != State::Done) all_barrier = false;
-      }
-      if (!any_barrier || !all_barrier) continue;
-      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i)
-        if (e.fibers[i].state == State::AtBarrier) e.fibers[i].state = State::Ready;
-      released = true;
-    }
-    if (released) continue;
-    deadlock(e, any_cluster ? "deadlock (threads wait at the cluster barrier for threads that wait at __syncthreads "
-                              "or exited)"
-                            : "deadlock");
-  }
 }
 
 // The order of the warps of a block and of the lanes in each warp (CUEMU_ORDER), drawn per block.
@@ -584,7 +554,8 @@ unsigned char* dynamic_shared() {
 
 unsigned cluster_block_rank() {
   coords();  // dies outside a kernel
-  return emu().cur->slot;
+  const Emu& e = emu();
+  return e.launch->cluster > 1 ? e.cur->slot : 0;  // resident blocks of a launch without clusters: rank 0 each
 }
 
 unsigned cluster_num_blocks() {
@@ -595,7 +566,10 @@ unsigned cluster_num_blocks() {
 void cluster_sync() {
   Emu& e = emu();
   if (!e.cur) die("cluster barrier outside a kernel");
-  e.cur->state = State::AtCluster;
+  // A launch without clusters is one of one-block clusters: with several blocks resident, a barrier of the
+  // block (with one, the whole launch's barrier is the block's).
+  e.cur->state = e.launch->cluster == 1 && e.launch->slots > 1 ? State::AtBarrier : State::AtCluster;
+  ++e.arrivals;
   yield_to_scheduler(e);
 }
 
@@ -610,13 +584,14 @@ void* cluster_map_shared(void* p, unsigned rank) {
     die("an address mapped to block rank %u is not in the block's %zu bytes of dynamic shared memory (the emulator "
         "maps only those), in %s",
         rank, l.smem_bytes, where(e));
-  return l.smem + rank * l.smem_span + (c - mine);
+  return l.cluster > 1 ? l.smem + rank * l.smem_span + (c - mine) : c;  // without clusters: the block's own
 }
 
 void syncthreads() {
   Emu& e = emu();
   if (!e.cur) die("__syncthreads outside a kernel");
   e.cur->state = State::AtBarrier;
+  ++e.arrivals;
   yield_to_scheduler(e);
 }
 
@@ -638,6 +613,7 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
   f.out = out;
   f.arg = arg;
   f.state = State::AtWarp;
+  ++e.arrivals;
   yield_to_scheduler(e);
 }
 
@@ -653,11 +629,20 @@ void fatal_trap() {
       where(e));
 }
 
-void fatal_sleep() {
+void sleep() {
   Emu& e = emu();
-  die("__nanosleep in %s: a spin-wait that has to wait. Blocks run one after another here and a thread runs until "
-      "it reaches a barrier, so what it waits for can never happen (on a GPU: a wait on a later block, or a hang)",
-      where(e));
+  if (!e.cur) die("__nanosleep outside a kernel");
+  e.cur->state = State::Asleep;
+  yield_to_scheduler(e);
+}
+
+unsigned set_resident_blocks(unsigned k) {
+  Emu& e = emu();
+  if (k < 1 || k > 64) die("set_resident_blocks(%u): expected a number of blocks from 1 to 64", k);
+  if (e.launch) die("set_resident_blocks inside a kernel");
+  const unsigned before = e.resident;
+  e.resident = k;
+  return before;
 }
 
 namespace {
@@ -717,6 +702,176 @@ void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::u
 }
 
 // ---------------------------------------------------------------- launches
+// The static __shared__ arrays of the program: the section cuemu_shared, and the arrays GCC left out of
+// it. GCC ignores a section attribute on the static locals of function templates (g++ 12.2, tried on
+// 2026-12-05), so the __shared__ arrays of template kernels and device functions land in .bss like any
+// static; they are found here in the program's symbol table instead: the objects of writable sections with
+// unique binding (static locals of inline and template functions) whose names are in namespace ip::cuda
+// (_ZZN2ip4cuda...). So inline and template host functions in ip::cuda must not have static locals: the
+// emulator would overwrite them at every block start (none had on 2026-12-05; test
+// Cuemu.StaticSharedArraysOfTemplateKernelsAreFilledAtEveryBlockStart).
+void find_static_regions(Emu& e) {
+  e.regions_found = true;
+  unsigned char* const lo = __start_cuemu_shared;
+  unsigned char* const hi = __stop_cuemu_shared;
+  if (lo && hi > lo) e.static_regions.push_back({lo, static_cast<std::size_t>(hi - lo), "cuemu_shared"});
+  const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) die("cannot read /proc/self/exe for the static __shared__ arrays");
+  void* m = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) die("cannot map /proc/self/exe for the static __shared__ arrays");
+  const auto* base = static_cast<const unsigned char*>(m);
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
+  // Where the program is loaded (PIE): the first object dl_iterate_phdr reports is the program.
+  std::uintptr_t bias = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;
+        return 1;
+      },
+      &bias);
+  const char* const shstr = reinterpret_cast<const char*>(base + sh[eh->e_shstrndx].sh_offset);
+  for (unsigned i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_SYMTAB) continue;
+    const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
+    const char* const str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
+    for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j) {
+      const Elf64_Sym& y = sym[j];
+      if (ELF64_ST_TYPE(y.st_info) != STT_OBJECT || ELF64_ST_BIND(y.st_info) != STB_GNU_UNIQUE || y.st_size == 0 ||
+          y.st_shndx == SHN_UNDEF || y.st_shndx >= eh->e_shnum || !(sh[y.st_shndx].sh_flags & SHF_WRITE) ||
+          std::strncmp(str + y.st_name, "_ZZN2ip4cuda", 12) != 0 || std::strcmp(shstr + sh[y.st_shndx].sh_name, "cuemu_shared") == 0)
+        continue;
+      e.static_regions.push_back({reinterpret_cast<unsigned char*>(bias + y.st_value), y.st_size, str + y.st_name});
+    }
+  }
+  munmap(m, static_cast<std::size_t>(st.st_size));
+  for (const Emu::Region& g : e.static_regions) e.static_bytes += g.n;
+  if (std::getenv("CUEMU_VERBOSE"))
+    for (const Emu::Region& g : e.static_regions)
+      std::fprintf(stderr, "cuemu: static __shared__ %s, %zu bytes at %p\n", g.name.c_str(), g.n, static_cast<void*>(g.p));
+}
+
+void fill_static(Emu& e) {
+  for (const Emu::Region& g : e.static_regions) std::memset(g.p, 0xFF, g.n);
+}
+
+// With several blocks resident (and no clusters): before slot r's block takes its turn, its copy of the
+// static __shared__ section goes into the section (a cluster's blocks share the section, see run_grid).
+void own_static(Emu& e, unsigned r) {
+  if (e.static_copies.empty() || e.static_owner == static_cast<int>(r)) return;
+  if (e.static_owner >= 0) {
+    unsigned char* save = e.static_copies[static_cast<unsigned>(e.static_owner)].data();
+    for (const Emu::Region& g : e.static_regions) save = static_cast<unsigned char*>(std::memcpy(save, g.p, g.n)) + g.n;
+  }
+  const unsigned char* load = e.static_copies[r].data();
+  for (const Emu::Region& g : e.static_regions) {
+    std::memcpy(g.p, load, g.n);
+    load += g.n;
+  }
+  e.static_owner = static_cast<int>(r);
+}
+
+bool slot_done(const Emu& e, unsigned r, unsigned n_threads) {
+  for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i)
+    if (e.fibers[i].state != State::Done) return false;
+  return true;
+}
+
+// Turns in a row in which threads slept in a spin-wait and no thread of the launch reached a barrier, a
+// warp collective or its end: then the wait never ends.
+constexpr int kIdleTurns = 10000;
+
+// Runs the blocks resident at once, the blocks of a cluster or the resident blocks of a launch without
+// clusters (slot r's threads are fibers r * n_threads ...), in turns: in each turn each block (in
+// e.block_order) runs each of its warps in turn (in e.warp_order), whose lanes run (in e.order) until none
+// can go on, releasing its collectives as they complete. After a turn a block's barrier is released once
+// every thread of the block that has not exited waits at it, and the cluster's barrier once every thread
+// of the cluster waits at it (here none may have exited: the kernels do not rely on what a GPU does with
+// exited threads at a cluster barrier, and an early return before one is reported); threads asleep in a
+// spin-wait (__nanosleep) wake for the next turn; and a finished block's slot goes to the launch's next
+// block (`next_block`, with resident blocks; it returns false when none is left). Anything else is a
+// deadlock, and so are kIdleTurns turns in a row of threads sleeping with nothing else happening.
+template <class NextBlock>
+void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block, bool resident) {
+  const unsigned slots = e.launch->slots;
+  int idle = 0;
+  for (;;) {
+    const std::uint64_t arrivals = e.arrivals;
+    if (resident) permute(e, e.block_order, slots);  // another order of the blocks' turns every turn
+    for (unsigned r : e.block_order) {
+      const unsigned base = r * n_threads;
+      own_static(e, r);
+      for (unsigned w : e.warp_order) {
+        const unsigned first = base + w * 32, lanes = std::min(32u, n_threads - w * 32);
+        e.warp_first = first;
+        e.warp_lanes = lanes;
+        for (;;) {
+          for (unsigned j = 0; j < 32; ++j) {
+            const unsigned l = e.order[j];
+            if (l >= lanes || e.fibers[first + l].state != State::Ready) continue;
+            e.pos = j;
+            resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
+            break;
+          }
+          if (!release_warp(e, base, w, n_threads)) break;
+        }
+      }
+    }
+    bool started = false;
+    if (resident)
+      for (unsigned r = 0; r < slots; ++r)
+        if (slot_done(e, r, n_threads) && next_block(r)) started = true;
+    bool all_done = true, any_warp = false, all_cluster = true, any_cluster = false, any_asleep = false;
+    for (const Fiber& f : e.fibers) {
+      if (f.state != State::Done) all_done = false;
+      if (f.state == State::AtWarp) any_warp = true;
+      if (f.state == State::Asleep) any_asleep = true;
+      if (f.state == State::AtCluster) any_cluster = true;
+      else all_cluster = false;
+    }
+    if (all_done) return;
+    if (any_warp && !any_asleep)
+      deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at a barrier or exited)");
+    if (all_cluster) {
+      for (Fiber& f : e.fibers) f.state = State::Ready;
+      continue;
+    }
+    bool released = false;
+    for (unsigned r = 0; r < slots; ++r) {
+      bool all_barrier = true, any_barrier = false;
+      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i) {
+        const State s = e.fibers[i].state;
+        if (s == State::AtBarrier) any_barrier = true;
+        else if (s != State::Done) all_barrier = false;
+      }
+      if (!any_barrier || !all_barrier) continue;
+      for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i)
+        if (e.fibers[i].state == State::AtBarrier) e.fibers[i].state = State::Ready;
+      released = true;
+    }
+    if (any_asleep) {
+      if (released || started || e.arrivals != arrivals)
+        idle = 0;
+      else if (++idle >= kIdleTurns)
+        deadlock(e, slots > 1 ? "a spin-wait that never ends (__nanosleep: for many turns no thread of the resident "
+                                "blocks got anywhere)"
+                              : "a spin-wait that never ends (__nanosleep with one block resident: blocks run one "
+                                "after another here, so a wait on another block never ends; set CUEMU_RESIDENT or "
+                                "cuemu::set_resident_blocks for a kernel whose blocks wait for each other; on a "
+                                "GPU: a wait on a block that is not resident, or a hang)");
+      for (Fiber& f : e.fibers)
+        if (f.state == State::Asleep) f.state = State::Ready;
+      continue;
+    }
+    if (released || started) continue;
+    deadlock(e, any_cluster ? "deadlock (threads wait at the cluster barrier for threads that wait at __syncthreads "
+                              "or exited)"
+                            : "deadlock");
+  }
+}
+
 void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
               BlockBody body, void* launch, unsigned cluster) {
   Emu& e = emu();
@@ -752,9 +907,15 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     set_error(cudaErrorInvalidResourceHandle);
     return;
   }
-  // Dynamic shared memory (each block of a cluster its own, one after another) ends at a guard page.
+  // Blocks resident at once: a cluster's, or with CUEMU_RESIDENT up to that many of a launch without.
+  const unsigned long long n_clusters = 1ull * (grid.x / cluster) * grid.y * grid.z;
+  const char* only = std::getenv("CUEMU_RESIDENT_ONLY");
+  const unsigned resident = only && *only && !std::strstr(site.kernel, only) ? 1u : e.resident;
+  const unsigned slots =
+      cluster > 1 ? cluster : static_cast<unsigned>(std::min<unsigned long long>(resident, n_clusters));
+  // Dynamic shared memory (each resident block its own, one after another) ends at a guard page.
   const std::size_t smem_span = round_up(std::max<std::size_t>(smem, 16), 16);
-  const std::size_t smem_total = smem_span * cluster;
+  const std::size_t smem_total = smem_span * slots;
   if (smem_total > e.smem_cap) {
     if (e.smem_buf)
       munmap(e.smem_buf - (round_up(e.smem_cap, kPage) - e.smem_cap), round_up(e.smem_cap, kPage) + kPage);
@@ -775,17 +936,16 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   l.smem_bytes = smem;
   l.smem_span = smem_span;
   l.cluster = cluster;
+  l.slots = slots;
   l.smem = e.smem_buf + (e.smem_cap - smem_total);
   const unsigned n = static_cast<unsigned>(threads);
-  e.fibers.assign(static_cast<std::size_t>(n) * cluster, Fiber{});
+  e.fibers.assign(static_cast<std::size_t>(n) * slots, Fiber{});
   e.launch = &l;
-  unsigned char* const static_lo = __start_cuemu_shared;
-  unsigned char* const static_hi = __stop_cuemu_shared;
-  const std::size_t static_bytes = static_lo && static_hi > static_lo ? static_cast<std::size_t>(static_hi - static_lo) : 0;
+  if (!e.regions_found) find_static_regions(e);
+  const std::size_t static_bytes = e.static_bytes;
   // Clusters run one at a time (a block without clusters is a cluster of one), in the order CUEMU_ORDER
   // gives them too (a kernel may not depend on it): shuffle visits cluster (a * i + c) mod n at step i,
-  // with a coprime to n (no table for huge grids).
-  const unsigned long long n_clusters = 1ull * (grid.x / cluster) * grid.y * grid.z;
+  // with a coprime to n (no table for huge grids). Resident blocks start in that order too.
   unsigned long long mul = 1, add = 0;
   if (e.order_kind == Emu::Order::Reverse) {
     mul = n_clusters - 1;  // (n-1) i + (n-1) = n-1-i mod n
@@ -796,41 +956,81 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     add = next_random(e.shuffle_state) % n_clusters;
   }
   const unsigned cx = grid.x / cluster;
-  for (unsigned long long step = 0; step < n_clusters; ++step) {
+  const auto cluster_at = [&](unsigned long long step) {
     const unsigned long long b =
         static_cast<unsigned long long>((static_cast<unsigned __int128>(mul) * step + add) % n_clusters);
-    l.block_idx = make_uint3(static_cast<unsigned>(b % cx) * cluster, static_cast<unsigned>((b / cx) % grid.y),
-                             static_cast<unsigned>(b / (1ull * cx * grid.y)));
-    std::memset(l.smem, 0xFF, smem_total);
-    if (static_bytes) std::memset(static_lo, 0xFF, static_bytes);
-    for (unsigned r = 0; r < cluster; ++r)
-      for (unsigned i = 0; i < n; ++i) {
-        Fiber& f = e.fibers[static_cast<std::size_t>(r) * n + i];
-        f = Fiber{};
-        f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
-        f.c.block_idx = make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z);
-        f.c.block_dim = block;
-        f.c.grid_dim = grid;
-        f.lane = i % 32;
-        f.warp = i / 32;
-        f.slot = r;
-        start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
+    return make_uint3(static_cast<unsigned>(b % cx) * cluster, static_cast<unsigned>((b / cx) % grid.y),
+                      static_cast<unsigned>(b / (1ull * cx * grid.y)));
+  };
+  const auto start_block = [&](unsigned r, uint3 idx) {
+    for (unsigned i = 0; i < n; ++i) {
+      Fiber& f = e.fibers[static_cast<std::size_t>(r) * n + i];
+      f = Fiber{};
+      f.c.thread_idx = make_uint3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+      f.c.block_idx = idx;
+      f.c.block_dim = block;
+      f.c.grid_dim = grid;
+      f.lane = i % 32;
+      f.warp = i / 32;
+      f.slot = r;
+      start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
+    }
+  };
+  if (slots > 1 && cluster == 1) {
+    // Resident blocks: each slot its own copy of the static shared section, swapped in for its turns.
+    e.static_copies.assign(static_bytes ? slots : 0, std::vector<unsigned char>(static_bytes, 0xFF));
+    e.static_owner = -1;
+    unsigned long long step = 0;
+    const auto next_block = [&](unsigned r) {
+      if (step == n_clusters) return false;
+      l.block_idx = cluster_at(step++);
+      std::memset(l.smem + r * smem_span, 0xFF, smem_span);
+      if (static_bytes) {
+        std::fill(e.static_copies[r].begin(), e.static_copies[r].end(), 0xFF);
+        if (e.static_owner == static_cast<int>(r)) e.static_owner = -1;  // the section's bytes are stale
       }
+      start_block(r, l.block_idx);
+      return true;
+    };
+    for (unsigned r = 0; r < slots; ++r) next_block(r);
+    set_order(e, n, slots);
+    run_blocks(e, n, next_block, true);
+    e.static_copies.clear();
+    e.static_owner = -1;
+    e.launch = nullptr;
+    check_slack(site);
+    return;
+  }
+  const auto no_next = [](unsigned) { return false; };
+  for (unsigned long long step = 0; step < n_clusters; ++step) {
+    l.block_idx = cluster_at(step);
+    std::memset(l.smem, 0xFF, smem_total);
+    fill_static(e);
+    for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
     set_order(e, n, cluster);
-    run_blocks(e, n);
+    run_blocks(e, n, no_next, false);
     // The blocks of a cluster share the kernel's static __shared__ arrays here (one copy per kernel), so a
     // kernel launched with clusters must keep to dynamic shared memory: a static array it wrote (to
     // anything but 0xFF bytes) is reported.
-    if (cluster > 1 && static_bytes)
-      for (std::size_t i = 0; i < static_bytes; ++i)
-        if (static_lo[i] != 0xFF)
-          die("kernel %s (launched at %s:%d with clusters of %u blocks) wrote static __shared__ memory, which the "
-              "blocks of a cluster would share on the emulator; a kernel launched with clusters must use dynamic "
-              "shared memory only",
-              site.kernel, site.file, site.line, cluster);
+    if (cluster > 1)
+      for (const Emu::Region& g : e.static_regions)
+        for (std::size_t i = 0; i < g.n; ++i)
+          if (g.p[i] != 0xFF)
+            die("kernel %s (launched at %s:%d with clusters of %u blocks) wrote static __shared__ memory (%s), which "
+                "the blocks of a cluster would share on the emulator; a kernel launched with clusters must use "
+                "dynamic shared memory only",
+                site.kernel, site.file, site.line, cluster, g.name.c_str());
   }
   e.launch = nullptr;
   check_slack(site);
+}
+
+std::vector<std::string> static_shared_arrays() {
+  Emu& e = emu();
+  if (!e.regions_found) find_static_regions(e);
+  std::vector<std::string> names;
+  for (const Emu::Region& g : e.static_regions) names.push_back(g.name + " " + std::to_string(g.n));
+  return names;
 }
 
 }  // namespace cuemu

@@ -5,7 +5,10 @@
 // __syncthreads, __syncwarp and the warp shuffles are real barriers between the fibers, so a kernel
 // that leaves out a barrier, diverges around one, or reads a lane outside a shuffle's mask is reported
 // instead of silently working. Blocks (or clusters, below) run one after another; clusters, blocks, warps
-// and lanes in a seeded random order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED). The runtime API
+// and lanes in a seeded random order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED).
+// With CUEMU_RESIDENT=K (or set_resident_blocks), K blocks of a launch without clusters are resident at
+// once, as on a GPU: they take turns at every barrier and __nanosleep, and a finished block's place goes
+// to the next one, so a kernel whose blocks wait for each other (a spin-wait on a counter) runs. The runtime API
 // (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
@@ -17,16 +20,18 @@
 //
 // One host thread may launch at a time (the emulator's state is global, like a CUDA context's).
 // Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
-// shows as NaN or -1. What it does not check: timing and occupancy, the memory model (blocks never run
-// concurrently, so inter-block races do not show), the accuracy of fast-math intrinsics (they are
+// shows as NaN or -1. What it does not check: timing and occupancy, the memory model (blocks
+// interleave only at barriers and sleeps, and every write is seen at once, so most inter-block races and
+// stale cached reads do not show), the accuracy of fast-math intrinsics (they are
 // computed exactly).
 #pragma once
 
 #define IP_CUEMU 1
 
 // Before cuda_runtime.h: host_defines.h keeps definitions made here. __shared__ arrays become function
-// statics: blocks run one at a time, so one copy per kernel is one copy per block. They all sit in one
-// section, which the emulator fills with 0xFF before every block (as it does dynamic shared memory).
+// statics: one block runs at a time, so one copy per kernel is one copy per block. They all sit in one
+// section, which the emulator fills with 0xFF before every block (as it does dynamic shared memory) and,
+// with several blocks resident, saves and restores whenever another block takes its turn.
 #define __shared__ static __attribute__((section("cuemu_shared")))
 // Kernels are inline functions here: their __shared__ statics then live in COMDAT groups like those of
 // the inline device functions, and GCC can put both kinds into the one section.
@@ -40,9 +45,11 @@
 #include <cstdint>
 #include <bit>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cuemu {
 
@@ -89,8 +96,16 @@ struct Counts {
 Counts counts();
 
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
-// __nanosleep: only a spin-wait calls it, and here a spin-wait that waits at all never ends.
-[[noreturn]] void fatal_sleep();
+// How many blocks of a launch without clusters are resident at once (1: one after another, the default
+// unless CUEMU_RESIDENT says otherwise); returns the previous number. For launches made after the call.
+unsigned set_resident_blocks(unsigned k);
+// The static __shared__ arrays the emulator fills with 0xFF at every block start and keeps per resident
+// block, as "name bytes": the section cuemu_shared, then the arrays of template functions by symbol.
+std::vector<std::string> static_shared_arrays();
+// __nanosleep: the thread gives the other resident blocks their turn. Only a spin-wait calls it; a wait
+// during which no thread of the launch gets anywhere (no barrier, collective or exit) for many turns in a
+// row is reported as a wait that never ends (with one block resident: any wait at all).
+void sleep();
 // __trap: the kernel stops the program with the thread that trapped (on a GPU the launch fails).
 [[noreturn]] void fatal_trap();
 
@@ -184,7 +199,7 @@ inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
 }
 inline void __threadfence() {}
 inline void __nanosleep(unsigned) {
-  ::cuemu::fatal_sleep();
+  ::cuemu::sleep();
 }
 inline void __threadfence_block() {}
 [[noreturn]] inline void __trap() {

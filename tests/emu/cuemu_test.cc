@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/numeric.h"
@@ -75,6 +76,39 @@ TEST(Cuemu, StaticSharedMemoryIsFilledAtEveryBlockStart) {
   cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
   for (int i = 0; i < 3 * 64; ++i) EXPECT_EQ(h[i], i < 64 ? 7 : -1) << i;  // never block 0's values
   cudaFree(d);
+}
+
+}  // namespace
+
+// The same in a template kernel, whose __shared__ array GCC 12 puts in .bss whatever its section attribute
+// says; in namespace ip::cuda, where the emulator looks for such arrays (emu/cuemu.cc).
+namespace ip::cuda::emu_test {
+template <int N>
+__global__ void stale_shared_template_kernel(int* out) {
+  __shared__ int s[N];
+  if (blockIdx.x == 0) s[threadIdx.x] = 7;
+  __syncthreads();
+  out[blockIdx.x * N + threadIdx.x] = s[threadIdx.x];
+}
+}  // namespace ip::cuda::emu_test
+
+namespace {
+
+TEST(Cuemu, StaticSharedArraysOfTemplateKernelsAreFilledAtEveryBlockStart) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * 64 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH(3, 64, 0, nullptr, ip::cuda::emu_test::stale_shared_template_kernel<64>)(d);
+  std::vector<int> h(3 * 64);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int i = 0; i < 3 * 64; ++i) EXPECT_EQ(h[i], i < 64 ? 7 : -1) << i;
+  cudaFree(d);
+  // The emulator lists it (by symbol, with its size in bytes) after the section of the others.
+  const std::vector<std::string> arrays = cuemu::static_shared_arrays();
+  ASSERT_FALSE(arrays.empty());
+  EXPECT_EQ(arrays[0].rfind("cuemu_shared ", 0), 0u) << arrays[0];
+  EXPECT_NE(std::find(arrays.begin(), arrays.end(),
+                      "_ZZN2ip4cuda8emu_test28stale_shared_template_kernelILi64EEEvPiE1s 256"),
+            arrays.end());
 }
 
 // Each block takes a ticket: the order in which blocks ran.
@@ -291,6 +325,55 @@ __global__ void cluster_static_kernel(int* out) {
   out[blockIdx.x * 32 + threadIdx.x] = s[(threadIdx.x + 1) % 32];
 }
 
+// Each block takes the next item from a counter; item 2i spins until item 2i + 1 has set its flag, so
+// the two must be resident at once. Every block also keeps values in a static __shared__ array across the
+// wait, while the other resident blocks write theirs.
+__global__ void pair_wait_kernel(unsigned* next, unsigned* flag, int* out) {
+  __shared__ unsigned item;
+  __shared__ int mine[64];
+  if (threadIdx.x == 0) item = atomicAdd(next, 1u);
+  __syncthreads();
+  const unsigned it = item;
+  mine[threadIdx.x] = static_cast<int>(it * 100 + threadIdx.x);
+  if (threadIdx.x == 0) {
+    if (it % 2 == 1) {
+      atomicExch(&flag[it], 1u);
+    } else {
+      while (*reinterpret_cast<volatile unsigned*>(&flag[it + 1]) == 0) __nanosleep(64);
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  out[it * 64 + threadIdx.x] = mine[(threadIdx.x + 1) % 64];
+}
+
+// Every block waits for a flag nothing sets.
+__global__ void wait_forever_kernel(const unsigned* flag) {
+  if (threadIdx.x == 0)
+    while (*reinterpret_cast<const volatile unsigned*>(flag) == 0) __nanosleep(64);
+  __syncthreads();
+}
+
+// Runs pair_wait_kernel over `blocks` blocks (even) and checks every item's output.
+void run_pairs(int blocks) {
+  unsigned *next, *flag;
+  int* out;
+  cudaMalloc(reinterpret_cast<void**>(&next), sizeof(unsigned));
+  cudaMalloc(reinterpret_cast<void**>(&flag), blocks * sizeof(unsigned));
+  cudaMalloc(reinterpret_cast<void**>(&out), blocks * 64 * sizeof(int));
+  cudaMemset(next, 0, sizeof(unsigned));
+  cudaMemset(flag, 0, blocks * sizeof(unsigned));
+  IP_LAUNCH(blocks, 64, 0, nullptr, pair_wait_kernel)(next, flag, out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> h(static_cast<std::size_t>(blocks) * 64);
+  cudaMemcpy(h.data(), out, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int it = 0; it < blocks; ++it)
+    for (int t = 0; t < 64; ++t) ASSERT_EQ(h[it * 64 + t], it * 100 + (t + 1) % 64) << "item " << it << " thread " << t;
+  cudaFree(next);
+  cudaFree(flag);
+  cudaFree(out);
+}
+
 __global__ void overrun_kernel(float* x, int n) {
   x[n + threadIdx.x] = 1.0f;
 }
@@ -345,6 +428,38 @@ TEST(CuemuDeathTest, WritesIntoTheRoundingBeforeTheGuardPageAreReportedAfterTheL
   EXPECT_DEATH(IP_LAUNCH(1, 8, 0, nullptr, overrun_kernel)(d, 1000),
                "kernel overrun_kernel .* wrote .* bytes past the end of a 4000-byte device allocation");
   cudaFree(d);
+}
+
+// With several blocks resident, blocks that wait for each other run to the end, each with its own static
+// shared memory, at every number of resident blocks and block order (CUEMU_SEED varies the order).
+TEST(Cuemu, ResidentBlocksWaitForEachOther) {
+  for (unsigned k : {2u, 3u, 5u, 16u}) {
+    SCOPED_TRACE(::testing::Message() << k << " blocks resident");
+    const unsigned before = cuemu::set_resident_blocks(k);
+    run_pairs(22);
+    cuemu::set_resident_blocks(before);
+  }
+}
+
+TEST(CuemuDeathTest, AWaitOnAnotherBlockWithOneBlockResidentIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const unsigned before = cuemu::set_resident_blocks(1);
+  EXPECT_DEATH(run_pairs(4), "a spin-wait that never ends \\(__nanosleep with one block resident.*pair_wait_kernel.*"
+                             "1 in a spin-wait \\(__nanosleep\\)");
+  cuemu::set_resident_blocks(before);
+}
+
+TEST(CuemuDeathTest, AWaitForWhatNoBlockDoesIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const unsigned before = cuemu::set_resident_blocks(4);
+  unsigned* flag;
+  cudaMalloc(reinterpret_cast<void**>(&flag), sizeof(unsigned));
+  cudaMemset(flag, 0, sizeof(unsigned));
+  EXPECT_DEATH(IP_LAUNCH(6, 32, 0, nullptr, wait_forever_kernel)(flag),
+               "a spin-wait that never ends \\(__nanosleep: for many turns.*wait_forever_kernel.*\\(4 blocks "
+               "resident\\): 124 threads at __syncthreads, 0 at warp collectives, 4 in a spin-wait");
+  cudaFree(flag);
+  cuemu::set_resident_blocks(before);
 }
 
 }  // namespace
