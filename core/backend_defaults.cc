@@ -20,7 +20,7 @@ namespace {
 // The host storage a build of `keys` writes, sized (resize() keeps it on the rebuilds that follow).
 void size_rows(MatrixView<const float> keys, const PoolParams& p, QuantizedMatrix& rows) {
   const Index64 groups = num_groups(keys.rows, effective_group_size(p));
-  resize(rows, p.precision, groups * (p.weights.scheme == Weighting::maxmin ? 2 : 1), keys.cols);
+  resize(rows, p.precision, groups * rows_per_group(p.weights.scheme), keys.cols);
 }
 }  // namespace
 

@@ -27,7 +27,7 @@ struct PooledIndex {
   QuantizedMatrix rows;
 
   Index64 groups() const { return (tokens + group_size - 1) / group_size; }
-  int rows_per_group() const { return method == Weighting::maxmin ? 2 : 1; }
+  int rows_per_group() const { return ip::rows_per_group(method); }
   // First token and one past the last token of group g.
   Index64 group_begin(Index64 g) const { return g * group_size; }
   Index64 group_end(Index64 g) const { return std::min(tokens, (g + 1) * group_size); }

@@ -27,6 +27,8 @@ enum class Weighting { uniform, positional, cosine, tfidf, hybrid, maxmin, exact
 std::string_view to_string(Weighting w);
 Weighting parse_weighting(std::string_view s);  // throws ip::Error naming the accepted values
 inline bool uses_stats(Weighting w) { return w == Weighting::tfidf || w == Weighting::hybrid; }
+// Rows of the stored index per group: maxmin stores two (the max row, then the min row), the others one.
+inline int rows_per_group(Weighting w) { return w == Weighting::maxmin ? 2 : 1; }
 
 enum class CosineReference { group_mean, query };
 std::string_view to_string(CosineReference r);

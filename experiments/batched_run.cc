@@ -135,7 +135,7 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   }
 
   const int G = effective_group_size(p.pool);
-  const int rpg = p.pool.weights.scheme == Weighting::maxmin ? 2 : 1;
+  const int rpg = rows_per_group(p.pool.weights.scheme);
   const Index64 kg = groups_for_budget(p.topk_tokens, G);
   const double row_bytes = static_cast<double>(D) * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision);
   std::vector<RequestResult> res(static_cast<std::size_t>(B));

@@ -762,7 +762,7 @@ double estimate_point_bytes(const Point& p) {
   const double per_token = 4.0 * (s.dim + s.attn_dim + (s.attn_dim > 0 ? s.value_dim : 0));
   const double workload = B * T * per_token;
   const int G = p.pipeline.pool.weights.scheme == Weighting::exact ? 1 : p.pipeline.pool.group_size;
-  const double rows = std::ceil(T / G) * (p.pipeline.pool.weights.scheme == Weighting::maxmin ? 2 : 1);
+  const double rows = std::ceil(T / G) * rows_per_group(p.pipeline.pool.weights.scheme);
   const double index = rows * (s.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision));
   // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities.
   const double work = T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads);

@@ -51,7 +51,7 @@ Sizes sizes_of(const BatchedDecodeConfig& c) {
   z.B = c.requests;
   z.total = c.total_tokens;
   z.G = effective_group_size(c.pool);
-  z.rpg = c.pool.weights.scheme == Weighting::maxmin ? 2 : 1;
+  z.rpg = rows_per_group(c.pool.weights.scheme);
   z.groups = (z.total + z.B * (z.G - 1)) / z.G;  // >= sum_b ceil(T_b / G)
   z.rows = z.groups * z.rpg;
   z.max_groups = num_groups(c.max_tokens, static_cast<int>(z.G));

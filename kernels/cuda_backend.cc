@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
     const WeightParams& wp = p.weights;
     const int G = effective_group_size(p);
     const Index64 T = keys.rows, D = keys.cols, groups = num_groups(T, G);
-    const int rpg = wp.scheme == Weighting::maxmin ? 2 : 1;
+    const int rpg = rows_per_group(wp.scheme);
     set_offsets(T, groups);
 
     PoolArgs a;

@@ -181,7 +181,7 @@ Backend::PendingUpdate IndexUpdater::begin(MatrixView<const float> k, const Pool
   for (Index64 t = first_new * G; t < T; ++t)
     IP_REQUIRE(finite_row(k.row(t), D), "pooling: index key of token {} contains NaN or infinity", t);
 
-  const int rpg = wp.scheme == Weighting::maxmin ? 2 : 1;
+  const int rpg = rows_per_group(wp.scheme);
   const Index64 groups = num_groups(T, G), rows = groups * rpg;
   const std::size_t eb = element_bytes(p.precision);
   const bool has_scales = scale_bytes(p.precision) != 0;
