@@ -169,6 +169,7 @@ struct Emu {
   std::vector<Region> static_regions;
   std::size_t static_bytes = 0;
   bool regions_found = false;
+  bool symtab_read = false;  // the program's symbol table was there (not stripped)
   std::vector<std::vector<unsigned char>> static_copies;
   int static_owner = -1;
   enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
@@ -735,6 +736,7 @@ void find_static_regions(Emu& e) {
   const char* const shstr = reinterpret_cast<const char*>(base + sh[eh->e_shstrndx].sh_offset);
   for (unsigned i = 0; i < eh->e_shnum; ++i) {
     if (sh[i].sh_type != SHT_SYMTAB) continue;
+    e.symtab_read = true;
     const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
     const char* const str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
     for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j) {
@@ -747,6 +749,9 @@ void find_static_regions(Emu& e) {
     }
   }
   munmap(m, static_cast<std::size_t>(st.st_size));
+  if (!e.symtab_read)
+    std::fprintf(stderr, "cuemu: the program has no symbol table (stripped?): the __shared__ arrays of template "
+                         "kernels are not filled with 0xFF at block starts\n");
   for (const Emu::Region& g : e.static_regions) e.static_bytes += g.n;
   if (std::getenv("CUEMU_VERBOSE"))
     for (const Emu::Region& g : e.static_regions)
@@ -977,6 +982,10 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     }
   };
   if (slots > 1 && cluster == 1) {
+    if (!e.symtab_read)
+      die("%u blocks resident (CUEMU_RESIDENT) in a program without a symbol table: the __shared__ arrays of "
+          "template kernels would be shared between the blocks (build the emulator programs unstripped)",
+          slots);
     // Resident blocks: each slot its own copy of the static shared section, swapped in for its turns.
     e.static_copies.assign(static_bytes ? slots : 0, std::vector<unsigned char>(static_bytes, 0xFF));
     e.static_owner = -1;
