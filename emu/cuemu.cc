@@ -986,7 +986,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
       die("%u blocks resident (CUEMU_RESIDENT) in a program without a symbol table: the __shared__ arrays of "
           "template kernels would be shared between the blocks (build the emulator programs unstripped)",
           slots);
-    // Resident blocks: each slot its own copy of the static shared section, swapped in for its turns.
+    // Resident blocks: each slot its own copy of the static __shared__ arrays, swapped in for its turns.
     e.static_copies.assign(static_bytes ? slots : 0, std::vector<unsigned char>(static_bytes, 0xFF));
     e.static_owner = -1;
     unsigned long long step = 0;
