@@ -158,6 +158,7 @@ struct Emu {
   cudaError_t last_error = cudaSuccess;
   std::uint64_t shuffle_state = 0;
   unsigned resident = 1;     // blocks resident at once in launches without clusters (CUEMU_RESIDENT)
+  std::string resident_only;  // CUEMU_RESIDENT_ONLY: only kernels whose names contain it (empty: all)
   std::uint64_t arrivals = 0;  // barrier and collective arrivals and exits: a launch getting somewhere
   // The static __shared__ arrays (find_static_regions), all of them `static_bytes`; with several blocks
   // resident, each slot's copy of them while another slot's are in place, and which slot's are (-1: none).
@@ -196,6 +197,7 @@ Emu& emu() {
       if (*end || k < 1 || k > 64) die("CUEMU_RESIDENT=%s: expected a number of blocks from 1 to 64", r);
       x->resident = static_cast<unsigned>(k);
     }
+    if (const char* only = std::getenv("CUEMU_RESIDENT_ONLY")) x->resident_only = only;
     if (const char* s = std::getenv("CUEMU_SEED")) x->shuffle_state ^= std::strtoull(s, nullptr, 10);
     // CUEMU_STATS_LOG=<file>: at exit, the most device memory held at once ("peak_device_bytes N"), so a
     // test can hold the runner's device estimates against what the kernels' host code really allocates.
@@ -914,8 +916,8 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   }
   // Blocks resident at once: a cluster's, or with CUEMU_RESIDENT up to that many of a launch without.
   const unsigned long long n_clusters = 1ull * (grid.x / cluster) * grid.y * grid.z;
-  const char* only = std::getenv("CUEMU_RESIDENT_ONLY");
-  const unsigned resident = only && *only && !std::strstr(site.kernel, only) ? 1u : e.resident;
+  const unsigned resident =
+      e.resident_only.empty() || std::strstr(site.kernel, e.resident_only.c_str()) ? e.resident : 1u;
   const unsigned slots =
       cluster > 1 ? cluster : static_cast<unsigned>(std::min<unsigned long long>(resident, n_clusters));
   // Dynamic shared memory (each resident block its own, one after another) ends at a guard page.

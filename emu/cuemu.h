@@ -8,7 +8,8 @@
 // and lanes in a seeded random order (CUEMU_ORDER = shuffle, the default, forward or reverse; CUEMU_SEED).
 // With CUEMU_RESIDENT=K (or set_resident_blocks), K blocks of a launch without clusters are resident at
 // once, as on a GPU: they take turns at every barrier and __nanosleep, and a finished block's place goes
-// to the next one, so a kernel whose blocks wait for each other (a spin-wait on a counter) runs. The runtime API
+// to the next one, so a kernel whose blocks wait for each other (a spin-wait on a counter) runs
+// (CUEMU_RESIDENT_ONLY=NAME: only in the kernels whose names contain NAME, to find which one fails). The runtime API
 // (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
