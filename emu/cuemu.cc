@@ -765,7 +765,7 @@ void fill_static(Emu& e) {
 }
 
 // With several blocks resident (and no clusters): before slot r's block takes its turn, its copy of the
-// static __shared__ section goes into the section (a cluster's blocks share the section, see run_grid).
+// static __shared__ arrays goes into place (a cluster's blocks share them, see run_grid).
 void own_static(Emu& e, unsigned r) {
   if (e.static_copies.empty() || e.static_owner == static_cast<int>(r)) return;
   if (e.static_owner >= 0) {
@@ -798,11 +798,13 @@ constexpr int kIdleTurns = 10000;
 // of the cluster waits at it (here none may have exited: the kernels do not rely on what a GPU does with
 // exited threads at a cluster barrier, and an early return before one is reported); threads asleep in a
 // spin-wait (__nanosleep) wake for the next turn; and a finished block's slot goes to the launch's next
-// block (`next_block`, with resident blocks; it returns false when none is left). Anything else is a
+// block (`next_block`, with resident blocks of a launch without clusters; it returns false when none is
+// left). Anything else is a
 // deadlock, and so are kIdleTurns turns in a row of threads sleeping with nothing else happening.
 template <class NextBlock>
-void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block, bool resident) {
+void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
   const unsigned slots = e.launch->slots;
+  const bool resident = e.launch->cluster == 1 && slots > 1;
   int idle = 0;
   for (;;) {
     const std::uint64_t arrivals = e.arrivals;
@@ -1005,7 +1007,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     };
     for (unsigned r = 0; r < slots; ++r) next_block(r);
     set_order(e, n, slots);
-    run_blocks(e, n, next_block, true);
+    run_blocks(e, n, next_block);
     e.static_copies.clear();
     e.static_owner = -1;
     e.launch = nullptr;
@@ -1019,7 +1021,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     fill_static(e);
     for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
     set_order(e, n, cluster);
-    run_blocks(e, n, no_next, false);
+    run_blocks(e, n, no_next);
     // The blocks of a cluster share the kernel's static __shared__ arrays here (one copy per kernel), so a
     // kernel launched with clusters must keep to dynamic shared memory: a static array it wrote (to
     // anything but 0xFF bytes) is reported.
