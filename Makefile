@@ -1,7 +1,8 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
-# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, sass-counts, test-emu, clean.
+# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, sass-counts, test-emu,
+# test-sanitize, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -17,7 +18,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test test-emu bench clean venv figures report device-bundle kernel-resources sass-counts
+.PHONY: all deps configure build run test test-emu test-sanitize bench clean venv figures report device-bundle kernel-resources sass-counts
 
 all: build
 
@@ -42,6 +43,21 @@ test: build venv
 # Every GPU suite on the CPU emulator (emu/), the long cases too (about 10 CPU-minutes).
 test-emu: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L emu
+
+# The CPU suites and every GPU suite on the CPU emulator (the long cases too), built again in
+# $(SANITIZE_DIR) with AddressSanitizer and UBSan: a kernel's or the host code's out-of-bounds read or write
+# (device allocations, shared memory, host memory), misaligned vector loads, shifts past the width, signed
+# overflow. Not part of make test (a second build, and the suites run several times slower). Without CUPTI:
+# its libnvperf_host.so is opened with RTLD_DEEPBIND, which the sanitizer runtime refuses.
+SANITIZE_DIR ?= $(BUILD_DIR)-sanitize
+test-sanitize: deps
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINDEXPOOL_SANITIZE=address,undefined \
+	  -DCMAKE_CUDA_ARCHITECTURES=90 -DINDEXPOOL_BENCH=OFF -DINDEXPOOL_CUPTI=OFF > $(SANITIZE_DIR).configure.log 2>&1 \
+	  || { cat $(SANITIZE_DIR).configure.log; exit 1; }
+	@grep -E "^-- IndexPool" $(SANITIZE_DIR).configure.log || true
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS) -L 'cpu|emu'
 
 # The venv is rebuilt whenever analysis/requirements.txt changes (exact versions, wheels only).
 $(VENV)/.stamp: analysis/requirements.txt | deps
@@ -82,4 +98,4 @@ device-bundle: deps
 	bash scripts/device-bundle.sh --jobs $(JOBS)
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(VENV)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SANITIZE_DIR) $(SANITIZE_DIR).configure.log $(VENV)

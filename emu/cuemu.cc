@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
@@ -34,6 +35,27 @@ extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
 #include <ucontext.h>
 #endif
 
+// Built with AddressSanitizer (make test-sanitize): every switch between stacks is announced to it, so it
+// knows which stack the code runs on (else it may take a fiber's frames for a wild stack and report or
+// miss accesses).
+// The bytes around a cudaMalloc allocation and each block's dynamic shared memory, and (built with
+// -fsanitize-sections=cuemu_shared) the redzones between static __shared__ arrays, are poisoned, so a
+// kernel's out-of-bounds access is reported exactly where it happens, reads included (the guard pages
+// and the slack check catch only some writes and accesses a page away).
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define CUEMU_ASAN 1
+#define CUEMU_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define CUEMU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define CUEMU_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define CUEMU_ASAN 0
+#define CUEMU_POISON(p, n) ((void)(p), (void)(n))
+#define CUEMU_UNPOISON(p, n) ((void)(p), (void)(n))
+#define CUEMU_NO_ASAN
+#endif
+
 namespace cuemu {
 namespace {
 
@@ -49,6 +71,26 @@ namespace {
 }
 
 const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+// Byte fills, copies and compares the sanitizer does not check: the emulator's own accesses to the static
+// __shared__ section, whose redzones (between the arrays) stay poisoned for the kernels. Volatile, so the
+// compiler does not turn them back into (checked) memset / memcpy calls.
+CUEMU_NO_ASAN void raw_fill(unsigned char* p, unsigned char v, std::size_t n) {
+  volatile unsigned char* q = p;
+  for (std::size_t i = 0; i < n; ++i) q[i] = v;
+}
+CUEMU_NO_ASAN void raw_copy(unsigned char* dst, const unsigned char* src, std::size_t n) {
+  volatile unsigned char* d = dst;
+  const volatile unsigned char* s = src;
+  for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+}
+// The index of the first byte in [p, p + n) that is not v, or n.
+CUEMU_NO_ASAN std::size_t raw_find_not(const unsigned char* p, unsigned char v, std::size_t n) {
+  const volatile unsigned char* q = p;
+  for (std::size_t i = 0; i < n; ++i)
+    if (q[i] != v) return i;
+  return n;
+}
 std::size_t round_up(std::size_t n, std::size_t a) {
   return (n + a - 1) / a * a;
 }
@@ -97,6 +139,7 @@ struct Fiber {
   State state = State::Ready;
   unsigned lane = 0, warp = 0;
   unsigned slot = 0;  // the block's rank in its cluster (0 without clusters)
+  void* asan_fake = nullptr;  // AddressSanitizer's fake-stack handle while the fiber is switched out
   ThreadCoords c{};
   // pending warp collective
   WarpFn fn = nullptr;
@@ -138,6 +181,10 @@ struct Emu {
 #else
   ucontext_t sched_ctx;
 #endif
+  // The stack of the host thread that launched (the scheduler's), for AddressSanitizer's switches.
+  const void* sched_stack = nullptr;
+  std::size_t sched_stack_bytes = 0;
+  void* sched_asan_fake = nullptr;
   // memory
   struct Alloc {
     unsigned char* map;
@@ -223,6 +270,17 @@ std::uint64_t next_random(std::uint64_t& s) {
 
 void fiber_main();
 
+// AddressSanitizer's side of a stack switch (no-ops without it): before, the stack to switch to (and
+// whether the one left is finished for good); after, back on a stack, that the switch ended.
+void asan_before_switch(Emu& e, void** fake_save, const Fiber* to);
+void asan_after_switch(void* fake) {
+#if CUEMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)fake;
+#endif
+}
+
 void prepare_stack(Emu& e, std::size_t i) {
   while (e.stacks.size() <= i) {
     Stack s;
@@ -257,13 +315,44 @@ void start_fiber(Emu& e, Fiber& f, std::size_t i) {
 #endif
 }
 
+void asan_before_switch(Emu& e, void** fake_save, const Fiber* to) {
+#if CUEMU_ASAN
+  if (to) {
+    const std::size_t i = static_cast<std::size_t>(to - e.fibers.data());
+    __sanitizer_start_switch_fiber(fake_save, e.stacks[i].base + kPage, kStackBytes);
+  } else {
+    __sanitizer_start_switch_fiber(fake_save, e.sched_stack, e.sched_stack_bytes);
+  }
+#else
+  (void)e, (void)fake_save, (void)to;
+#endif
+}
+
+// The launching thread's stack, for AddressSanitizer (called before a launch's first switch).
+void note_scheduler_stack(Emu& e) {
+#if CUEMU_ASAN
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) die("pthread_getattr_np failed");
+  void* lo = nullptr;
+  std::size_t n = 0;
+  pthread_attr_getstack(&attr, &lo, &n);
+  pthread_attr_destroy(&attr);
+  e.sched_stack = lo;
+  e.sched_stack_bytes = n;
+#else
+  (void)e;
+#endif
+}
+
 void resume(Emu& e, Fiber& f) {
   e.cur = &f;
+  asan_before_switch(e, &e.sched_asan_fake, &f);
 #if CUEMU_X86_SWITCH
   cuemu_switch(&e.sched_sp, f.sp);
 #else
   swapcontext(&e.sched_ctx, &f.ctx);
 #endif
+  asan_after_switch(e.sched_asan_fake);
   e.cur = nullptr;
 }
 
@@ -281,6 +370,8 @@ void yield_to_scheduler(Emu& e) {
       break;
     }
   }
+  // A finished fiber's stack is left for good (its next use starts afresh): no fake stack to keep.
+  asan_before_switch(e, f.state == State::Done ? nullptr : &f.asan_fake, next);
 #if CUEMU_X86_SWITCH
   if (next) {
     e.cur = next;
@@ -296,10 +387,12 @@ void yield_to_scheduler(Emu& e) {
     swapcontext(&f.ctx, &e.sched_ctx);
   }
 #endif
+  asan_after_switch(f.asan_fake);
 }
 
 void fiber_main() {
   Emu& e = emu();
+  asan_after_switch(nullptr);  // a fiber's first entry: no fake stack of its own yet
   e.launch->body(e.launch->launch);
   e.cur->state = State::Done;
   ++e.arrivals;
@@ -428,6 +521,8 @@ void* guarded_alloc(std::size_t bytes, bool device) {
   mprotect(map + map_bytes - kPage, kPage, PROT_NONE);
   unsigned char* user = map + map_bytes - kPage - span;  // 256-aligned, ends at the upper guard page
   std::memset(user, 0xFF, span);  // cudaMalloc does not clear memory; a read before a write shows as NaN / -1
+  CUEMU_POISON(map + kPage, static_cast<std::size_t>(user - (map + kPage)));  // below the allocation
+  CUEMU_POISON(user + bytes, span - bytes);                                   // and after its end
   e.allocs[reinterpret_cast<std::uintptr_t>(user)] = {map, map_bytes, user, bytes, device};
   ++e.counts.allocations;
   if (device) {
@@ -442,6 +537,7 @@ bool guarded_free(void* p, bool device) {
   auto it = e.allocs.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == e.allocs.end() || it->second.device != device) return false;
   if (device) e.device_bytes -= it->second.bytes;
+  CUEMU_UNPOISON(it->second.map, it->second.map_bytes);  // the addresses may be mapped again
   munmap(it->second.map, it->second.map_bytes);
   e.allocs.erase(it);
   return true;
@@ -452,11 +548,10 @@ bool guarded_free(void* p, bool device) {
 void check_slack(const LaunchSite& site) {
   for (const auto& [u, al] : emu().allocs) {
     const std::size_t span = round_up(std::max<std::size_t>(al.bytes, 1), 256);
-    for (std::size_t i = al.bytes; i < span; ++i)
-      if (al.user[i] != 0xFF)
-        die("kernel %s (launched at %s:%d) wrote %zu bytes past the end of a %zu-byte %s allocation at %p", site.kernel,
-            site.file, site.line, i - al.bytes + 1, al.bytes, al.device ? "device" : "host",
-            static_cast<void*>(al.user));
+    const std::size_t i = al.bytes + raw_find_not(al.user + al.bytes, 0xFF, span - al.bytes);  // poisoned bytes
+    if (i < span)
+      die("kernel %s (launched at %s:%d) wrote %zu bytes past the end of a %zu-byte %s allocation at %p", site.kernel,
+          site.file, site.line, i - al.bytes + 1, al.bytes, al.device ? "device" : "host", static_cast<void*>(al.user));
   }
 }
 
@@ -761,7 +856,7 @@ void find_static_regions(Emu& e) {
 }
 
 void fill_static(Emu& e) {
-  for (const Emu::Region& g : e.static_regions) std::memset(g.p, 0xFF, g.n);
+  for (const Emu::Region& g : e.static_regions) raw_fill(g.p, 0xFF, g.n);
 }
 
 // With several blocks resident (and no clusters): before slot r's block takes its turn, its copy of the
@@ -770,11 +865,14 @@ void own_static(Emu& e, unsigned r) {
   if (e.static_copies.empty() || e.static_owner == static_cast<int>(r)) return;
   if (e.static_owner >= 0) {
     unsigned char* save = e.static_copies[static_cast<unsigned>(e.static_owner)].data();
-    for (const Emu::Region& g : e.static_regions) save = static_cast<unsigned char*>(std::memcpy(save, g.p, g.n)) + g.n;
+    for (const Emu::Region& g : e.static_regions) {
+      raw_copy(save, g.p, g.n);
+      save += g.n;
+    }
   }
   const unsigned char* load = e.static_copies[r].data();
   for (const Emu::Region& g : e.static_regions) {
-    std::memcpy(g.p, load, g.n);
+    raw_copy(g.p, load, g.n);
     load += g.n;
   }
   e.static_owner = static_cast<int>(r);
@@ -926,8 +1024,11 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   const std::size_t smem_span = round_up(std::max<std::size_t>(smem, 16), 16);
   const std::size_t smem_total = smem_span * slots;
   if (smem_total > e.smem_cap) {
-    if (e.smem_buf)
-      munmap(e.smem_buf - (round_up(e.smem_cap, kPage) - e.smem_cap), round_up(e.smem_cap, kPage) + kPage);
+    if (e.smem_buf) {
+      unsigned char* const old = e.smem_buf - (round_up(e.smem_cap, kPage) - e.smem_cap);
+      CUEMU_UNPOISON(old, round_up(e.smem_cap, kPage));
+      munmap(old, round_up(e.smem_cap, kPage) + kPage);
+    }
     const std::size_t m = round_up(smem_total, kPage);
     void* p = mmap(nullptr, m + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) die("cannot map shared memory");
@@ -947,8 +1048,14 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   l.cluster = cluster;
   l.slots = slots;
   l.smem = e.smem_buf + (e.smem_cap - smem_total);
+  // Only the blocks' own bytes are addressable: not what lies before the first block's, nor the rounding
+  // after each block's (smem_span - smem), where a neighbour's begins.
+  CUEMU_UNPOISON(e.smem_buf, e.smem_cap);
+  CUEMU_POISON(e.smem_buf, e.smem_cap - smem_total);
+  for (unsigned r = 0; r < slots; ++r) CUEMU_POISON(l.smem + r * smem_span + smem, smem_span - smem);
   const unsigned n = static_cast<unsigned>(threads);
   e.fibers.assign(static_cast<std::size_t>(n) * slots, Fiber{});
+  note_scheduler_stack(e);
   e.launch = &l;
   if (!e.regions_found) find_static_regions(e);
   const std::size_t static_bytes = e.static_bytes;
@@ -997,7 +1104,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     const auto next_block = [&](unsigned r) {
       if (step == n_clusters) return false;
       l.block_idx = cluster_at(step++);
-      std::memset(l.smem + r * smem_span, 0xFF, smem_span);
+      std::memset(l.smem + r * smem_span, 0xFF, smem);
       if (static_bytes) {
         std::fill(e.static_copies[r].begin(), e.static_copies[r].end(), 0xFF);
         if (e.static_owner == static_cast<int>(r)) e.static_owner = -1;  // the section's bytes are stale
@@ -1017,7 +1124,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   const auto no_next = [](unsigned) { return false; };
   for (unsigned long long step = 0; step < n_clusters; ++step) {
     l.block_idx = cluster_at(step);
-    std::memset(l.smem, 0xFF, smem_total);
+    for (unsigned r = 0; r < cluster; ++r) std::memset(l.smem + r * smem_span, 0xFF, smem);
     fill_static(e);
     for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
     set_order(e, n, cluster);
@@ -1027,8 +1134,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     // anything but 0xFF bytes) is reported.
     if (cluster > 1)
       for (const Emu::Region& g : e.static_regions)
-        for (std::size_t i = 0; i < g.n; ++i)
-          if (g.p[i] != 0xFF)
+        if (raw_find_not(g.p, 0xFF, g.n) < g.n)
             die("kernel %s (launched at %s:%d with clusters of %u blocks) wrote static __shared__ memory (%s), which "
                 "the blocks of a cluster would share on the emulator; a kernel launched with clusters must use "
                 "dynamic shared memory only",

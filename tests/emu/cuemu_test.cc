@@ -378,6 +378,36 @@ __global__ void overrun_kernel(float* x, int n) {
   x[n + threadIdx.x] = 1.0f;
 }
 
+// Reads at x[at] (thread 0), into *out.
+__global__ void read_at_kernel(const float* x, long long at, float* out) {
+  if (threadIdx.x == 0) *out = x[at];
+}
+
+// Thread 0 reads the byte `at` of the block's dynamic shared memory.
+__global__ void dynamic_shared_read_kernel(int at, unsigned char* out) {
+  IP_DYNAMIC_SHARED(unsigned char, sh);
+  if (threadIdx.x == 0) *out = sh[at];
+}
+
+// Every thread writes one int of a static __shared__ array of 8, through a pointer (UBSan checks only
+// indexes into the array type): threads 8 and up write past its end.
+__global__ void static_shared_overrun_kernel(int* out) {
+  __shared__ int a[8];
+  int* const p = a;
+  p[threadIdx.x] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = a[threadIdx.x % 8];
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+// Built with AddressSanitizer, an access is reported where it happens (use-after-poison for the bytes the
+// emulator poisons, global-buffer-overflow for a static __shared__ array's redzone), often before the
+// guard page or the slack check would see it.
+
 using CuemuDeathTest = ::testing::Test;
 
 TEST(CuemuDeathTest, DivergentBarriersAreReportedAsDeadlocks) {
@@ -414,9 +444,13 @@ TEST(CuemuDeathTest, AccessesPastAnAllocationNameTheKernelAndThread) {
   float* d;
   cudaMalloc(reinterpret_cast<void**>(&d), 1000 * sizeof(float));
   // 1000 floats end 96 bytes short of a 256-byte boundary: threads 24 to 63 write past the guard page.
+  // (With AddressSanitizer, a thread writing into the rounding may be the first to be reported.)
   EXPECT_DEATH(IP_LAUNCH(1, 64, 0, nullptr, overrun_kernel)(d, 1000),
-               "invalid memory access .* bytes past the end of a 4000-byte device allocation.* by thread "
-               "\\((2[4-9]|[3-5][0-9]|6[0-3]),0,0\\) of kernel overrun_kernel");
+               kAsan ? "(invalid memory access .* bytes past the end of a 4000-byte device allocation.* by thread "
+                       "\\((2[4-9]|[3-5][0-9]|6[0-3]),0,0\\) of kernel overrun_kernel|AddressSanitizer: "
+                       "use-after-poison.*overrun_kernel)"
+                     : "invalid memory access .* bytes past the end of a 4000-byte device allocation.* by thread "
+                       "\\((2[4-9]|[3-5][0-9]|6[0-3]),0,0\\) of kernel overrun_kernel");
   cudaFree(d);
 }
 
@@ -426,8 +460,51 @@ TEST(CuemuDeathTest, WritesIntoTheRoundingBeforeTheGuardPageAreReportedAfterTheL
   cudaMalloc(reinterpret_cast<void**>(&d), 1000 * sizeof(float));
   // Threads 0..7 write floats 1000..1007: inside the 256-byte rounding, short of the guard page.
   EXPECT_DEATH(IP_LAUNCH(1, 8, 0, nullptr, overrun_kernel)(d, 1000),
-               "kernel overrun_kernel .* wrote .* bytes past the end of a 4000-byte device allocation");
+               kAsan ? "AddressSanitizer: use-after-poison.*overrun_kernel"
+                     : "kernel overrun_kernel .* wrote .* bytes past the end of a 4000-byte device allocation");
   cudaFree(d);
+}
+
+// What only the sanitizer build sees (make test-sanitize): reads past either end of an allocation (no
+// guard page there, the slack check sees writes only), a block's dynamic shared memory read past its
+// size, a static __shared__ array indexed past its end. Each is first shown to pass in bounds.
+TEST(CuemuDeathTest, OutOfBoundsReadsAreReportedWithTheSanitizer) {
+  if (!kAsan) GTEST_SKIP() << "needs the AddressSanitizer build (make test-sanitize)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* d;
+  float* out;
+  unsigned char* byte;
+  int* ints;
+  cudaMalloc(reinterpret_cast<void**>(&d), 1000 * sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&byte), 1);
+  cudaMalloc(reinterpret_cast<void**>(&ints), 64 * sizeof(int));
+  cudaMemset(d, 0, 1000 * sizeof(float));
+  IP_LAUNCH(1, 32, 0, nullptr, read_at_kernel)(d, 999, out);
+  IP_LAUNCH(1, 32, 0, nullptr, read_at_kernel)(d, 0, out);
+  IP_LAUNCH(1, 32, 100, nullptr, dynamic_shared_read_kernel)(99, byte);
+  IP_LAUNCH(1, 8, 0, nullptr, static_shared_overrun_kernel)(ints);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, read_at_kernel)(d, 1000, out), "use-after-poison.*read_at_kernel");
+  // An allocation shorter than a page starts inside the mapping, a page-aligned one after the guard page.
+  float* small;
+  cudaMalloc(reinterpret_cast<void**>(&small), 100 * sizeof(float));
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, read_at_kernel)(small, -1, out), "use-after-poison.*read_at_kernel");
+  cudaFree(small);
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 100, nullptr, dynamic_shared_read_kernel)(100, byte),
+               "use-after-poison.*dynamic_shared_read_kernel");
+  // With 4 blocks resident, a block's bytes end where the next one's rounding starts.
+  const unsigned before = cuemu::set_resident_blocks(4);
+  EXPECT_DEATH(IP_LAUNCH(8, 32, 100, nullptr, dynamic_shared_read_kernel)(100, byte),
+               "use-after-poison.*dynamic_shared_read_kernel");
+  cuemu::set_resident_blocks(before);
+  EXPECT_DEATH(IP_LAUNCH(1, 9, 0, nullptr, static_shared_overrun_kernel)(ints),
+               // UBSan's object-size check, when built with it, comes first (its message names no function)
+               "(global-buffer-overflow.*static_shared_overrun_kernel|insufficient space for an object of type 'int')");
+  cudaFree(d);
+  cudaFree(out);
+  cudaFree(byte);
+  cudaFree(ints);
 }
 
 // With several blocks resident, blocks that wait for each other run to the end, each with its own static
