@@ -52,7 +52,7 @@ test-emu: build
 SANITIZE_DIR ?= $(BUILD_DIR)-sanitize
 test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINDEXPOOL_SANITIZE=address,undefined \
-	  -DCMAKE_CUDA_ARCHITECTURES=90 -DINDEXPOOL_BENCH=OFF -DINDEXPOOL_CUPTI=OFF > $(SANITIZE_DIR).configure.log 2>&1 \
+	  -DCMAKE_CUDA_ARCHITECTURES=90 -DINDEXPOOL_CUPTI=OFF > $(SANITIZE_DIR).configure.log 2>&1 \
 	  || { cat $(SANITIZE_DIR).configure.log; exit 1; }
 	@grep -E "^-- IndexPool" $(SANITIZE_DIR).configure.log || true
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
