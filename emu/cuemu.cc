@@ -309,7 +309,7 @@ void start_fiber(Emu& e, Fiber& f, std::size_t i) {
 #else
   getcontext(&f.ctx);
   f.ctx.uc_stack.ss_sp = e.stacks[i].base + kPage;
-  f.ctx.uc_stack.ss_size = kStackBytes;
+  f.ctx.uc_stack.ss_size = static_cast<std::size_t>(top - (e.stacks[i].base + kPage));  // staggered too
   f.ctx.uc_link = nullptr;
   makecontext(&f.ctx, &fiber_main, 0);
 #endif
