@@ -56,8 +56,7 @@ test-sanitize: deps
 	  || { cat $(SANITIZE_DIR).configure.log; exit 1; }
 	@grep -E "^-- IndexPool" $(SANITIZE_DIR).configure.log || true
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS) -L 'cpu|emu'
+	UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS) -L 'cpu|emu'
 
 # The venv is rebuilt whenever analysis/requirements.txt changes (exact versions, wheels only).
 $(VENV)/.stamp: analysis/requirements.txt | deps

@@ -73,8 +73,10 @@ namespace {
 const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
 // Byte fills, copies and compares the sanitizer does not check: the emulator's own accesses to the static
-// __shared__ section, whose redzones (between the arrays) stay poisoned for the kernels. Volatile, so the
-// compiler does not turn them back into (checked) memset / memcpy calls.
+// __shared__ section, whose redzones (between the arrays) stay poisoned for the kernels. Under the
+// sanitizer, volatile loops, so the compiler does not turn them back into (checked) memset / memcpy calls;
+// otherwise the library calls (resident blocks swap their arrays at every turn).
+#if CUEMU_ASAN
 CUEMU_NO_ASAN void raw_fill(unsigned char* p, unsigned char v, std::size_t n) {
   volatile unsigned char* q = p;
   for (std::size_t i = 0; i < n; ++i) q[i] = v;
@@ -84,6 +86,10 @@ CUEMU_NO_ASAN void raw_copy(unsigned char* dst, const unsigned char* src, std::s
   const volatile unsigned char* s = src;
   for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
 }
+#else
+void raw_fill(unsigned char* p, unsigned char v, std::size_t n) { std::memset(p, v, n); }
+void raw_copy(unsigned char* dst, const unsigned char* src, std::size_t n) { std::memcpy(dst, src, n); }
+#endif
 // The index of the first byte in [p, p + n) that is not v, or n.
 CUEMU_NO_ASAN std::size_t raw_find_not(const unsigned char* p, unsigned char v, std::size_t n) {
   const volatile unsigned char* q = p;
