@@ -38,6 +38,7 @@ extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
 // Built with AddressSanitizer (make test-sanitize): every switch between stacks is announced to it, so it
 // knows which stack the code runs on (else it may take a fiber's frames for a wild stack and report or
 // miss accesses).
+//
 // The bytes around a cudaMalloc allocation and each block's dynamic shared memory, and (built with
 // -fsanitize-sections=cuemu_shared) the redzones between static __shared__ arrays, are poisoned, so a
 // kernel's out-of-bounds access is reported exactly where it happens, reads included (the guard pages
