@@ -34,6 +34,8 @@
 #                                     the table of bench/device-runs/README.md, else the last *-kernel_bench.json
 #                                     there by name; "none": no comparison)
 #   GPU_CHECK_CTEST_JOBS=N            GPU test binaries run in parallel by ctest (default: half the cores, <= 8)
+#   GPU_CHECK_CTEST_TIMEOUT_S=180     ctest's --timeout for each GPU test (the longest took 25 s on an H200,
+#                                     2026-12-04; lower it when a kernel may never finish, e.g. 90)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
 #                                     the claims report on it (python3 with h5py, pandas, matplotlib), and
@@ -73,6 +75,8 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 # machine: the tests took 86 s at -j4 on 2026-12-04, the two largest 25 s each).
 CTEST_JOBS=${GPU_CHECK_CTEST_JOBS:-$((JOBS / 2 > 8 ? 8 : (JOBS / 2 < 1 ? 1 : JOBS / 2)))}
 SAN_JOBS=${GPU_CHECK_SANITIZER_JOBS:-4}
+CTEST_TIMEOUT=${GPU_CHECK_CTEST_TIMEOUT_S:-180}
+[[ "$CTEST_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: GPU_CHECK_CTEST_TIMEOUT_S='$CTEST_TIMEOUT' is not a whole number of seconds > 0" >&2; exit 1; }
 START=$(date +%s)
 
 STEP_NAMES=() STEP_STATUS=() STEP_TIMES=() STEP_FIGS=()
@@ -307,7 +311,7 @@ fi
 # ---- 5. GPU tests -----------------------------------------------------------------------------------
 say "5/9 GPU tests (ctest -L gpu)"
 t0=$(now)
-ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout 180 \
+ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout "$CTEST_TIMEOUT" \
   --output-junit "$OUT_DIR/ctest-gpu.xml" >"$OUT_DIR/ctest-gpu.log" 2>&1
 rc=$?
 tail -25 "$OUT_DIR/ctest-gpu.log"
