@@ -1,7 +1,7 @@
 # IndexPool: two commands on a fresh Debian/Ubuntu machine.
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
-# Other targets: build, bench, figures, report, venv, device-bundle, kernel-resources, sass-counts, test-emu,
+# Other targets: build, bench, figures, report, kernel-figures, venv, device-bundle, kernel-resources, sass-counts, test-emu,
 # test-sanitize, clean.
 
 BUILD_DIR  ?= build
@@ -18,7 +18,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test test-emu test-sanitize bench clean venv figures report device-bundle kernel-resources sass-counts
+.PHONY: all deps configure build run test test-emu test-sanitize bench clean venv figures report kernel-figures device-bundle kernel-resources sass-counts
 
 all: build
 
@@ -75,6 +75,14 @@ figures: venv $(if $(RESULTS),,run)
 
 report: venv $(if $(RESULTS),,run)
 	$(VENV_PY) -m analysis report $(ANALYSIS_INPUT) --out $(REPORT_DIR)
+
+# make kernel-figures: figures and a table from kernel_bench JSON files (BENCH_JSON=FILES, oldest first;
+# default: the device runs in bench/device-runs/README.md's table, in its order) into results/kernels/.
+KERNELS_DIR ?= results/kernels
+BENCH_JSON  ?= $(addprefix bench/device-runs/,$(shell sed -n 's/^| `\([^`]*-kernel_bench\.json\)`.*/\1/p' bench/device-runs/README.md))
+
+kernel-figures: venv
+	$(VENV_PY) -m analysis kernels $(BENCH_JSON) --out $(KERNELS_DIR)
 
 bench: build
 	$(BUILD_DIR)/bench/indexpool_bench

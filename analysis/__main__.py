@@ -1,5 +1,7 @@
-"""python -m analysis {figures,report} RESULTS.h5 [more.h5 ...] --out DIR"""
+"""python -m analysis {figures,report} RESULTS.h5 [more.h5 ...] --out DIR
+   python -m analysis kernels RUN.json [more.json ...] --out DIR"""
 import argparse
+import os
 import sys
 
 from . import schema
@@ -44,6 +46,28 @@ def _report(args):
     return 0
 
 
+def _kernels(args):
+    from .common import save
+    from .kernels import FIGURES, load_runs, write_table
+    from .load import NoData
+
+    runs = load_runs(args.runs)
+    for r in runs:
+        print(f"read {r.describe()}")
+    made = 0
+    for name, (fn, _) in FIGURES.items():
+        try:
+            fig = fn(runs)
+        except NoData as e:
+            print(f"skip {name}: {e}")
+            continue
+        print(f"wrote {' '.join(save(fig, args.out, name))}")
+        made += 1
+    print(f"wrote {write_table(runs, os.path.join(args.out, 'kernels.md'))}")
+    print(f"{made} figures and kernels.md in {args.out}")
+    return 0
+
+
 def main(argv=None):
     from .figures import FAMILIES
 
@@ -52,7 +76,7 @@ def main(argv=None):
         description="Figures and the claims report from IndexPool results files (HDF5, schema_version "
                     f"{schema.SCHEMA_VERSION}). Several files (shards of one sweep, or different sweeps) are "
                     "read as one table.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{figures,report}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{figures,report,kernels}")
     fam = "\n".join(f"  {k:<9} {v[1]}" for k, v in FAMILIES.items())
     f = sub.add_parser("figures", help="write every figure family the results hold data for (PNG and PDF)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -70,6 +94,21 @@ def main(argv=None):
     r.add_argument("results", nargs="+", metavar="RESULTS.h5", help="results files (indexpool run / merge)")
     r.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     r.set_defaults(func=_report)
+    k = sub.add_parser("kernels", help="figures and a table from kernel_bench JSON files (device runs)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Reads kernel_bench --json files (oldest first; e.g. bench/device-runs/*.json, "
+                                   "or make kernel-figures) and writes into --out:\n"
+                                   "  kernels_targets   every judged case of every run: achieved / required\n"
+                                   "  kernels_copy      the newest run: each case as % of copy bandwidth, its "
+                                   "target, the copy at its size\n"
+                                   "  kernels_variants  the newest run: each A/B variant's speed-up over its base "
+                                   "case\n"
+                                   "(PNG and PDF each) and kernels.md: the runs, every judged case's median and "
+                                   "verdict per run, the newest run's variants. A --smoke run is refused (its "
+                                   "times say nothing).")
+    k.add_argument("runs", nargs="+", metavar="RUN.json", help="kernel_bench JSON files, oldest first")
+    k.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    k.set_defaults(func=_kernels)
     args = p.parse_args(argv)
     from .load import AnalysisError
 

@@ -247,9 +247,17 @@ def caption(fig, text, kinds=(), sources=""):
         parts.append("Error bars: " + "; ".join(sorted(kinds)) + ".")
     if sources:
         parts.append("Data: " + sources)
-    width = int(fig.get_figwidth() * 72 / (7 * 0.52))  # characters of 7-pt text per line
-    wrapped = "\n".join(textwrap.fill(p, width) for p in parts if p)
-    fig._ip_caption = fig.text(0.01, 0.01, wrapped, ha="left", va="bottom", fontsize=7, color="#333333")
+    width = int(fig.get_figwidth() * 72 / (7 * 0.52))  # characters of 7-pt text per line, a first guess
+    renderer = fig.canvas.get_renderer()
+    room = 0.98 * fig.get_figwidth() * fig.dpi  # pixels from the caption's left edge to the figure's right
+    while True:  # narrower until the widest line fits (long words and wide letters beat the guess)
+        wrapped = "\n".join(textwrap.fill(p, width) for p in parts if p)
+        t = fig.text(0.01, 0.01, wrapped, ha="left", va="bottom", fontsize=7, color="#333333")
+        if t.get_window_extent(renderer).width <= room or width <= 40:
+            break
+        t.remove()
+        width = int(width * 0.95)
+    fig._ip_caption = t
     return wrapped.count("\n") + 1
 
 
