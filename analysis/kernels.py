@@ -74,8 +74,9 @@ class Run:
     def describe(self):
         mode = "quick" if self.data.get("quick") else "full"
         stopped = f"; STOPPED EARLY: {self.data['stopped']}" if self.data.get("stopped") else ""
+        made = f", started {self.data['started']}" if self.data.get("started") else ""
         return (f"{self.file}: git {self.git}, {self.device}, {mode} mode, timing {self.timing}, "
-                f"copy {self.copy_gbs:.0f} GB/s{stopped}")
+                f"copy {self.copy_gbs:.0f} GB/s{made}{stopped}")
 
 
 def load_runs(paths):
@@ -289,12 +290,15 @@ def write_table(runs, path):
              "Made by `python -m analysis kernels` from the files below (oldest first). Times are medians "
              "(CUDA events); `queued` runs time the GPU's work with the launches queued behind a blocking "
              "kernel, `unqueued` ones each run from an idle GPU.", "",
-             "| run | file | git | device | timing | copy (GB/s) | cases | targets met |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| run | file | git | device | command (started, UTC) | timing | copy (GB/s) | cases | targets met |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         stopped = " (stopped early)" if r.data.get("stopped") else ""
         met = f"{r.met} of {r.targets}" if r.targets is not None else "?"
-        lines.append(f"| {r.label} | `{r.file}` | {r.git} | {r.device} | {r.timing} | {r.copy_gbs:.0f} | "
+        cmd = str(r.data.get("command", "")).replace("|", "\\|")  # a table cell
+        how = (f"`{cmd}` ({r.data.get('started', '?')})" if cmd
+               else "not recorded (kernel_bench before 2026-12-05)")
+        lines.append(f"| {r.label} | `{r.file}` | {r.git} | {r.device} | {how} | {r.timing} | {r.copy_gbs:.0f} | "
                      f"{len(r.cases)}{stopped} | {met} |")
     lines += ["", "## Judged cases (issue 5's targets)", "",
               "Per run: the median, its verdict, and achieved / required where the target is a number "

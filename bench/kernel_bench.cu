@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
@@ -169,7 +170,8 @@ void write_json(const std::string& path, const std::string& device, const Option
   IP_REQUIRE(f.good(), "--json: cannot write '{}'", path);
   f << "{\n  \"tool\": \"kernel_bench\",\n  \"git_revision\": " << json_str(IP_GIT_REVISION)
     << ",\n  \"device\": " << json_str(device) << ",\n  \"quick\": " << (o.quick ? "true" : "false")
-    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false");
+    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false") << ",\n  \"command\": " << json_str(o.command)
+    << ",\n  \"started\": " << json_str(o.started);
   if (!skipped.empty()) {
     f << ",\n  \"skipped\": " << json_str(skipped) << "\n}\n";
     return;
@@ -424,9 +426,39 @@ std::string fmt_ms(double ms) {
 
 }  // namespace ip::kbench
 
+// argv as one shell line: an argument with characters a shell would read is single-quoted.
+std::string command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                         "0123456789-_./=,:+@%") == std::string::npos;
+    if (i) out += ' ';
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 int main(int argc, char** argv) {
   using namespace ip::kbench;
   Options o;
+  o.command = command_line(argc, argv);
+  o.started = utc_now();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {

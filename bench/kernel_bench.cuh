@@ -30,6 +30,9 @@ struct Options {
   // --case-timeout S: a case running longer than S seconds stops the benchmark (see guard_case_begins);
   // < 0: the default (60 s on a GPU, off on the emulator), 0: off.
   double case_timeout_s = -1;
+  // How the run was made, for its JSON: the command line (arguments in single quotes where they need them)
+  // and when it started (UTC, ISO 8601).
+  std::string command, started;
 };
 
 // NVBench's blocking kernel: hold() launches a kernel that spins until release() (or a timeout), so the

@@ -70,6 +70,7 @@ def test_cli_writes_the_figures_and_the_table(tmp_path, capsys):
     assert "3 figures and kernels.md" in printed
     md = (out / "kernels.md").read_text()
     # one row per run in the provenance table, with its commit, timing and the targets it met
+    assert md.count("not recorded (kernel_bench before 2026-12-05)") == 5
     for f, git, timing, met in (("0c4cd99", "0c4cd9948f7b", "unqueued", "12 of 48"),
                                 ("7432f91", "7432f91cb604-dirty", "queued", "13 of 48")):
         row = next(line for line in md.splitlines() if f"2026-12-04-h200-{f}-kernel_bench.json" in line)
@@ -89,13 +90,17 @@ def test_a_run_without_variants_skips_that_figure(tmp_path, capsys):
     data = json.load(open(FILES[0]))
     # every case named with a parenthesised variant left out ("compressed (G=4)" has no base: no variant)
     data["cases"] = [c for c in data["cases"] if "(" not in c["name"] or "(G=" in c["name"]]
+    data.update(command="build/bench/kernel_bench --json k.json --only pool|score", started="2026-12-05T20:50:00Z")
     f = write_json(tmp_path / "plain.json", data)
     out = tmp_path / "k"
     assert main(["kernels", f, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "skip kernels_variants: plain.json: no variant case" in printed
     assert not (out / "kernels_variants.png").exists() and (out / "kernels_copy.png").exists()
-    assert "No variant case with its base case in this run." in (out / "kernels.md").read_text()
+    md = (out / "kernels.md").read_text()
+    assert "No variant case with its base case in this run." in md
+    # how the run was made (kernel_bench since 2026-12-05), a | escaped in its table cell
+    assert "| `build/bench/kernel_bench --json k.json --only pool\\|score` (2026-12-05T20:50:00Z) |" in md
 
 
 @pytest.mark.parametrize("mutate, message", [

@@ -4,10 +4,13 @@ usage: check_kernel_bench.py KERNEL_BENCH_PROGRAM OUTPUT_JSON
 
 Runs the program with --smoke --json, then checks that it exited 0, that every case group ran, that no
 case ended in an error or was skipped, that every timed case has positive times in order
-(min <= median <= max) and positive declared bytes, and that the summary agrees with the cases.
+(min <= median <= max) and positive declared bytes, that the summary agrees with the cases, and that the
+JSON says how the run was made (command line, start time).
 """
 import json
 import math
+import re
+import shlex
 import subprocess
 import sys
 
@@ -28,6 +31,12 @@ def main() -> int:
         problems.append(f"skipped: {d['skipped']}")
     if d.get("smoke") is not True:
         problems.append("the JSON does not say smoke: true")
+    # how the run was made: its command line as given, when it started
+    want = " ".join(shlex.quote(a) for a in (prog, "--smoke", "--json", out))  # the same quoting (no ' here)
+    if d.get("command") != want:
+        problems.append(f"command {d.get('command')!r}, expected {want!r}")
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", d.get("started", "")):
+        problems.append(f"started {d.get('started')!r} is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
     cases = d.get("cases", [])
     seen = {c["group"] for c in cases}
     if seen != GROUPS:
