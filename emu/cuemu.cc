@@ -58,6 +58,7 @@ extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
 #endif
 
 namespace cuemu {
+double g_preempt = 0;  // CUEMU_PREEMPT / set_preempt
 namespace {
 
 [[noreturn]] void die(const char* fmt, ...) {
@@ -135,7 +136,7 @@ cuemu_switch:
 #endif
 
 // ---------------------------------------------------------------- fibers and blocks
-enum class State : std::uint8_t { Ready, AtBarrier, AtCluster, AtWarp, Asleep, Done };
+enum class State : std::uint8_t { Ready, AtBarrier, AtCluster, AtWarp, Asleep, Preempted, Done };
 
 struct Fiber {
 #if CUEMU_X86_SWITCH
@@ -214,6 +215,8 @@ struct Emu {
   unsigned resident = 1;     // blocks resident at once in launches without clusters (CUEMU_RESIDENT)
   std::string resident_only;  // CUEMU_RESIDENT_ONLY: only kernels whose names contain it (empty: all)
   std::uint64_t arrivals = 0;  // barrier and collective arrivals and exits: a launch getting somewhere
+  std::uint64_t preempt_state = 0;  // CUEMU_PREEMPT's random draws (apart from the orders')
+  bool preempted = false;           // the running block's turn ends (preempt_point)
   // The static __shared__ arrays (find_static_regions), all of them `static_bytes`; with several blocks
   // resident, each slot's copy of them while another slot's are in place, and which slot's are (-1: none).
   struct Region {
@@ -253,6 +256,13 @@ Emu& emu() {
     }
     if (const char* only = std::getenv("CUEMU_RESIDENT_ONLY")) x->resident_only = only;
     if (const char* s = std::getenv("CUEMU_SEED")) x->shuffle_state ^= std::strtoull(s, nullptr, 10);
+    x->preempt_state = x->shuffle_state ^ 0x5851F42D4C957F2Dull;
+    if (const char* pr = std::getenv("CUEMU_PREEMPT"); pr && *pr) {
+      char* end = nullptr;
+      const double v = std::strtod(pr, &end);
+      if (*end || !(v >= 0 && v <= 1)) die("CUEMU_PREEMPT=%s: expected a probability from 0 to 1", pr);
+      g_preempt = v;
+    }
     // CUEMU_STATS_LOG=<file>: at exit, the most device memory held at once ("peak_device_bytes N"), so a
     // test can hold the runner's device estimates against what the kernels' host code really allocates.
     if (const char* path = std::getenv("CUEMU_STATS_LOG"); path && *path)
@@ -431,6 +441,7 @@ const char* where(const Emu& e) {
       case State::AtCluster: ++cluster; break;
       case State::AtWarp: ++warp; break;
       case State::Asleep: ++asleep; break;
+      case State::Preempted: ++ready; break;
       case State::Done: ++done; break;
     }
   }
@@ -750,6 +761,34 @@ unsigned set_resident_blocks(unsigned k) {
   return before;
 }
 
+double set_preempt(double p) {
+  Emu& e = emu();
+  if (!(p >= 0 && p <= 1)) die("set_preempt(%g): expected a probability from 0 to 1", p);
+  if (e.launch) die("set_preempt inside a kernel");
+  const double before = g_preempt;
+  g_preempt = p;
+  return before;
+}
+
+void preempt_point(const void* p) {
+  Emu& e = emu();
+  if (!e.cur || !e.launch || e.launch->slots < 2) return;  // nothing else to run in between
+  if (p) {  // an atomic: only device (or page-locked host) memory is seen by other blocks
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = e.allocs.upper_bound(a);
+    if (it == e.allocs.begin()) return;
+    --it;
+    if (a >= it->first + it->second.bytes) return;
+  }
+  // A draw in [0, 1) from the top 53 bits.
+  if (static_cast<double>(next_random(e.preempt_state) >> 11) * 0x1.0p-53 >= g_preempt) return;
+  ++e.counts.preemptions;
+  e.preempted = true;
+  e.cur->state = State::Preempted;
+  e.pos = 32;  // straight back to the scheduler, not to the next lane of the warp
+  yield_to_scheduler(e);
+}
+
 namespace {
 struct MmaIn {
   std::uint32_t a[4], b[2];
@@ -917,6 +956,7 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
     for (unsigned r : e.block_order) {
       const unsigned base = r * n_threads;
       own_static(e, r);
+      e.preempted = false;
       for (unsigned w : e.warp_order) {
         const unsigned first = base + w * 32, lanes = std::min(32u, n_threads - w * 32);
         e.warp_first = first;
@@ -929,16 +969,23 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
             resume(e, e.fibers[first + l]);  // runs this lane and then every later ready lane in turn
             break;
           }
-          if (!release_warp(e, base, w, n_threads)) break;
+          if (e.preempted || !release_warp(e, base, w, n_threads)) break;
         }
+        if (e.preempted) break;  // the block's turn ends here (CUEMU_PREEMPT); its other threads go on next turn
       }
+      e.preempted = false;
     }
     bool started = false;
     if (resident)
       for (unsigned r = 0; r < slots; ++r)
         if (slot_done(e, r, n_threads) && next_block(r)) started = true;
-    bool all_done = true, any_warp = false, all_cluster = true, any_cluster = false, any_asleep = false;
-    for (const Fiber& f : e.fibers) {
+    bool all_done = true, any_warp = false, all_cluster = true, any_cluster = false, any_asleep = false,
+         any_preempted = false;
+    for (Fiber& f : e.fibers) {
+      if (f.state == State::Preempted) {  // it made progress (an atomic or a fence) and goes on next turn
+        any_preempted = true;
+        f.state = State::Ready;
+      }
       if (f.state != State::Done) all_done = false;
       if (f.state == State::AtWarp) any_warp = true;
       if (f.state == State::Asleep) any_asleep = true;
@@ -946,7 +993,7 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
       else all_cluster = false;
     }
     if (all_done) return;
-    if (any_warp && !any_asleep)
+    if (any_warp && !any_asleep && !any_preempted)
       deadlock(e, "deadlock (threads wait in a warp collective for lanes that wait at a barrier or exited)");
     if (all_cluster) {
       for (Fiber& f : e.fibers) f.state = State::Ready;
@@ -966,7 +1013,7 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
       released = true;
     }
     if (any_asleep) {
-      if (released || started || e.arrivals != arrivals)
+      if (released || started || any_preempted || e.arrivals != arrivals)
         idle = 0;
       else if (++idle >= kIdleTurns)
         deadlock(e, slots > 1 ? "a spin-wait that never ends (__nanosleep: for many turns no thread of the resident "
@@ -979,7 +1026,7 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
         if (f.state == State::Asleep) f.state = State::Ready;
       continue;
     }
-    if (released || started) continue;
+    if (released || started || any_preempted) continue;
     deadlock(e, any_cluster ? "deadlock (threads wait at the cluster barrier for threads that wait at __syncthreads "
                               "or exited)"
                             : "deadlock");

@@ -9,7 +9,12 @@
 // With CUEMU_RESIDENT=K (or set_resident_blocks), K blocks of a launch without clusters are resident at
 // once, as on a GPU: they take turns at every barrier and __nanosleep, and a finished block's place goes
 // to the next one, so a kernel whose blocks wait for each other (a spin-wait on a counter) runs
-// (CUEMU_RESIDENT_ONLY=NAME: only in the kernels whose names contain NAME, to find which one fails). The runtime API
+// (CUEMU_RESIDENT_ONLY=NAME: only in the kernels whose names contain NAME, to find which one fails).
+// CUEMU_PREEMPT=P (or set_preempt) adds turns between barriers: with several blocks resident (or a
+// cluster), a thread's atomic on device memory or its __threadfence ends its block's turn with
+// probability P (seeded by CUEMU_SEED), before the block's other threads go on, so another block runs
+// between a signal (a ticket, a done count) and the signalling block's next writes: a block that
+// signals before all of its writes are made shows there. The runtime API
 // (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
 // which is one legal order of any correct stream program. Device allocations end at a PROT_NONE page, so a kernel that reads or
 // writes past the end of a buffer stops with the kernel, block and thread that did it.
@@ -22,7 +27,8 @@
 // One host thread may launch at a time (the emulator's state is global, like a CUDA context's).
 // Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
 // shows as NaN or -1. What it does not check: timing and occupancy, the memory model (blocks
-// interleave only at barriers and sleeps, and every write is seen at once, so most inter-block races and
+// interleave only at barriers and sleeps, and with CUEMU_PREEMPT at device atomics and fences; every write is
+// seen at once, so most inter-block races and
 // stale cached reads do not show), the accuracy of fast-math intrinsics (they are
 // computed exactly).
 #pragma once
@@ -93,6 +99,7 @@ void* cluster_map_shared(void* p, unsigned rank);
 struct Counts {
   std::uint64_t allocations = 0;
   std::uint64_t first_launches = 0;
+  std::uint64_t preemptions = 0;  // block turns ended at an atomic or fence (CUEMU_PREEMPT)
 };
 Counts counts();
 
@@ -100,6 +107,16 @@ Counts counts();
 // How many blocks of a launch without clusters are resident at once (1: one after another, the default
 // unless CUEMU_RESIDENT says otherwise); returns the previous number. For launches made after the call.
 unsigned set_resident_blocks(unsigned k);
+// The probability that a thread's device-memory atomic or __threadfence ends its block's turn (0: never,
+// the default unless CUEMU_PREEMPT says otherwise); returns the previous one. Takes effect only where
+// several blocks are resident at once (set_resident_blocks, clusters).
+double set_preempt(double p);
+extern double g_preempt;  // set_preempt's value, read inline by the atomics
+// A preemption point: p is the address an atomic updated (nullptr: a fence).
+void preempt_point(const void* p);
+inline void maybe_preempt(const void* p) {
+  if (g_preempt > 0) preempt_point(p);
+}
 // The static __shared__ arrays the emulator fills with 0xFF at every block start and keeps per resident
 // block, as "name bytes": the section cuemu_shared, then the arrays of template functions by symbol.
 std::vector<std::string> static_shared_arrays();
@@ -198,7 +215,9 @@ inline void __syncthreads() {
 inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
   ::cuemu::syncwarp(mask);
 }
-inline void __threadfence() {}
+inline void __threadfence() {
+  ::cuemu::maybe_preempt(nullptr);
+}
 inline void __nanosleep(unsigned) {
   ::cuemu::sleep();
 }
@@ -272,6 +291,7 @@ template <class T, class F>
 T atomic_update(T* p, F f) {
   const T old = *p;
   *p = f(old);
+  maybe_preempt(p);  // after the update: other blocks may see it before this thread goes on
   return old;
 }
 }  // namespace cuemu

@@ -538,4 +538,98 @@ TEST(CuemuDeathTest, AWaitForWhatNoBlockDoesIsReported) {
   cuemu::set_resident_blocks(before);
 }
 
+// Each block adds its threads' values into one device-memory sum (reps additions a thread, block 1 doing
+// `slow` times as many), takes a ticket, and the block that takes the last ticket copies the sum out.
+// In order (signal_first false): additions, fence, barrier, ticket. Out of order (true): the ticket first
+// (then a barrier, so that every block's additions wait for its ticket), so the last block may copy the sum
+// while another block is still adding to it.
+__global__ void ticket_sum_kernel(unsigned long long* sum, unsigned* ticket, unsigned long long* out, int reps,
+                                  int slow, bool signal_first) {
+  __shared__ bool last;
+  const int n = blockIdx.x == 1 ? reps * slow : reps;
+  if (signal_first) {
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+  }
+  for (int r = 0; r < n; ++r) atomicAdd(sum, static_cast<unsigned long long>(threadIdx.x + 1));
+  if (!signal_first) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) *out = *reinterpret_cast<volatile unsigned long long*>(sum);
+}
+
+// The copied sum of each of `launches` launches of 4 blocks of 64 threads, all 4 resident.
+std::vector<unsigned long long> ticket_sums(bool signal_first, int launches) {
+  unsigned long long *sum, *out;
+  unsigned* ticket;
+  cudaMalloc(reinterpret_cast<void**>(&sum), sizeof *sum);
+  cudaMalloc(reinterpret_cast<void**>(&out), sizeof *out);
+  cudaMalloc(reinterpret_cast<void**>(&ticket), sizeof *ticket);
+  const unsigned before = cuemu::set_resident_blocks(4);
+  std::vector<unsigned long long> got;
+  for (int i = 0; i < launches; ++i) {
+    cudaMemset(sum, 0, sizeof *sum);
+    cudaMemset(ticket, 0, sizeof *ticket);
+    cudaMemset(out, 0, sizeof *out);
+    IP_LAUNCH(4, 64, 0, nullptr, ticket_sum_kernel)(sum, ticket, out, 2, 8, signal_first);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    got.emplace_back();
+    cudaMemcpy(&got.back(), out, sizeof *out, cudaMemcpyDeviceToHost);
+  }
+  cuemu::set_resident_blocks(before);
+  cudaFree(sum);
+  cudaFree(out);
+  cudaFree(ticket);
+  return got;
+}
+
+// (2 additions of 1..64 a thread in 3 blocks, 16 in block 1)
+constexpr unsigned long long kTicketSum = 2080ull * (3 * 2 + 16);
+
+// Resident blocks take turns only at barriers and sleeps: every block's additions happen in one turn, the
+// turn before the last block's copy, so a ticket taken too early goes unseen there. With CUEMU_PREEMPT a device
+// atomic may end the block's turn, and the last block copies the sum before block 1 has added all of it.
+TEST(Cuemu, PreemptionAtAtomicsShowsATicketTakenTooEarly) {
+  const double before = cuemu::set_preempt(0);
+  const std::uint64_t preemptions0 = cuemu::counts().preemptions;
+  for (unsigned long long v : ticket_sums(true, 8)) EXPECT_EQ(v, kTicketSum);  // unseen without preemption
+  EXPECT_EQ(cuemu::counts().preemptions, preemptions0);
+  cuemu::set_preempt(0.5);
+  int wrong = 0;
+  for (unsigned long long v : ticket_sums(true, 8)) {
+    EXPECT_LE(v, kTicketSum);
+    wrong += v != kTicketSum;
+  }
+  EXPECT_GE(wrong, 1) << "a ticket taken before the additions was never seen in 8 launches";
+  // In order, the sum is whole whatever the preemptions.
+  for (double p : {0.05, 0.5, 1.0}) {
+    cuemu::set_preempt(p);
+    for (unsigned long long v : ticket_sums(false, 4)) EXPECT_EQ(v, kTicketSum) << "preempt " << p;
+  }
+  EXPECT_GT(cuemu::counts().preemptions, preemptions0);
+  // One block at a time there is nothing to run in between: no preemption.
+  const std::uint64_t preemptions1 = cuemu::counts().preemptions;
+  unsigned long long *sum, *out;
+  unsigned* ticket;
+  cudaMalloc(reinterpret_cast<void**>(&sum), sizeof *sum);
+  cudaMalloc(reinterpret_cast<void**>(&out), sizeof *out);
+  cudaMalloc(reinterpret_cast<void**>(&ticket), sizeof *ticket);
+  cudaMemset(sum, 0, sizeof *sum);
+  cudaMemset(ticket, 0, sizeof *ticket);
+  const unsigned resident = cuemu::set_resident_blocks(1);
+  IP_LAUNCH(4, 64, 0, nullptr, ticket_sum_kernel)(sum, ticket, out, 2, 8, true);
+  cuemu::set_resident_blocks(resident);
+  unsigned long long v = 0;
+  cudaMemcpy(&v, out, sizeof v, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(v, kTicketSum);
+  EXPECT_EQ(cuemu::counts().preemptions, preemptions1);
+  cudaFree(sum);
+  cudaFree(out);
+  cudaFree(ticket);
+  cuemu::set_preempt(before);
+}
+
 }  // namespace
