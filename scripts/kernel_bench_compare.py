@@ -8,7 +8,8 @@ usage: kernel_bench_compare.py BEFORE.json AFTER.json [--group GROUP] [--min-cha
 For every case present in both (matched by group, case and params), prints the two medians, the speed-up
 BEFORE / AFTER, and the same ratio taken against each run's own copy bandwidth (the runs' fraction of copy),
 which discounts a machine that was slower or faster as a whole; then the cases only one file has, and the
-target verdicts that changed. --group keeps one group (pool, score, indexer, topk, decode, attention, gla,
+target verdicts that changed. Runs on different GPUs (the device lines' names differ) are flagged: their
+speed-ups compare machines as well as code. --group keeps one group (pool, score, indexer, topk, decode, attention, gla,
 copy); --min-change hides cases whose speed-up is within PCT percent of 1 (default 0: all).
 Timing: a file's "timing" is "queued" (launches queued behind a blocking kernel; "sync_median_ms" holds the
 runs from an idle GPU) or, in files written before that field existed, "unqueued" (every run from an idle
@@ -55,6 +56,16 @@ def key(case):
     return (case["group"], case["name"], case["params"])
 
 
+def device_name(data):
+    """The GPU's name, the device line up to its first comma ("NVIDIA H200")."""
+    return str(data.get("device", "?")).split(",")[0].strip()
+
+
+def started(data):
+    """', started T' for files that record when the run started (kernel_bench since 2026-12-05), else ''."""
+    return f", started {data['started']}" if data.get("started") else ""
+
+
 def timing(data):
     return data.get("timing", "unqueued")
 
@@ -67,10 +78,17 @@ def compare(before, after, group=None, min_change=0.0, out=sys.stdout):
     b = {key(c): c for c in before["cases"] if c.get("runs", 0) > 0}
     a = {key(c): c for c in after["cases"] if c.get("runs", 0) > 0}
     cb, ca = before.get("copy_gbs", 0) or 0, after.get("copy_gbs", 0) or 0
-    print(f"before: git {before.get('git_revision', '?')}, {before.get('device', '?')}, copy {cb:.0f} GB/s", file=out)
-    print(f"after:  git {after.get('git_revision', '?')}, {after.get('device', '?')}, copy {ca:.0f} GB/s", file=out)
+    print(f"before: git {before.get('git_revision', '?')}, {before.get('device', '?')}, copy {cb:.0f} GB/s"
+          f"{started(before)}", file=out)
+    print(f"after:  git {after.get('git_revision', '?')}, {after.get('device', '?')}, copy {ca:.0f} GB/s"
+          f"{started(after)}", file=out)
     note_stopped(before, "before: ", out)
     note_stopped(after, "after: ", out)
+    db, da = device_name(before), device_name(after)
+    if db != da:
+        print(f"DEVICES DIFFER ({db} before, {da} after): the speed-ups compare the machines as well as the code; "
+              "'vs copy' discounts the copy bandwidth only (not clocks, SMs or L2). Compare code on one device.",
+              file=out)
     print("speed-up = before median / after median; vs copy: the same with each run's time scaled by its own copy "
           "bandwidth", file=out)
     if timing(before) != timing(after):

@@ -150,3 +150,20 @@ def test_a_run_stopped_by_its_hang_guard_says_so_in_every_mode(tmp_path):
     out = io.StringIO()
     kbc.compare(kbc.load(AFTER), kbc.load(AFTER), out=out)
     assert "stopped early" not in out.getvalue()
+
+
+def test_runs_on_different_devices_are_flagged_and_start_times_shown(tmp_path):
+    after = json.load(open(AFTER))
+    h100 = dict(after, device=after["device"].replace("NVIDIA H200", "NVIDIA H100 80GB HBM3"),
+                started="2026-12-05T19:45:00Z")
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps(h100))
+    out = io.StringIO()
+    kbc.compare(kbc.load(AFTER), kbc.load(str(path)), group="topk", out=out)
+    text = out.getvalue()
+    assert "DEVICES DIFFER (NVIDIA H200 before, NVIDIA H100 80GB HBM3 after)" in text
+    assert "copy 4235 GB/s, started 2026-12-05T19:45:00Z" in text
+    # the same device: no warning, and a file without a start time shows none
+    out = io.StringIO()
+    kbc.compare(kbc.load(BEFORE), kbc.load(AFTER), group="topk", out=out)
+    assert "DEVICES DIFFER" not in out.getvalue() and "started" not in out.getvalue()
