@@ -128,3 +128,18 @@ def test_a_missing_or_broken_file_is_named(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"cannot read '{f}'" in err, err
     assert not (tmp_path / "k").exists()
+
+
+def test_a_stopped_run_says_so(tmp_path, capsys):
+    # kernel_bench's hang guard keeps the cases finished before a case that never ended
+    data = json.load(open(NEWEST))
+    data["cases"] = [c for c in data["cases"] if c["group"] in ("copy", "pool", "score")]
+    data["stopped"] = "case 'topk / top-2048 (cluster)' still running after 20 s (--case-timeout 20)"
+    f = write_json(tmp_path / "stopped.json", data)
+    out = tmp_path / "k"
+    assert main(["kernels", f, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "STOPPED EARLY: case 'topk / top-2048 (cluster)' still running" in printed
+    md = (out / "kernels.md").read_text()
+    assert f"| {len(data['cases'])} (stopped early) |" in md
+    assert "topk:" not in md.split("## Judged cases")[1]
