@@ -78,6 +78,10 @@ SAN_JOBS=${GPU_CHECK_SANITIZER_JOBS:-4}
 CTEST_TIMEOUT=${GPU_CHECK_CTEST_TIMEOUT_S:-180}
 [[ "$CTEST_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: GPU_CHECK_CTEST_TIMEOUT_S='$CTEST_TIMEOUT' is not a whole number of seconds > 0" >&2; exit 1; }
 START=$(date +%s)
+# How this check was asked for (the summary's last lines; scripts/record_device_run.py reads them).
+SETTINGS=$(env | grep -E '^(GPU_CHECK_[A-Z_]*|GPU_ARCH|NCU_BOX_S|NSIGHT_BOX_S)=' | LC_ALL=C sort | tr '\n' ' ')
+SETTINGS="${SETTINGS% }"
+SETTINGS="${SETTINGS:-none (the defaults)}; started $(date -u '+%Y-%m-%dT%H:%M:%SZ') on $(hostname)"
 
 STEP_NAMES=() STEP_STATUS=() STEP_TIMES=() STEP_FIGS=()
 record() { STEP_NAMES+=("$1"); STEP_STATUS+=("$2"); STEP_TIMES+=("$3"); STEP_FIGS+=("$4"); }
@@ -95,6 +99,7 @@ final_table() {
       printf '%-22s %-8s %7ss  %s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}" "${STEP_TIMES[$i]}" "${STEP_FIGS[$i]}"
     done
     printf '\ntotal %ss (budget %ss); output in %s\n' "$(($(now) - START))" "$BUDGET" "$OUT_DIR"
+    printf 'settings: %s\n' "$SETTINGS"
     if ((failed)); then echo "gpu-check: FAILED"; else echo "gpu-check: passed"; fi
   } | tee "$OUT_DIR/summary.txt"
   return "$failed"
