@@ -700,6 +700,8 @@ void* cluster_map_shared(void* p, unsigned rank) {
     die("an address mapped to block rank %u is not in the block's %zu bytes of dynamic shared memory (the emulator "
         "maps only those), in %s",
         rank, l.smem_bytes, where(e));
+  if (l.cluster > 1 && rank != e.cur->slot && g_preempt > 0)
+    preempt_point(nullptr);  // another block's shared memory is about to be accessed (CUEMU_PREEMPT)
   return l.cluster > 1 ? l.smem + rank * l.smem_span + (c - mine) : c;  // without clusters: the block's own
 }
 

@@ -11,8 +11,9 @@
 // to the next one, so a kernel whose blocks wait for each other (a spin-wait on a counter) runs
 // (CUEMU_RESIDENT_ONLY=NAME: only in the kernels whose names contain NAME, to find which one fails).
 // CUEMU_PREEMPT=P (or set_preempt) adds turns between barriers: with several blocks resident (or a
-// cluster), a thread's atomic on device memory or its __threadfence ends its block's turn with
-// probability P (seeded by CUEMU_SEED), before the block's other threads go on, so another block runs
+// cluster), a thread's atomic on device memory, its __threadfence or its mapping of another cluster
+// block's shared memory ends its block's turn with probability P (seeded by CUEMU_SEED), before the
+// block's other threads go on, so another block runs
 // between a signal (a ticket, a done count) and the signalling block's next writes: a block that
 // signals before all of its writes are made shows there. The runtime API
 // (cudaMalloc, streams, events, ...) is implemented by emu/cuemu.cc over host memory, synchronously,
@@ -107,7 +108,8 @@ Counts counts();
 // How many blocks of a launch without clusters are resident at once (1: one after another, the default
 // unless CUEMU_RESIDENT says otherwise); returns the previous number. For launches made after the call.
 unsigned set_resident_blocks(unsigned k);
-// The probability that a thread's device-memory atomic or __threadfence ends its block's turn (0: never,
+// The probability that a thread's device-memory atomic, __threadfence or mapping of another cluster block's
+// shared memory (cluster_map_shared) ends its block's turn (0: never,
 // the default unless CUEMU_PREEMPT says otherwise); returns the previous one. Takes effect only where
 // several blocks are resident at once (set_resident_blocks, clusters).
 double set_preempt(double p);
