@@ -37,6 +37,8 @@
 #   GPU_CHECK_CTEST_TIMEOUT_S=180     ctest's --timeout for each GPU test (the longest took 25 s on an H200,
 #                                     2026-12-04; lower it when a kernel may never finish, e.g. 90)
 #   GPU_CHECK_SANITIZER_JOBS=4        test programs under the sanitizer at once
+#   GPU_CHECK_TESTS=0, GPU_CHECK_BENCH=0  skip the GPU tests (step 5), the kernel benchmark (step 7): for a
+#                                     second call that adds the sanitizer, ncu or the forms to a first one
 #   GPU_CHECK_CLAIMS=1                also run configs/claims_1m.ini on cuda (1Mi tokens, 64 heads, fp8) and
 #                                     the claims report on it (python3 with h5py, pandas, matplotlib), and
 #                                     configs/hybrid.ini and configs/edge.ini on cuda (issue 7)
@@ -316,22 +318,26 @@ fi
 # ---- 5. GPU tests -----------------------------------------------------------------------------------
 say "5/9 GPU tests (ctest -L gpu)"
 t0=$(now)
-ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout "$CTEST_TIMEOUT" \
-  --output-junit "$OUT_DIR/ctest-gpu.xml" >"$OUT_DIR/ctest-gpu.log" 2>&1
-rc=$?
-tail -25 "$OUT_DIR/ctest-gpu.log"
-total=$(grep -oE 'out of [0-9]+' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '[0-9]+')
-nfail=$(grep -oE '[0-9]+ tests failed' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '^[0-9]+')
-# CTest 4 prints "100% tests passed out of N", without "0 tests failed", when nothing failed.
-[[ -z "$nfail" && $rc -eq 0 && -n "$total" ]] && nfail=0
-nskip=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUT_DIR/ctest-gpu.log")
-figs="${total:-0} tests, ${nfail:-?} failed, ${nskip} skipped"
-if ((rc != 0)) || [[ -z "$total" ]]; then
-  record gpu-tests FAIL $(($(now) - t0)) "$figs (see ctest-gpu.log)"
-elif ((nskip > 0)); then
-  record gpu-tests FAIL $(($(now) - t0)) "$figs: skipped although a device is present"
+if [[ "${GPU_CHECK_TESTS:-1}" == 0 ]]; then
+  record gpu-tests skip 0 "GPU_CHECK_TESTS=0 (not asked for)"
 else
-  record gpu-tests ok $(($(now) - t0)) "$figs"
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout "$CTEST_TIMEOUT" \
+    --output-junit "$OUT_DIR/ctest-gpu.xml" >"$OUT_DIR/ctest-gpu.log" 2>&1
+  rc=$?
+  tail -25 "$OUT_DIR/ctest-gpu.log"
+  total=$(grep -oE 'out of [0-9]+' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '[0-9]+')
+  nfail=$(grep -oE '[0-9]+ tests failed' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '^[0-9]+')
+  # CTest 4 prints "100% tests passed out of N", without "0 tests failed", when nothing failed.
+  [[ -z "$nfail" && $rc -eq 0 && -n "$total" ]] && nfail=0
+  nskip=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUT_DIR/ctest-gpu.log")
+  figs="${total:-0} tests, ${nfail:-?} failed, ${nskip} skipped"
+  if ((rc != 0)) || [[ -z "$total" ]]; then
+    record gpu-tests FAIL $(($(now) - t0)) "$figs (see ctest-gpu.log)"
+  elif ((nskip > 0)); then
+    record gpu-tests FAIL $(($(now) - t0)) "$figs: skipped although a device is present"
+  else
+    record gpu-tests ok $(($(now) - t0)) "$figs"
+  fi
 fi
 
 # ---- 6. compute-sanitizer memcheck ------------------------------------------------------------------
@@ -390,51 +396,55 @@ fi
 # ---- 7. kernel benchmark ----------------------------------------------------------------------------
 say "7/9 kernel benchmark"
 t0=$(now)
-bench_args=()
-read -r -a bench_args <<<"${GPU_CHECK_BENCH_ARGS:-}"
-# The full benchmark took 20 s on an H200 (2026-12-04); --quick only when less than 90 s are left.
-if (($(left) < 90)) && [[ " ${bench_args[*]} " != *" --quick "* ]]; then bench_args+=(--quick); fi
-box=$(($(left) - 60))
-((box > 300)) && box=300
-((box < 30)) && box=30
-timeout "$box" "$BUILD/bench/kernel_bench" --json "$OUT_DIR/kernel_bench.json" "${bench_args[@]}" \
-  >"$OUT_DIR/kernel_bench.txt" 2>&1
-rc=$?
-cat "$OUT_DIR/kernel_bench.txt"
-summary=$(grep -E '^kernel_bench: (summary|skipped)' "$OUT_DIR/kernel_bench.txt" | tail -1 | sed 's/^kernel_bench: //')
-if ((rc == 124)); then record kernel-bench FAIL $(($(now) - t0)) "timed out after ${box}s"
-elif ((rc == 3)); then  # its hang guard: a case outlived --case-timeout; the JSON holds the rows before it
-  record kernel-bench FAIL $(($(now) - t0)) "a case did not finish; ${summary:-see kernel_bench.txt}"
-elif ((rc != 0)); then record kernel-bench FAIL $(($(now) - t0)) "exit $rc; ${summary:-see kernel_bench.txt}"
-elif [[ "$summary" == skipped* ]]; then record kernel-bench FAIL $(($(now) - t0)) "$summary although a device is present"
-else record kernel-bench ok $(($(now) - t0)) "${summary} ${bench_args[*]}"
-fi
-# Case by case against an earlier device run (information only: scripts/kernel_bench_compare.py).
-# The reference is the last file in bench/device-runs/README.md's table (newest run; file names sort by
-# date, not by time of day), else the last by name.
-ref_latest=$(grep -o '`[^`]*-kernel_bench\.json`' "$ROOT/bench/device-runs/README.md" 2>/dev/null | tail -1 | tr -d '`')
-[[ -n "$ref_latest" && -s "$ROOT/bench/device-runs/$ref_latest" ]] && ref_latest="$ROOT/bench/device-runs/$ref_latest" ||
-  ref_latest=$(ls "$ROOT"/bench/device-runs/*-kernel_bench.json 2>/dev/null | sort | tail -1)
-ref=${GPU_CHECK_BENCH_REF:-$ref_latest}
-if [[ "$ref" != none && -s "$ref" && -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null &&
-  ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
-  say "kernel_bench against $(basename "$ref")"
-  python3 "$ROOT/scripts/kernel_bench_compare.py" "$ref" "$OUT_DIR/kernel_bench.json" \
-    >"$OUT_DIR/kernel_bench_compare.txt" 2>&1
-  cat "$OUT_DIR/kernel_bench_compare.txt"
-fi
-# Each A/B case of this run against its base case ("(one launch)" vs the plain one, ...).
-if [[ -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null && ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
-  say "kernel_bench variants against their base cases"
-  python3 "$ROOT/scripts/kernel_bench_compare.py" --variants "$OUT_DIR/kernel_bench.json" \
-    >"$OUT_DIR/kernel_bench_variants.txt" 2>&1
-  cat "$OUT_DIR/kernel_bench_variants.txt"
-  # Each bandwidth case against the copy kernel timed at its size (is a fraction of copy short because of
-  # the kernel, or because of the size?).
-  say "kernel_bench cases against the copy at their size"
-  python3 "$ROOT/scripts/kernel_bench_compare.py" --size-copy "$OUT_DIR/kernel_bench.json" \
-    >"$OUT_DIR/kernel_bench_size_copy.txt" 2>&1
-  cat "$OUT_DIR/kernel_bench_size_copy.txt"
+if [[ "${GPU_CHECK_BENCH:-1}" == 0 ]]; then
+  record kernel-bench skip 0 "GPU_CHECK_BENCH=0 (not asked for)"
+else
+  bench_args=()
+  read -r -a bench_args <<<"${GPU_CHECK_BENCH_ARGS:-}"
+  # The full benchmark took 20 s on an H200 (2026-12-04); --quick only when less than 90 s are left.
+  if (($(left) < 90)) && [[ " ${bench_args[*]} " != *" --quick "* ]]; then bench_args+=(--quick); fi
+  box=$(($(left) - 60))
+  ((box > 300)) && box=300
+  ((box < 30)) && box=30
+  timeout "$box" "$BUILD/bench/kernel_bench" --json "$OUT_DIR/kernel_bench.json" "${bench_args[@]}" \
+    >"$OUT_DIR/kernel_bench.txt" 2>&1
+  rc=$?
+  cat "$OUT_DIR/kernel_bench.txt"
+  summary=$(grep -E '^kernel_bench: (summary|skipped)' "$OUT_DIR/kernel_bench.txt" | tail -1 | sed 's/^kernel_bench: //')
+  if ((rc == 124)); then record kernel-bench FAIL $(($(now) - t0)) "timed out after ${box}s"
+  elif ((rc == 3)); then  # its hang guard: a case outlived --case-timeout; the JSON holds the rows before it
+    record kernel-bench FAIL $(($(now) - t0)) "a case did not finish; ${summary:-see kernel_bench.txt}"
+  elif ((rc != 0)); then record kernel-bench FAIL $(($(now) - t0)) "exit $rc; ${summary:-see kernel_bench.txt}"
+  elif [[ "$summary" == skipped* ]]; then record kernel-bench FAIL $(($(now) - t0)) "$summary although a device is present"
+  else record kernel-bench ok $(($(now) - t0)) "${summary} ${bench_args[*]}"
+  fi
+  # Case by case against an earlier device run (information only: scripts/kernel_bench_compare.py).
+  # The reference is the last file in bench/device-runs/README.md's table (newest run; file names sort by
+  # date, not by time of day), else the last by name.
+  ref_latest=$(grep -o '`[^`]*-kernel_bench\.json`' "$ROOT/bench/device-runs/README.md" 2>/dev/null | tail -1 | tr -d '`')
+  [[ -n "$ref_latest" && -s "$ROOT/bench/device-runs/$ref_latest" ]] && ref_latest="$ROOT/bench/device-runs/$ref_latest" ||
+    ref_latest=$(ls "$ROOT"/bench/device-runs/*-kernel_bench.json 2>/dev/null | sort | tail -1)
+  ref=${GPU_CHECK_BENCH_REF:-$ref_latest}
+  if [[ "$ref" != none && -s "$ref" && -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null &&
+    ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
+    say "kernel_bench against $(basename "$ref")"
+    python3 "$ROOT/scripts/kernel_bench_compare.py" "$ref" "$OUT_DIR/kernel_bench.json" \
+      >"$OUT_DIR/kernel_bench_compare.txt" 2>&1
+    cat "$OUT_DIR/kernel_bench_compare.txt"
+  fi
+  # Each A/B case of this run against its base case ("(one launch)" vs the plain one, ...).
+  if [[ -s "$OUT_DIR/kernel_bench.json" ]] && command -v python3 >/dev/null && ! grep -q '"skipped"' "$OUT_DIR/kernel_bench.json"; then
+    say "kernel_bench variants against their base cases"
+    python3 "$ROOT/scripts/kernel_bench_compare.py" --variants "$OUT_DIR/kernel_bench.json" \
+      >"$OUT_DIR/kernel_bench_variants.txt" 2>&1
+    cat "$OUT_DIR/kernel_bench_variants.txt"
+    # Each bandwidth case against the copy kernel timed at its size (is a fraction of copy short because of
+    # the kernel, or because of the size?).
+    say "kernel_bench cases against the copy at their size"
+    python3 "$ROOT/scripts/kernel_bench_compare.py" --size-copy "$OUT_DIR/kernel_bench.json" \
+      >"$OUT_DIR/kernel_bench_size_copy.txt" 2>&1
+    cat "$OUT_DIR/kernel_bench_size_copy.txt"
+  fi
 fi
 
 # ---- 8. runner with backend = cuda ------------------------------------------------------------------
