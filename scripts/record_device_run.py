@@ -6,9 +6,9 @@ usage: record_device_run.py GC [--tag TAG] [--write] [--root DIR]
 
 GC is scripts/gpu-check.sh's output folder, or the archive of it the device call brought back
 (gc.tar.gz). Prints a draft entry in the shape of DEVICE_RUNS.md's template, every field taken from the
-run's files (summary.txt, kernel_bench.json, nvidia-smi.txt, runner_batched.txt): the device, the commit
-and bundle, the check's settings, each step's status, the copy bandwidth, the template's figures, the
-targets met and not met, and the A/B variants by variant. What changed since the last run and what the
+run's files (summary.txt, kernel_bench.json, nvidia-smi.txt, runner_batched.txt, forms_*.points.tsv): the
+device, the commit and bundle, the check's settings, each step's status, the copy bandwidth, the template's
+figures, the targets met and not met, the forms through the runner, and the A/B variants. What changed since the last run and what the
 figures mean are left for the author (marked TO FILL). With --write, also copies kernel_bench.json to
 bench/device-runs/DATE-TAG-COMMIT-kernel_bench.json (DATE from the run's start, TAG from the device
 name, e.g. h100; never over an existing file) and adds its row to bench/device-runs/README.md's table, so
@@ -153,6 +153,13 @@ def draft(d, data, tag):
         w(f"- STOPPED EARLY: {data['stopped']} (the cases after it did not run)")
     w("- what changed since the last run: TO FILL")
     w("- problems seen: TO FILL (sanitizer reports, failed or skipped tests: ctest-gpu.log, sanitizer-*.log)")
+    forms = forms_lines(d)
+    if forms:
+        w()
+        w("The forms through the runner (GPU_CHECK_FORMS=1; medians per step, ms):")
+        w()
+        for line in forms:
+            w(f"  {line}")
     rows = kbc.variants(data, out=io.StringIO())
     if rows:
         w()
@@ -162,6 +169,55 @@ def draft(d, data, tag):
             w(f"  {g} {name} | {params}: {kbc.fmt_time(tb)} -> {kbc.fmt_time(tv)}, {sp:.2f}x")
     name = f"{date}-{tag}-{git.split('-')[0][:7]}-kernel_bench.json"
     return out.getvalue(), name, date
+
+
+def read_tsv(path):
+    """Rows of an `indexpool inspect --table points` TSV as dicts (header: the first line)."""
+    lines = [line.rstrip("\n") for line in open(path, errors="replace") if line.strip()]
+    if not lines:
+        return []
+    head = lines[0].split("\t")
+    return [dict(zip(head, line.split("\t"))) for line in lines[1:]]
+
+
+def ms(row, col):
+    """A point's milliseconds; nan when the point is missing (skipped) or the column empty."""
+    try:
+        return float(row.get(col, "nan")) if row else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def forms_lines(d):
+    """What DEVICE_RUNS item 27 asks of the forms step: per top-k and scoring form, exact and uniform
+    score + top-k and their ratio (kernel_forms.ini); each batched point's stage times (batched.ini)."""
+    out = []
+    p = os.path.join(d, "forms_kernel_forms.points.tsv")
+    if os.path.isfile(p):
+        rows = [r for r in read_tsv(p) if r.get("status") == "ok"]
+        combos = []
+        for r in rows:
+            c = (r.get("kernels.topk", "?"), r.get("kernels.score_math", "?"))
+            if c not in combos:
+                combos.append(c)
+        out.append(f"kernel_forms.ini ({len(rows)} points ok): score + top-k, exact vs uniform (G = 4)")
+        for topk, math in combos:
+            by = {r.get("pool.weighting"): r for r in rows
+                  if (r.get("kernels.topk", "?"), r.get("kernels.score_math", "?")) == (topk, math)}
+            e, u = by.get("exact"), by.get("uniform")
+            te = ms(e, "score_ms") + ms(e, "topk_ms")
+            tu = ms(u, "score_ms") + ms(u, "topk_ms")
+            ratio = f"{te / tu:.2f}x" if tu == tu and te == te and tu > 0 else "-"
+            out.append(f"  topk={topk} score_math={math}: exact {te:.3f} ms (top-k {ms(e, 'topk_ms'):.3f}), "
+                       f"uniform {tu:.3f} ms (top-k {ms(u, 'topk_ms'):.3f}): {ratio} (>= 3.6x)")
+    p = os.path.join(d, "forms_batched.points.tsv")
+    if os.path.isfile(p):
+        rows = [r for r in read_tsv(p) if r.get("status") == "ok"]
+        out.append(f"batched.ini ({len(rows)} points ok): the batch step's stages")
+        for r in rows:
+            out.append(f"  {r.get('key', '?')}: score {ms(r, 'score_ms'):.3f}, top-k {ms(r, 'topk_ms'):.3f}, "
+                       f"attention {ms(r, 'attention_ms'):.3f}, layer {ms(r, 'layer_ms'):.3f}")
+    return out
 
 
 def write(d, data, name, date, root):

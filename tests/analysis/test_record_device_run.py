@@ -122,3 +122,23 @@ def test_device_tags():
     assert rdr.device_tag("NVIDIA H200, sm_90, 132 SMs") == "h200"
     assert rdr.device_tag("NVIDIA A100-SXM4-80GB, sm_80") == "a100"
     assert rdr.device_tag("cuemu (CPU emulation)") == "gpu"
+
+
+def test_the_forms_step_is_summarised(tmp_path, capsys):
+    gc = make_gc(tmp_path)
+    head = "index\tkey\tpool.weighting\tkernels.topk\tkernels.score_math\tstatus\tscore_ms\ttopk_ms\tattention_ms\tlayer_ms\n"
+    rows = [("exact", "chain", "auto", "ok", 0.12, 0.07), ("uniform", "chain", "auto", "ok", 0.02, 0.03),
+            ("exact", "cluster", "auto", "ok", 0.12, 0.02), ("uniform", "cluster", "auto", "skipped", 0, 0)]
+    (gc / "forms_kernel_forms.points.tsv").write_text(head + "".join(
+        f"{i}\tk{i}\t{w}\t{t}\t{m}\t{st}\t{s}\t{k}\t0.5\tnan\n" for i, (w, t, m, st, s, k) in enumerate(rows)))
+    (gc / "forms_batched.points.tsv").write_text(
+        "index\tkey\tstatus\tscore_ms\ttopk_ms\tattention_ms\tlayer_ms\n"
+        "0\tkernels.attention=lanes;kernels.topk=block\tok\t0.8\t0.05\t0.6\t1.5\n")
+    assert rdr.main(["rdr", str(gc)]) == 0
+    out = capsys.readouterr().out
+    assert "kernel_forms.ini (3 points ok)" in out
+    # (0.12 + 0.07) / (0.02 + 0.03) = 3.8
+    assert "topk=chain score_math=auto: exact 0.190 ms (top-k 0.070), uniform 0.050 ms (top-k 0.030): 3.80x" in out
+    assert "topk=cluster score_math=auto: exact 0.140 ms (top-k 0.020), uniform nan ms (top-k nan): -" in out
+    assert ("kernels.attention=lanes;kernels.topk=block: score 0.800, top-k 0.050, attention 0.600, layer 1.500"
+            in out)
