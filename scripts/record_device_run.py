@@ -6,7 +6,7 @@ usage: record_device_run.py GC [--tag TAG] [--write] [--root DIR]
 
 GC is scripts/gpu-check.sh's output folder, or the archive of it the device call brought back
 (gc.tar.gz). Prints a draft entry in the shape of DEVICE_RUNS.md's template, every field taken from the
-run's files (summary.txt, kernel_bench.json, nvidia-smi.txt, runner_batched.txt, forms_*.points.tsv): the
+run's files (summary.txt, kernel_bench.json, nvidia-smi.txt, forms_*.points.tsv): the
 device, the commit and bundle, the check's settings, each step's status, the copy bandwidth, the template's
 figures, the targets met and not met, the forms through the runner, and the A/B variants. What changed since the last run and what the
 figures mean are left for the author (marked TO FILL). With --write, also copies kernel_bench.json to
@@ -135,9 +135,7 @@ def draft(d, data, tag):
       f"{us(parts['top-k (per request)'])}, attention {us(parts['block-sparse attention'])})")
     ad, ab = find(cases, "attention", "dense", "T=1024Ki"), find(cases, "attention", "block-sparse", "T=1024Ki")
     w(f"  - attention T=1Mi: dense {us(ad)}, block-sparse {us(ab)}")
-    batched = [re.sub(r"\s+", " ", line.strip()) for line in read(d, "runner_batched.txt").splitlines()
-               if re.search(r"\b(batched|requests)\b", line) and re.search(r"\d", line)][:4]
-    w("  - runner, configs/batched.ini: " + ("; ".join(batched) if batched else "see runner_batched.txt"))
+    w("  - runner, configs/batched.ini: TO FILL from runner_batched.txt (layer ms column, B = 1 and 64)")
     judged = [c for c in cases if c.get("verdict") in ("met", "not met")]
     met = [c for c in judged if c["verdict"] == "met"]
     not_met = [c for c in judged if c["verdict"] == "not met"]
