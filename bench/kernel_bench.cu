@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
@@ -26,6 +25,7 @@
 #include "bench/kernel_bench.cuh"
 #include "core/error.h"
 #include "core/numeric.h"
+#include "core/utc.h"
 #include "indexpool/build_config.h"
 #include "indexpool/git_revision.h"
 #include "kernels/device.h"
@@ -445,20 +445,11 @@ std::string command_line(int argc, char** argv) {
   return out;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 int main(int argc, char** argv) {
   using namespace ip::kbench;
   Options o;
   o.command = command_line(argc, argv);
-  o.started = utc_now();
+  o.started = ip::utc_now();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {

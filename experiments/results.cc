@@ -12,12 +12,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "core/utc.h"
 #include "experiments/h5.h"
 #include "experiments/profiling.h"
 
@@ -166,15 +166,6 @@ std::string column_difference(const h5::Table& a, const std::string& a_name, con
 std::string written_by(const h5::File& f) {
   if (!f.has_attr("/", "git_revision")) return "";
   return fmt::format(" (written by indexpool at git revision {})", f.attr_string("/", "git_revision"));
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 void write_root_attrs(h5::File& f, const SweepMeta& m) {
