@@ -25,7 +25,7 @@
 #include "bench/kernel_bench.cuh"
 #include "core/error.h"
 #include "core/numeric.h"
-#include "core/utc.h"
+#include "core/provenance.h"
 #include "indexpool/build_config.h"
 #include "indexpool/git_revision.h"
 #include "kernels/device.h"
@@ -426,29 +426,10 @@ std::string fmt_ms(double ms) {
 
 }  // namespace ip::kbench
 
-// argv as one shell line: an argument with characters a shell would read is single-quoted.
-std::string command_line(int argc, char** argv) {
-  std::string out;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                         "0123456789-_./=,:+@%") == std::string::npos;
-    if (i) out += ' ';
-    if (plain) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    out += '\'';
-  }
-  return out;
-}
-
 int main(int argc, char** argv) {
   using namespace ip::kbench;
   Options o;
-  o.command = command_line(argc, argv);
+  o.command = ip::command_line(argc, argv);
   o.started = ip::utc_now();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

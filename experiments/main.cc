@@ -17,6 +17,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/error.h"
+#include "core/provenance.h"
 #include "experiments/batched_run.h"
 #include "experiments/cache_sim_cmd.h"
 #include "experiments/config.h"
@@ -289,11 +290,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string argv_line;
-  for (int i = 0; i < argc; ++i) {
-    if (i) argv_line += ' ';
-    argv_line += argv[i];
-  }
+  const std::string argv_line = ip::command_line(argc, argv);  // quoted: analysis reads it with shlex.split
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

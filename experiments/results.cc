@@ -17,7 +17,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/utc.h"
+#include "core/provenance.h"
 #include "experiments/h5.h"
 #include "experiments/profiling.h"
 

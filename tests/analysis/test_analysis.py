@@ -127,6 +127,24 @@ def test_shards_join(res, files, tmp_path):
     assert joined.points["attr.sweep_id"].nunique() == 1
 
 
+def test_set_values_with_spaces_are_read_back_from_argv(tmp_path):
+    # indexpool writes its argv shell-quoted (core/provenance.h): a --set value holding a space, in a folder
+    # whose name holds one, comes back whole through shlex.split (unquoted, "select.topk_tokens=" and "128"
+    # were two words and the column read "").
+    folder = tmp_path / "my results"
+    folder.mkdir()
+    cfg = folder / "r.ini"
+    cfg.write_text(REQUESTS)
+    out = folder / "r.h5"
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--overwrite", "--set", "select.topk_tokens= 128",
+                    "--set", f"output.path={out}"], check=True, capture_output=True, timeout=60)
+    with h5py.File(out, "r") as f:
+        argv = f.attrs["argv"]
+    assert "'select.topk_tokens= 128'" in str(argv)
+    res = load([str(out)])
+    assert set(res.points["select.topk_tokens"]) == {128}
+
+
 def test_other_schema_version_is_refused(files, tmp_path, capsys):
     bad = tmp_path / "v2.h5"
     shutil.copy(files[1], bad)
