@@ -60,6 +60,7 @@ class Run:
             if missing:
                 raise AnalysisError(f"'{path}': case {i} has no {', '.join(missing)}")
         self.cases = [c for c in d["cases"] if c.get("runs", 0) > 0]
+        self.by_key = {kbc.key(c): c for c in self.cases}
         self.device = d.get("device", "?")
         self.device_short = self.device.split(",")[0]
         self.git = d.get("git_revision", "?")
@@ -152,7 +153,7 @@ def fig_targets(runs):
     for k in keys:
         vals = []
         for r in runs:
-            c = next((c for c in r.cases if kbc.key(c) == k), None)
+            c = r.by_key.get(k)
             vals.append(target_ratio(c) if c is not None and judged(c) else None)
         if any(v is not None for v in vals):
             rows.append((k, vals))
@@ -179,8 +180,8 @@ def fig_targets(runs):
     ax.set_xlabel("achieved / required (1 = the target; right of the line: met)")
     ax.grid(axis="y", alpha=0.15)
     met = "; ".join(f"{r.label}: {r.met} of {r.targets} met" for r in runs if r.targets is not None)
-    n_bin = sum(1 for k in keys if all(target_ratio(c) is None for r in runs for c in r.cases
-                                       if kbc.key(c) == k and judged(c)))
+    n_bin = sum(1 for k in keys if all(target_ratio(r.by_key[k]) is None for r in runs
+                                       if k in r.by_key and judged(r.by_key[k])))
     common.caption(fig, "Each judged kernel_bench case against its target (issue 5): % of the run's copy bandwidth "
                         "over the required %, Mtok/s over 100, the required us over the median, or the compressed "
                         "indexer's speed-up over the exact one over 3.6; pooling cases with two terms show the "
@@ -309,7 +310,7 @@ def write_table(runs, path):
         target = ""
         cells = []
         for r in runs:
-            c = next((c for c in r.cases if kbc.key(c) == k), None)
+            c = r.by_key.get(k)
             if c is None:
                 cells.append("—")
                 continue
