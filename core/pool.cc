@@ -14,7 +14,8 @@ namespace {
 constexpr Index64 kGroupsPerChunk = 2048;
 
 // True when n rows of D floats are all finite (no exponent field of all ones); vectorizes.
-bool rows_finite(const float* k, Index64 ld, int n, int D) {
+template <class Dim>
+bool rows_finite(const float* k, Index64 ld, int n, Dim D) {
   std::uint32_t bad = 0;
   for (int r = 0; r < n; ++r) {
     const float* row = k + r * ld;
@@ -27,18 +28,23 @@ bool rows_finite(const float* k, Index64 ld, int n, int D) {
   return bad == 0;
 }
 
-// Weights of the n tokens of group g into w (scratch: D + 2G floats).
-void group_weights(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
-                   const float* query_ref, Index64 g, int G, int n, float* w, float* scratch) {
-  group_weights_at(keys, p, stats, query_ref, g * G, G, n, w, scratch);
+// Calls fn(D) with D as a FixedDim where it is one of the usual index key sizes, else as an int: the
+// loops of core/weights.h then unroll, with the same operations in the same order (the same bits).
+template <class Fn>
+void with_dim(int D, Fn&& fn) {
+  switch (D) {
+    case 64: return fn(FixedDim<64>{});
+    case 128: return fn(FixedDim<128>{});
+    case 256: return fn(FixedDim<256>{});
+    default: return fn(D);
+  }
 }
 
-}  // namespace
-
-void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
-                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch) {
+// Weights of the n tokens from `first` into w (scratch: D + 2G floats); D as with_dim passes it.
+template <class Dim>
+void group_weights_dim(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                       const float* query_ref, Index64 first, int G, int n, float* w, float* scratch, Dim D) {
   const WeightParams& wp = p.weights;
-  const int D = static_cast<int>(keys.cols);
   const float* k = keys.row(first);
   const float* bias = wp.positional_bias.empty() ? nullptr : wp.positional_bias.data();
   const float* mref = wp.cosine_reference == CosineReference::query ? query_ref : nullptr;
@@ -58,7 +64,7 @@ void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const A
       tfidf_group_weights(stats->mass.data() + first, stats->count.data() + first, n, stats->steps, wp.eps, w);
       return;
     case Weighting::hybrid: {
-      float* v = scratch + D;
+      float* v = scratch + static_cast<int>(D);
       for (int r = 0; r < n; ++r) w[r] = 1.0f;
       positional_group_weights(n, G, wp.positional_lambda, bias, v);
       hybrid_multiply(v, n, wp.alpha_positional, w);
@@ -71,28 +77,37 @@ void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const A
   }
 }
 
+}  // namespace
+
+void group_weights_at(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
+                      const float* query_ref, Index64 first, int G, int n, float* w, float* scratch) {
+  with_dim(static_cast<int>(keys.cols),
+           [&](auto D) { group_weights_dim(keys, p, stats, query_ref, first, G, n, w, scratch, D); });
+}
+
 namespace {
 
-// Runs fn(g, n, w, scratch, out_row_buffer) for every group, in parallel chunks.
+// Runs fn(g, n, w, out_row_buffer, D) for every group, in parallel chunks, D as with_dim passes it.
 template <class Fn>
 void for_each_group(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                     const float* query_ref, Fn&& fn) {
   const int G = effective_group_size(p);
   const Index64 T = keys.rows;
   const Index64 groups = num_groups(T, G);
-  const int D = static_cast<int>(keys.cols);
-  parallel_for(groups, kGroupsPerChunk, [&](Index64 gb, Index64 ge) {
-    std::vector<float> w(G), scratch(D + G), buf(2 * D);
-    for (Index64 g = gb; g < ge; ++g) {
-      const int n = static_cast<int>(std::min<Index64>(G, T - g * G));
-      // The group is in L1 now: checking it here costs no extra pass over memory.
-      if (!rows_finite(keys.row(g * G), keys.ld, n, D)) {
-        for (Index64 t = g * G; t < g * G + n; ++t)
-          IP_REQUIRE(rows_finite(keys.row(t), keys.ld, 1, D), "pooling: index key of token {} contains NaN or infinity", t);
+  with_dim(static_cast<int>(keys.cols), [&](auto D) {
+    parallel_for(groups, kGroupsPerChunk, [&](Index64 gb, Index64 ge) {
+      std::vector<float> w(G), scratch(D + G), buf(2 * D);
+      for (Index64 g = gb; g < ge; ++g) {
+        const int n = static_cast<int>(std::min<Index64>(G, T - g * G));
+        // The group is in L1 now: checking it here costs no extra pass over memory.
+        if (!rows_finite(keys.row(g * G), keys.ld, n, D)) {
+          for (Index64 t = g * G; t < g * G + n; ++t)
+            IP_REQUIRE(rows_finite(keys.row(t), keys.ld, 1, D), "pooling: index key of token {} contains NaN or infinity", t);
+        }
+        group_weights_dim(keys, p, stats, query_ref, g * G, G, n, w.data(), scratch.data(), D);
+        fn(g, n, w.data(), buf.data(), D);
       }
-      group_weights(keys, p, stats, query_ref, g, G, n, w.data(), scratch.data());
-      fn(g, n, w.data(), buf.data());
-    }
+    });
   });
 }
 
@@ -137,7 +152,7 @@ std::vector<float> compute_weights(MatrixView<const float> keys, const PoolParam
   validate_pool_inputs(keys, p, stats, query_ref);
   std::vector<float> out(keys.rows);
   const int G = effective_group_size(p);
-  for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float*) {
+  for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float*, auto) {
     std::copy(w, w + n, out.begin() + g * G);
   });
   return out;
@@ -168,7 +183,7 @@ void build_index(MatrixView<const float> keys, const PoolParams& p, const Access
     if (!fp32) quantize_row(buf, r, q);
   };
   if (idx.method == Weighting::maxmin) {
-    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float*, float* buf) {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float*, float* buf, auto) {
       float* hi = row_out(2 * g, buf);
       float* lo = row_out(2 * g + 1, buf + D);
       maxmin_group(keys.row(g * G), keys.ld, n, D, hi, lo);
@@ -176,13 +191,13 @@ void build_index(MatrixView<const float> keys, const PoolParams& p, const Access
       row_done(2 * g + 1, lo);
     });
   } else if (idx.method == Weighting::exact) {
-    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int, const float*, float*) {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int, const float*, float*, auto) {
       quantize_row(keys.row(g), g, q);
     });
   } else {
-    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float* buf) {
+    for_each_group(keys, p, stats, query_ref, [&](Index64 g, int n, const float* w, float* buf, auto Dc) {
       float* out = row_out(g, buf);
-      pool_group(keys.row(g * G), keys.ld, n, D, w, out);
+      pool_group(keys.row(g * G), keys.ld, n, Dc, w, out);
       row_done(g, out);
     });
   }

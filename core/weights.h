@@ -13,9 +13,19 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/hd.h"
+
+// Host code for x86 with AVX (the default -march=native build on such a machine) writes a few float
+// reductions below with vector intrinsics; the additions and their order are the same either way.
+#if !defined(__CUDACC__) && defined(__AVX__)
+#include <immintrin.h>
+#define IP_X86_AVX 1
+#else
+#define IP_X86_AVX 0
+#endif
 
 namespace ip {
 
@@ -99,14 +109,31 @@ IP_HOST_DEVICE void positional_group_weights(int n, int G, float lambda, const f
 constexpr int kSumLanes = 16;
 IP_HOST_DEVICE float pairwise_lane_sum(float* a) {
   static_assert(kSumLanes == 16);
+#if IP_X86_AVX
+  // The same additions written as vector operations (g++ 12 made some 25 scalar extracts and adds of
+  // the loop below, which were most of the cosine weights' time).
+  const __m256 h = _mm256_add_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8));          // a[j] + a[j + 8]
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));  // + [j + 4]
+  const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));                                 // + [j + 2]
+  return _mm_cvtss_f32(_mm_add_ss(p, _mm_shuffle_ps(p, p, 1)));                        // [0] + [1]
+#else
   for (int j = 0; j < 8; ++j) a[j] += a[j + 8];
   for (int j = 0; j < 4; ++j) a[j] += a[j + 4];
   for (int j = 0; j < 2; ++j) a[j] += a[j + 2];
   return a[0] + a[1];
+#endif
 }
 
+// The dimension D of the loops below: an int, or FixedDim<N> where the host's pooling loop knows it at
+// compile time (core/pool.cc dispatches D = 64, 128, 256). Either way the loops do the same operations
+// in the same order, so the results are the same bits; with N known the compiler unrolls them and keeps
+// short arrays in registers (bench/RESULTS.md, "Pooling with the key size known at compile time").
+template <int N>
+using FixedDim = std::integral_constant<int, N>;
+
 // sum_d a[d] * b[d] and sum_d a[d] * a[d] in the order above.
-IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __restrict__ b, int D, float& ab,
+template <class Dim>
+IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __restrict__ b, Dim D, float& ab,
                                    float& aa) {
   float pab[kSumLanes] = {}, paa[kSumLanes] = {};
   int d = 0;
@@ -128,16 +155,22 @@ IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __r
 
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
 // `scratch` holds D floats for it).
-IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long long ld, int n, int D,
+template <class Dim>
+IP_HOST_DEVICE void cosine_group_weights(const float* __restrict__ keys, long long ld, int n, Dim D,
                                          const float* m, float eps, float power, float* __restrict__ scratch,
                                          float* __restrict__ w) {
+  // With D a FixedDim the mean goes to a local array, which the compiler keeps in registers; summed in
+  // `scratch` (memory) it took about a third of cosine pooling's time on one core (T = 1Mi, D = 128:
+  // 68 -> 46 ms, bench/RESULTS.md).
+  float local[std::is_same_v<Dim, int> ? 1 : static_cast<int>(Dim{})];
   if (!m) {
-    for (int d = 0; d < D; ++d) scratch[d] = keys[d];
+    float* s = std::is_same_v<Dim, int> ? scratch : local;
+    for (int d = 0; d < D; ++d) s[d] = keys[d];
     for (int r = 1; r < n; ++r)
-      for (int d = 0; d < D; ++d) scratch[d] += keys[r * ld + d];
+      for (int d = 0; d < D; ++d) s[d] += keys[r * ld + d];
     const float inv = 1.0f / static_cast<float>(n);
-    for (int d = 0; d < D; ++d) scratch[d] *= inv;
-    m = scratch;
+    for (int d = 0; d < D; ++d) s[d] *= inv;
+    m = s;
   }
   float mm = 0.0f, unused = 0.0f;
   dot_and_square(m, m, D, unused, mm);
@@ -171,7 +204,9 @@ IP_HOST_DEVICE void hybrid_multiply(const float* v, int n, float alpha, float* w
 }
 
 // Composite c = sum_i w_i k_i / sum_i w_i of n keys.
-IP_HOST_DEVICE void pool_group(const float* keys, long long ld, int n, int D, const float* w, float* out) {
+template <class Dim>
+IP_HOST_DEVICE void pool_group(const float* __restrict__ keys, long long ld, int n, Dim D, const float* w,
+                               float* __restrict__ out) {
   float wsum = 0.0f;
   for (int r = 0; r < n; ++r) wsum += w[r];
   const float inv = 1.0f / wsum;

@@ -1,12 +1,17 @@
 // Pooling (composites, maxmin bounds, exact keys) and the byte accounting of the stored index.
 // Small integer keys with power-of-two group sizes make fp32 results exact where the math allows.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/pool.h"
 #include "core/stats.h"
+#include "core/weights.h"
 #include "tests/core/test_helpers.h"
 
 namespace {
@@ -58,6 +63,40 @@ TEST(Pool, PoolGroupFunctionWithExactWeights) {
   ip::pool_group(k, 2, 2, 2, w, c);
   EXPECT_EQ(c[0], 1.0f);
   EXPECT_EQ(c[1], 6.0f);
+}
+
+// build_index passes D = 64, 128 and 256 to the per-group math as compile-time constants (core/pool.cc
+// with_dim) and other D at run time: its cosine composites must be the bits of the per-group functions
+// called with D at run time, for whole and partial groups, against the group mean and a query reference.
+TEST(Pool, CosineCompositesAreTheRunTimeDimensionBitsAtEveryD) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (const int D : {64, 100, 128, 256})
+    for (const int G : {4, 6, 8})  // G = 6 and the last group of 3 keys: a mean not scaled by a power of 2
+      for (const bool query : {false, true}) {
+        const ip::Index64 T = 1003;
+        std::vector<float> k(T * D), ref(D);
+        for (float& x : k) x = nd(rng) + 0.25f;
+        for (float& x : ref) x = nd(rng);
+        ip::PoolParams p = params(Weighting::cosine, G);
+        // The power through a volatile: a literal would let g++ fold the test's powf(x, 2) into x * x,
+        // which is not always glibc's powf(x, 2.0f) that the library computes.
+        volatile float power = 2.0f;
+        p.weights.cosine_power = power;
+        if (query) p.weights.cosine_reference = ip::CosineReference::query;
+        const auto c = ip::pool_fp32(view(k, T, D), p, nullptr, query ? ref.data() : nullptr);
+        std::vector<float> w(G), scratch(D), want(D);
+        for (ip::Index64 g = 0; g * G < T; ++g) {
+          const int n = static_cast<int>(std::min<ip::Index64>(G, T - g * G));
+          const float* kg = k.data() + g * G * D;
+          ip::cosine_group_weights(kg, D, n, D, query ? ref.data() : nullptr, p.weights.eps, p.weights.cosine_power,
+                                   scratch.data(), w.data());
+          ip::pool_group(kg, D, n, D, w.data(), want.data());
+          for (int d = 0; d < D; ++d)
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(c.data()[g * D + d]), std::bit_cast<std::uint32_t>(want[d]))
+                << "D " << D << " G " << G << (query ? " query" : " mean") << " group " << g << " dim " << d;
+        }
+      }
 }
 
 TEST(Pool, GroupSizeOneReproducesTheKeysUnderEveryScheme) {

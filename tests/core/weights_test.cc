@@ -1,6 +1,10 @@
 // Weighting schemes (DESIGN.md "Default definitions"): compute_weights() and the per-group functions.
 // Expected values are written out by hand; tolerances are relative to the value unless stated.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -108,6 +112,64 @@ TEST(Weights, DotAndSquareSumEveryElementInAFixedOrder) {
   float ab = 0.0f, aa = 0.0f;
   ip::dot_and_square(a.data(), b.data(), 32, ab, aa);
   EXPECT_EQ(ab, 1.0f);
+}
+
+// The lane fold is a[j] + a[j + 8], then + [j + 4], then + [j + 2], then [0] + [1] (on x86 with AVX
+// written as vector operations): random lanes of mixed magnitude give different bits for almost any
+// other pairing, so the fold written out here must match bit for bit.
+TEST(Weights, PairwiseLaneSumFoldsInTheWrittenOrder) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (int trial = 0; trial < 200; ++trial) {
+    float a[ip::kSumLanes];
+    for (float& x : a) x = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+    float h[8], q[4];
+    for (int j = 0; j < 8; ++j) h[j] = a[j] + a[j + 8];
+    for (int j = 0; j < 4; ++j) q[j] = h[j] + h[j + 4];
+    const float want = (q[0] + q[2]) + (q[1] + q[3]);
+    float copy[ip::kSumLanes];
+    std::copy(a, a + ip::kSumLanes, copy);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(ip::pairwise_lane_sum(copy)), std::bit_cast<std::uint32_t>(want)) << trial;
+  }
+}
+
+// The pooling loop passes D = 64, 128, 256 as a compile-time FixedDim (core/pool.cc with_dim): the
+// reductions, the cosine weights and the composite must be the same bits as with D at run time, for
+// every group length, with the group mean and with a given reference.
+template <int N>
+void expect_fixed_dim_same_bits(std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  const long long ld = N + 3;  // a row stride wider than D
+  std::vector<float> k(8 * ld), m(N), scratch(N), w_int(8), w_fix(8), c_int(N), c_fix(N);
+  for (float& x : k) x = nd(rng) + 0.5f;
+  for (float& x : m) x = nd(rng);
+  float ab_i, aa_i, ab_f, aa_f;
+  ip::dot_and_square(k.data(), m.data(), N, ab_i, aa_i);
+  ip::dot_and_square(k.data(), m.data(), ip::FixedDim<N>{}, ab_f, aa_f);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(ab_i), std::bit_cast<std::uint32_t>(ab_f)) << N;
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(aa_i), std::bit_cast<std::uint32_t>(aa_f)) << N;
+  for (int n = 1; n <= 8; ++n)
+    for (const float* ref : {static_cast<const float*>(nullptr), static_cast<const float*>(m.data())}) {
+      ip::cosine_group_weights(k.data(), ld, n, N, ref, 1e-3f, 1.5f, scratch.data(), w_int.data());
+      ip::cosine_group_weights(k.data(), ld, n, ip::FixedDim<N>{}, ref, 1e-3f, 1.5f, scratch.data(), w_fix.data());
+      ip::pool_group(k.data(), ld, n, N, w_int.data(), c_int.data());
+      ip::pool_group(k.data(), ld, n, ip::FixedDim<N>{}, w_fix.data(), c_fix.data());
+      for (int r = 0; r < n; ++r)
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(w_int[r]), std::bit_cast<std::uint32_t>(w_fix[r]))
+            << "D " << N << " n " << n << " key " << r << (ref ? " (reference)" : " (group mean)");
+      for (int d = 0; d < N; ++d)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(c_int[d]), std::bit_cast<std::uint32_t>(c_fix[d]))
+            << "D " << N << " n " << n << " dim " << d;
+    }
+}
+
+TEST(Weights, FixedDimensionsGiveTheSameBitsAsRunTimeOnes) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    expect_fixed_dim_same_bits<64>(rng);
+    expect_fixed_dim_same_bits<128>(rng);
+    expect_fixed_dim_same_bits<256>(rng);
+  }
 }
 
 // Cosine weights at a realistic D (the vector body of the reductions) against double precision.
