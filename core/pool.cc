@@ -28,18 +28,6 @@ bool rows_finite(const float* k, Index64 ld, int n, Dim D) {
   return bad == 0;
 }
 
-// Calls fn(D) with D as a FixedDim where it is one of the usual index key sizes, else as an int: the
-// loops of core/weights.h then unroll, with the same operations in the same order (the same bits).
-template <class Fn>
-void with_dim(int D, Fn&& fn) {
-  switch (D) {
-    case 64: return fn(FixedDim<64>{});
-    case 128: return fn(FixedDim<128>{});
-    case 256: return fn(FixedDim<256>{});
-    default: return fn(D);
-  }
-}
-
 // Weights of the n tokens from `first` into w (scratch: D + 2G floats); D as with_dim passes it.
 template <class Dim>
 void group_weights_dim(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,

@@ -1,50 +1,67 @@
 #include "core/score.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/hd.h"
 #include "core/parallel.h"
+#include "core/weights.h"
 
 namespace ip {
 namespace {
 
-constexpr Index64 kRowsPerBlock = 256;   // rows scored with one small GEMM (fits in L1/L2)
+constexpr Index64 kRowsPerBlock = 256;   // rows scored per step of a chunk
 constexpr Index64 kBlocksPerChunk = 16;  // parallel chunk = 4096 rows, fixed
 
-// dots[r, j] = rows[r] . q_j for a block of fp32 rows.
-void block_dots(MatrixView<const float> rows, const IndexQuery& q, Eigen::MatrixXf& dots) {
-  dots.noalias() = rows.eigen() * q.heads.eigen().transpose();  // [n, H], column-major
+// out[h] = k . q_h for NH heads (rows of q, stride ldq), each sum in the fixed order of core/weights.h
+// dot_and_square: 16 lanes by d mod 16, folded pairwise, then the last D mod 16 products in order. The
+// heads share the row's loads. (Eigen's GEMM, used before, spent four times its multiply-adds' time
+// packing the row blocks, bench/RESULTS.md.)
+template <int NH, class Dim>
+inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, Index64 ldq, Dim D,
+                      float* __restrict__ out) {
+  float acc[NH][kSumLanes] = {};
+  int d = 0;
+  for (; d + kSumLanes <= D; d += kSumLanes)
+    for (int h = 0; h < NH; ++h) {
+      const float* qh = q + h * ldq;
+      IP_SIMD
+      for (int j = 0; j < kSumLanes; ++j) acc[h][j] += k[d + j] * qh[d + j];
+    }
+  for (int h = 0; h < NH; ++h) {
+    const float* qh = q + h * ldq;
+    float tail = 0.0f;
+    for (int e = d; e < D; ++e) tail += k[e] * qh[e];
+    out[h] = pairwise_lane_sum(acc[h]) + tail;
+  }
+}
+
+// Score of each of n rows: the head dot products four heads at a time, then the weighted ReLU sum.
+template <class Dim>
+void score_block(MatrixView<const float> rows, const IndexQuery& q, Dim D, float* dots, float* out) {
+  const int H = static_cast<int>(q.heads.rows);
+  const Index64 ldq = q.heads.ld;
+  for (Index64 r = 0; r < rows.rows; ++r) {
+    const float* k = rows.row(r);
+    int j = 0;
+    for (; j + 4 <= H; j += 4) head_dots<4>(k, q.heads.row(j), ldq, D, dots + j);
+    for (; j < H; ++j) head_dots<1>(k, q.heads.row(j), ldq, D, dots + j);
+    out[r] = head_weighted_relu(dots, q.head_weights, H);
+  }
 }
 
 template <class RowSource>
 void score_rows(Index64 nrows, Index64 D, const IndexQuery& q, RowSource&& source, float* out) {
   const int H = static_cast<int>(q.heads.rows);
-  parallel_for(nrows, kRowsPerBlock * kBlocksPerChunk, [&](Index64 b, Index64 e) {
-    Eigen::MatrixXf dots;
-    std::vector<float> buf(kRowsPerBlock * D);
-    std::vector<float> d(H);
-    for (Index64 r0 = b; r0 < e; r0 += kRowsPerBlock) {
-      const Index64 n = std::min(kRowsPerBlock, e - r0);
-      const MatrixView<const float> rows = source(r0, n, buf.data());
-      if (H == 1) {  // a plain dot product per row: memory-bound, no GEMM needed
-        const float h = q.head_weights[0];
-        const float* qv = q.heads.row(0);
-        for (Index64 r = 0; r < n; ++r) {
-          const float* k = rows.row(r);
-          float acc = 0.0f;
-          IP_SIMD_REDUCE(+ : acc)
-          for (Index64 i = 0; i < D; ++i) acc += k[i] * qv[i];
-          out[r0 + r] = h * std::max(0.0f, acc);
-        }
-      } else {
-        block_dots(rows, q, dots);
-        for (Index64 r = 0; r < n; ++r) {
-          for (int j = 0; j < H; ++j) d[j] = dots(r, j);
-          out[r0 + r] = head_weighted_relu(d.data(), q.head_weights, H);
-        }
+  with_dim(static_cast<int>(D), [&](auto Dc) {
+    parallel_for(nrows, kRowsPerBlock * kBlocksPerChunk, [&](Index64 b, Index64 e) {
+      std::vector<float> buf(kRowsPerBlock * D), dots(H);
+      for (Index64 r0 = b; r0 < e; r0 += kRowsPerBlock) {
+        const Index64 n = std::min(kRowsPerBlock, e - r0);
+        score_block(source(r0, n, buf.data()), q, Dc, dots.data(), out + r0);
       }
-    }
+    });
   });
 }
 

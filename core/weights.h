@@ -124,12 +124,24 @@ IP_HOST_DEVICE float pairwise_lane_sum(float* a) {
 #endif
 }
 
-// The dimension D of the loops below: an int, or FixedDim<N> where the host's pooling loop knows it at
-// compile time (core/pool.cc dispatches D = 64, 128, 256). Either way the loops do the same operations
+// The dimension D of the loops below: an int, or FixedDim<N> where a host loop knows it at compile time
+// (with_dim below, used by pooling and scoring, dispatches D = 64, 128, 256). Either way the loops do the same operations
 // in the same order, so the results are the same bits; with N known the compiler unrolls them and keeps
 // short arrays in registers (bench/RESULTS.md, "Pooling with the key size known at compile time").
 template <int N>
 using FixedDim = std::integral_constant<int, N>;
+
+// Calls fn(D) with D as a FixedDim where it is one of the usual index key sizes, else as an int (host
+// loops: pooling, scoring).
+template <class Fn>
+inline void with_dim(int D, Fn&& fn) {
+  switch (D) {
+    case 64: return fn(FixedDim<64>{});
+    case 128: return fn(FixedDim<128>{});
+    case 256: return fn(FixedDim<256>{});
+    default: return fn(D);
+  }
+}
 
 // sum_d a[d] * b[d] and sum_d a[d] * a[d] in the order above.
 template <class Dim>

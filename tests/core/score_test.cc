@@ -1,6 +1,8 @@
 // Index scoring: s = sum_j h_j max(0, q_j . k) for tokens, composites and maxmin bounds.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -8,6 +10,8 @@
 
 #include "core/pool.h"
 #include "core/score.h"
+#include "core/score_math.h"
+#include "core/weights.h"
 #include "tests/core/test_helpers.h"
 
 namespace {
@@ -65,6 +69,32 @@ TEST(Score, SingleHeadIsTheClampedDotProduct) {
   ip::score_tokens(view(keys, 3, 3), ip::IndexQuery{view(q, 1, 3), &half}, s);
   EXPECT_EQ(s[0], 3.0f);
   EXPECT_EQ(s[2], 0.75f);
+}
+
+// Each head's dot product is summed in the fixed lane order of core/weights.h (dot_and_square), whatever
+// the number of heads (four at a time, then one at a time) and whether D is dispatched as a
+// compile-time constant (64, 128, 256) or not (100, 17): the scores are those bits.
+TEST(Score, HeadDotsAreTheFixedLaneOrderAtEveryHeadCountAndDimension) {
+  for (const int D : {17, 64, 100, 128, 256})
+    for (const int H : {1, 3, 4, 5, 8}) {
+      const int T = 300;
+      const auto k = randn(T * D, 3 + D), qh = randn(H * D, 5 + H);
+      std::vector<float> hw(H);
+      for (int j = 0; j < H; ++j) hw[j] = 0.25f + 0.5f * static_cast<float>(j);
+      const ip::IndexQuery q{view(qh, H, D), hw.data()};
+      std::vector<float> got(T);
+      ip::score_tokens(view(k, T, D), q, got.data());
+      std::vector<float> dots(H);
+      for (int t = 0; t < T; ++t) {
+        for (int j = 0; j < H; ++j) {
+          float unused = 0.0f;
+          ip::dot_and_square(k.data() + t * D, qh.data() + j * D, D, dots[j], unused);
+        }
+        const float want = ip::head_weighted_relu(dots.data(), hw.data(), H);
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[t]), std::bit_cast<std::uint32_t>(want))
+            << "D " << D << " H " << H << " token " << t;
+      }
+    }
 }
 
 TEST(Score, HeadWeightedReluFunction) {
