@@ -5,6 +5,7 @@
 
 #include "core/hd.h"
 #include "core/parallel.h"
+#include "core/weights.h"
 
 namespace ip {
 namespace {
@@ -40,21 +41,21 @@ AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> 
   Tensor<float> logits({n, Ha});
   const Index64 chunks = (n + kChunk - 1) / kChunk;
   std::vector<float> cmax(chunks * Ha, -INFINITY);
-  parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
-    const Index64 c = b / kChunk;
-    for (Index64 i = b; i < e; ++i) {
-      const float* k = keys.row(token(i));
-      IP_REQUIRE(token(i) >= 0 && token(i) < T, "attention: token {} outside [0, {})", token(i), T);
-      for (Index64 h = 0; h < Ha; ++h) {
-        const float* q = queries.row(h);
-        float acc = 0.0f;
-        IP_SIMD_REDUCE(+ : acc)
-        for (Index64 d = 0; d < Da; ++d) acc += q[d] * k[d];
-        const float l = acc * scale;
-        logits.data()[i * Ha + h] = l;
-        cmax[c * Ha + h] = std::max(cmax[c * Ha + h], l);
+  // Each head's dot product in the fixed lane order of core/weights.h (head_dots), the heads of a
+  // token four at a time.
+  with_dim(static_cast<int>(Da), [&](auto D) {
+    parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
+      const Index64 c = b / kChunk;
+      for (Index64 i = b; i < e; ++i) {
+        IP_REQUIRE(token(i) >= 0 && token(i) < T, "attention: token {} outside [0, {})", token(i), T);
+        float* li = logits.data() + i * Ha;
+        all_head_dots(keys.row(token(i)), queries.data, queries.ld, static_cast<int>(Ha), D, li);
+        for (Index64 h = 0; h < Ha; ++h) {
+          li[h] *= scale;
+          cmax[c * Ha + h] = std::max(cmax[c * Ha + h], li[h]);
+        }
       }
-    }
+    });
   });
   std::vector<float> mx(Ha, -INFINITY);
   for (Index64 c = 0; c < chunks; ++c)

@@ -14,39 +14,13 @@ namespace {
 constexpr Index64 kRowsPerBlock = 256;   // rows scored per step of a chunk
 constexpr Index64 kBlocksPerChunk = 16;  // parallel chunk = 4096 rows, fixed
 
-// out[h] = k . q_h for NH heads (rows of q, stride ldq), each sum in the fixed order of core/weights.h
-// dot_and_square: 16 lanes by d mod 16, folded pairwise, then the last D mod 16 products in order. The
-// heads share the row's loads. (Eigen's GEMM, used before, spent four times its multiply-adds' time
-// packing the row blocks, bench/RESULTS.md.)
-template <int NH, class Dim>
-inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, Index64 ldq, Dim D,
-                      float* __restrict__ out) {
-  float acc[NH][kSumLanes] = {};
-  int d = 0;
-  for (; d + kSumLanes <= D; d += kSumLanes)
-    for (int h = 0; h < NH; ++h) {
-      const float* qh = q + h * ldq;
-      IP_SIMD
-      for (int j = 0; j < kSumLanes; ++j) acc[h][j] += k[d + j] * qh[d + j];
-    }
-  for (int h = 0; h < NH; ++h) {
-    const float* qh = q + h * ldq;
-    float tail = 0.0f;
-    for (int e = d; e < D; ++e) tail += k[e] * qh[e];
-    out[h] = pairwise_lane_sum(acc[h]) + tail;
-  }
-}
-
-// Score of each of n rows: the head dot products four heads at a time, then the weighted ReLU sum.
+// Score of each of n rows: the head dot products (core/weights.h all_head_dots), then the weighted ReLU sum.
 template <class Dim>
 void score_block(MatrixView<const float> rows, const IndexQuery& q, Dim D, float* dots, float* out) {
   const int H = static_cast<int>(q.heads.rows);
   const Index64 ldq = q.heads.ld;
   for (Index64 r = 0; r < rows.rows; ++r) {
-    const float* k = rows.row(r);
-    int j = 0;
-    for (; j + 4 <= H; j += 4) head_dots<4>(k, q.heads.row(j), ldq, D, dots + j);
-    for (; j < H; ++j) head_dots<1>(k, q.heads.row(j), ldq, D, dots + j);
+    all_head_dots(rows.row(r), q.heads.data, ldq, H, D, dots);
     out[r] = head_weighted_relu(dots, q.head_weights, H);
   }
 }

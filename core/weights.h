@@ -165,6 +165,38 @@ IP_HOST_DEVICE void dot_and_square(const float* __restrict__ a, const float* __r
   aa = pairwise_lane_sum(paa) + taa;
 }
 
+// out[h] = k . q_h for NH vectors q_h (stride ldq), each sum in the order of dot_and_square: 16 lanes
+// by d mod 16, folded pairwise, then the last D mod 16 products in order. The NH sums share the loads
+// of k (host scoring and attention logits; Eigen's GEMM, used for scoring before, spent four times its
+// multiply-adds' time packing the rows, bench/RESULTS.md).
+template <int NH, class Dim>
+inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, long long ldq, Dim D,
+                      float* __restrict__ out) {
+  float acc[NH][kSumLanes] = {};
+  int d = 0;
+  for (; d + kSumLanes <= D; d += kSumLanes)
+    for (int h = 0; h < NH; ++h) {
+      const float* qh = q + h * ldq;
+      IP_SIMD
+      for (int j = 0; j < kSumLanes; ++j) acc[h][j] += k[d + j] * qh[d + j];
+    }
+  for (int h = 0; h < NH; ++h) {
+    const float* qh = q + h * ldq;
+    float tail = 0.0f;
+    for (int e = d; e < D; ++e) tail += k[e] * qh[e];
+    out[h] = pairwise_lane_sum(acc[h]) + tail;
+  }
+}
+
+// out[j] = k . q_j for the H rows of q (stride ldq), four at a time, in head_dots' order.
+template <class Dim>
+inline void all_head_dots(const float* __restrict__ k, const float* __restrict__ q, long long ldq, int H, Dim D,
+                          float* __restrict__ out) {
+  int j = 0;
+  for (; j + 4 <= H; j += 4) head_dots<4>(k, q + j * ldq, ldq, D, out + j);
+  for (; j < H; ++j) head_dots<1>(k, q + j * ldq, ldq, D, out + j);
+}
+
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
 // `scratch` holds D floats for it).
 template <class Dim>
