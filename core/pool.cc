@@ -90,7 +90,8 @@ void for_each_group(MatrixView<const float> keys, const PoolParams& p, const Acc
         // The group is in L1 now: checking it here costs no extra pass over memory.
         if (!rows_finite(keys.row(g * G), keys.ld, n, D)) {
           for (Index64 t = g * G; t < g * G + n; ++t)
-            IP_REQUIRE(rows_finite(keys.row(t), keys.ld, 1, D), "pooling: index key of token {} contains NaN or infinity", t);
+            IP_REQUIRE(rows_finite(keys.row(t), keys.ld, 1, D),
+                       "pooling: index key of token {} contains NaN or infinity", t);
         }
         group_weights_dim(keys, p, stats, query_ref, g * G, G, n, w.data(), scratch.data(), D);
         fn(g, n, w.data(), buf.data(), D);

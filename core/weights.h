@@ -125,14 +125,14 @@ IP_HOST_DEVICE float pairwise_lane_sum(float* a) {
 }
 
 // The dimension D of the loops below: an int, or FixedDim<N> where a host loop knows it at compile time
-// (with_dim below, used by pooling and scoring, dispatches D = 64, 128, 256). Either way the loops do the same operations
-// in the same order, so the results are the same bits; with N known the compiler unrolls them and keeps
-// short arrays in registers (bench/RESULTS.md, "Pooling with the key size known at compile time").
+// (with_dim below dispatches D = 64, 128, 256). Either way the loops do the same operations in the same
+// order, so the results are the same bits; with N known the compiler unrolls them and keeps short
+// arrays in registers (bench/RESULTS.md, "Pooling with the key size known at compile time").
 template <int N>
 using FixedDim = std::integral_constant<int, N>;
 
 // Calls fn(D) with D as a FixedDim where it is one of the usual index key sizes, else as an int (host
-// loops: pooling, scoring).
+// loops: pooling, scoring, attention logits).
 template <class Fn>
 inline void with_dim(int D, Fn&& fn) {
   switch (D) {
