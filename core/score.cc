@@ -75,13 +75,15 @@ void score_index(const PooledIndex& index, const IndexQuery& q, float* out) {
   }
   const int H = static_cast<int>(q.heads.rows);
   const Index64 groups = index.groups();
-  parallel_for(groups, 2048, [&](Index64 b, Index64 e) {
-    std::vector<float> buf(2 * D), ub(H);
-    for (Index64 g = b; g < e; ++g) {
-      const float* rows = source(2 * g, 2, buf.data()).data;
-      for (int j = 0; j < H; ++j) ub[j] = box_upper_bound(q.heads.row(j), rows, rows + D, static_cast<int>(D));
-      out[g] = head_weighted_relu(ub.data(), q.head_weights, H);
-    }
+  with_dim(static_cast<int>(D), [&](auto Dc) {
+    parallel_for(groups, 2048, [&](Index64 b, Index64 e) {
+      std::vector<float> buf(2 * D), ub(H);
+      for (Index64 g = b; g < e; ++g) {
+        const float* rows = source(2 * g, 2, buf.data()).data;
+        for (int j = 0; j < H; ++j) ub[j] = box_bound_lanes(q.heads.row(j), rows, rows + D, Dc);
+        out[g] = head_weighted_relu(ub.data(), q.head_weights, H);
+      }
+    });
   });
 }
 

@@ -197,6 +197,28 @@ inline void all_head_dots(const float* __restrict__ k, const float* __restrict__
   for (; j < H; ++j) head_dots<1>(k, q + j * ldq, ldq, D, out + j);
 }
 
+// sum_d max(q_d hi_d, q_d lo_d), the Quest-style bound of core/score_math.h box_upper_bound, in the order
+// of dot_and_square (host maxmin scoring: the in-order loop does not vectorize).
+template <class Dim>
+inline float box_bound_lanes(const float* __restrict__ q, const float* __restrict__ hi, const float* __restrict__ lo,
+                             Dim D) {
+  float acc[kSumLanes] = {};
+  int d = 0;
+  for (; d + kSumLanes <= D; d += kSumLanes) {
+    IP_SIMD
+    for (int j = 0; j < kSumLanes; ++j) {
+      const float a = q[d + j] * hi[d + j], b = q[d + j] * lo[d + j];
+      acc[j] += a > b ? a : b;
+    }
+  }
+  float tail = 0.0f;
+  for (; d < D; ++d) {
+    const float a = q[d] * hi[d], b = q[d] * lo[d];
+    tail += a > b ? a : b;
+  }
+  return pairwise_lane_sum(acc) + tail;
+}
+
 // Cosine weights of n keys (row stride ld) against the reference m (or the group mean when m is null;
 // `scratch` holds D floats for it).
 template <class Dim>

@@ -142,6 +142,46 @@ TEST(Score, MaxminBoundHandComputed) {
   EXPECT_EQ(ip::box_upper_bound(q.data(), hi, lo, 2), 5.0f);
 }
 
+// The lane order written out: 16 lanes by d mod 16 up to the last multiple of 16, folded pairwise
+// ([j] + [j + 8], + [j + 4], + [j + 2], [0] + [1]), then the rest added in order.
+float box_bound_written_out(const float* q, const float* hi, const float* lo, int D) {
+  float acc[16] = {};
+  int d = 0;
+  for (; d + 16 <= D; d += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += std::max(q[d + j] * hi[d + j], q[d + j] * lo[d + j]);
+  float tail = 0.0f;
+  for (; d < D; ++d) tail += std::max(q[d] * hi[d], q[d] * lo[d]);
+  for (int j = 0; j < 8; ++j) acc[j] += acc[j + 8];
+  for (int j = 0; j < 4; ++j) acc[j] += acc[j + 4];
+  return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + tail;
+}
+
+// The maxmin bound is summed in the fixed lane order too: score_index's bits are those of the order
+// written out above per head, which equals box_upper_bound's in-order sum to rounding.
+TEST(Score, MaxminBoundIsTheFixedLaneOrder) {
+  for (const int D : {17, 128}) {
+    const int T = 64, G = 4, H = 5;
+    const auto k = randn(T * D, 21 + D), qh = randn(H * D, 23);
+    std::vector<float> hw(H, 0.5f);
+    const ip::IndexQuery q{view(qh, H, D), hw.data()};
+    const auto idx = ip::build_index(view(k, T, D), params(Weighting::maxmin, G), nullptr, nullptr);
+    std::vector<float> got(T / G);
+    ip::score_index(idx, q, got.data());
+    const auto rows = ip::dequantize(idx.rows);
+    std::vector<float> ub(H);
+    for (int g = 0; g < T / G; ++g) {
+      const float* hi = rows.data() + (2 * g) * D;
+      for (int j = 0; j < H; ++j) {
+        ub[j] = box_bound_written_out(qh.data() + j * D, hi, hi + D, D);
+        const float seq = ip::box_upper_bound(qh.data() + j * D, hi, hi + D, D);
+        EXPECT_NEAR(ub[j], seq, 1e-5f * (1.0f + std::fabs(seq))) << "D " << D << " group " << g << " head " << j;
+      }
+      const float want = ip::head_weighted_relu(ub.data(), hw.data(), H);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(want)) << "D " << D << " group " << g;
+    }
+  }
+}
+
 TEST(Score, MaxminUpperBoundDominatesEveryTokenInItsGroup) {
   const int T = 1003, D = 16, H = 3, G = 8;  // partial last group of 3 tokens
   const auto keys = randn(T * D, 21), q = randn(H * D, 22);
