@@ -8,14 +8,12 @@
 #define IP_HOST_DEVICE inline
 #endif
 
-// Lets the host compiler vectorize a float reduction (a fixed reordering: the same bits for the same
-// binary whatever the thread count). Nothing under nvcc.
-// IP_SIMD: the loop that follows has no dependence between iterations (vectorize it as written).
+// IP_SIMD: the loop that follows has no dependence between iterations (vectorize it as written). Host
+// float reductions keep their own lanes in such loops (core/weights.h), in an order written out, rather
+// than an `omp simd reduction`, whose order the compiler picks. Nothing under nvcc.
 #if defined(__CUDACC__)
-#define IP_SIMD_REDUCE(...)
 #define IP_SIMD
 #else
 #define IP_PRAGMA(x) _Pragma(#x)
-#define IP_SIMD_REDUCE(...) IP_PRAGMA(omp simd reduction(__VA_ARGS__))
 #define IP_SIMD IP_PRAGMA(omp simd)
 #endif
