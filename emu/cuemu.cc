@@ -57,6 +57,24 @@ extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
 #define CUEMU_NO_ASAN
 #endif
 
+// Built for ThreadSanitizer (make test-race; CUEMU_TSAN, set by the build for this file, which is itself
+// compiled without instrumentation, so the emulator's own bookkeeping is never reported): every CUDA
+// thread is a ThreadSanitizer fiber, and every stack switch is announced with no synchronization of its
+// own. The only happens-before edges between the threads of a launch are those CUDA gives: the block
+// barrier (__syncthreads), the cluster barrier, __syncwarp among the lanes of its mask, and the start
+// and end of a block (blocks run one after another here, so one block's accesses come before the next
+// one's). Shuffles, votes and fences give none, and the atomics (emu/cuemu.h) are relaxed atomic
+// accesses: two threads' conflicting plain accesses to shared or device memory with none of those edges
+// between them are reported as a data race, whatever order the emulator ran them in -- a missing barrier
+// that the run order happened to hide. Resident blocks (CUEMU_RESIDENT) are refused: their static
+// __shared__ arrays take turns at the same addresses.
+#if defined(CUEMU_TSAN) && CUEMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#else
+#undef CUEMU_TSAN
+#define CUEMU_TSAN 0
+#endif
+
 namespace cuemu {
 double g_preempt = 0;  // CUEMU_PREEMPT / set_preempt
 namespace {
@@ -155,6 +173,10 @@ struct Fiber {
   const void* in = nullptr;
   void* out = nullptr;
   int arg = 0;
+  // ThreadSanitizer (CUEMU_TSAN): barriers passed so far in this block, and __syncwarp calls per mask.
+  std::uint32_t tsan_barriers = 0, tsan_clusters = 0;
+  std::uint32_t tsan_masks[8] = {}, tsan_mask_calls[8] = {};
+  unsigned tsan_n_masks = 0;
 };
 
 struct Stack {
@@ -231,6 +253,20 @@ struct Emu {
   std::vector<std::vector<unsigned char>> static_copies;
   int static_owner = -1;
   enum class Order { Forward, Reverse, Shuffle } order_kind = Order::Shuffle;
+  // ThreadSanitizer (CUEMU_TSAN): its fiber contexts (fiber index mod kTsanContexts), the launching
+  // thread's, and the addresses its happens-before edges are attached to. Each barrier alternates
+  // between two addresses: a thread passes barrier k + 1 only after every thread has arrived there, so
+  // after every thread has acquired at barrier k; the clocks released at k + 1 never reach a thread
+  // still acquiring at k.
+  std::vector<void*> tsan_fibers;
+  void* tsan_host = nullptr;
+  struct TsanSync {
+    unsigned char block_start, block_end;
+    unsigned char barrier[64][2];          // by block slot
+    unsigned char cluster[2];
+    unsigned char warp[64][32][8][2];      // by block slot, warp and a hash of the __syncwarp mask
+  };
+  TsanSync* tsan_sync = new TsanSync{};
 };
 
 Emu& emu() {
@@ -287,6 +323,36 @@ std::uint64_t next_random(std::uint64_t& s) {
 
 void fiber_main();
 
+// ThreadSanitizer's side of a switch and of a happens-before edge (no-ops without it). Its runtime (GCC 12's)
+// takes at most 8128 threads, fibers included, and each barrier costs it time in proportion to the threads
+// it has seen, so the CUDA threads of a launch share kTsanContexts contexts: in the launches of more
+// threads at once (top-k's clusters of 1024-thread blocks), thread t of cluster block r and thread t of
+// block r + 1, r + 2, ... are one thread to it (named after block 0's in a report), and a race between
+// just those goes unseen (races inside a block are not affected).
+constexpr std::size_t kTsanContexts = 1024;
+void tsan_switch(Emu& e, const Fiber* to) {
+#if CUEMU_TSAN
+  void* const ctx = to ? e.tsan_fibers[static_cast<std::size_t>(to - e.fibers.data()) % kTsanContexts] : e.tsan_host;
+  __tsan_switch_to_fiber(ctx, __tsan_switch_to_fiber_no_sync);
+#else
+  (void)e, (void)to;
+#endif
+}
+void tsan_release(void* a) {
+#if CUEMU_TSAN
+  __tsan_release(a);
+#else
+  (void)a;
+#endif
+}
+void tsan_acquire(void* a) {
+#if CUEMU_TSAN
+  __tsan_acquire(a);
+#else
+  (void)a;
+#endif
+}
+
 // AddressSanitizer's side of a stack switch (no-ops without it): before, the stack to switch to (and
 // whether the one left is finished for good); after, back on a stack, that the switch ended.
 void asan_before_switch(Emu& e, void** fake_save, const Fiber* to);
@@ -299,6 +365,20 @@ void asan_after_switch(void* fake) {
 }
 
 void prepare_stack(Emu& e, std::size_t i) {
+#if CUEMU_TSAN
+  // The race-check build maps 64 stacks at a time and leaves their guard pages readable: a guard page
+  // splits the mapping in two, and with ThreadSanitizer's own mappings per region, the 16384 threads of a
+  // cluster launch would pass Linux's default limit of 65530 mappings (a stack overflow shows in the plain
+  // build, which runs the same kernels).
+  constexpr std::size_t kGroup = 64;
+  while (e.stacks.size() <= i) {
+    void* m = mmap(nullptr, kGroup * (kStackBytes + kPage), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) die("cannot map fiber stacks");
+    for (std::size_t j = 0; j < kGroup; ++j)
+      e.stacks.push_back(Stack{static_cast<unsigned char*>(m) + j * (kStackBytes + kPage)});
+  }
+#else
   while (e.stacks.size() <= i) {
     Stack s;
     void* m =
@@ -308,10 +388,20 @@ void prepare_stack(Emu& e, std::size_t i) {
     mprotect(s.base, kPage, PROT_NONE);  // overflow runs into this page
     e.stacks.push_back(s);
   }
+#endif
 }
 
 void start_fiber(Emu& e, Fiber& f, std::size_t i) {
   prepare_stack(e, i);
+#if CUEMU_TSAN
+  while (e.tsan_fibers.size() <= std::min(i, kTsanContexts - 1)) e.tsan_fibers.push_back(__tsan_create_fiber(0));
+  if (i < kTsanContexts) {
+    char name[96];
+    std::snprintf(name, sizeof name, "CUDA thread (%u,%u,%u) of block (%u,%u,%u)", f.c.thread_idx.x, f.c.thread_idx.y,
+                  f.c.thread_idx.z, f.c.block_idx.x, f.c.block_idx.y, f.c.block_idx.z);
+    __tsan_set_fiber_name(e.tsan_fibers[i], name);
+  }
+#endif
   // Stack tops staggered by 64 B per fiber (and 4 KiB per 64 fibers): at one common offset every fiber's
   // hot frames would fall into the same cache sets. At most 16 KiB of the 256 KiB go unused.
   unsigned char* top = e.stacks[i].base + kPage + kStackBytes - (i % 64) * 64 - ((i / 64) % 4) * 4096;
@@ -364,6 +454,7 @@ void note_scheduler_stack(Emu& e) {
 void resume(Emu& e, Fiber& f) {
   e.cur = &f;
   asan_before_switch(e, &e.sched_asan_fake, &f);
+  tsan_switch(e, &f);
 #if CUEMU_X86_SWITCH
   cuemu_switch(&e.sched_sp, f.sp);
 #else
@@ -389,6 +480,7 @@ void yield_to_scheduler(Emu& e) {
   }
   // A finished fiber's stack is left for good (its next use starts afresh): no fake stack to keep.
   asan_before_switch(e, f.state == State::Done ? nullptr : &f.asan_fake, next);
+  tsan_switch(e, next);
 #if CUEMU_X86_SWITCH
   if (next) {
     e.cur = next;
@@ -410,7 +502,9 @@ void yield_to_scheduler(Emu& e) {
 void fiber_main() {
   Emu& e = emu();
   asan_after_switch(nullptr);  // a fiber's first entry: no fake stack of its own yet
+  tsan_acquire(&e.tsan_sync->block_start);  // after what the host and the earlier blocks did
   e.launch->body(e.launch->launch);
+  tsan_release(&e.tsan_sync->block_end);
   e.cur->state = State::Done;
   ++e.arrivals;
   yield_to_scheduler(e);
@@ -682,11 +776,16 @@ unsigned cluster_num_blocks() {
 void cluster_sync() {
   Emu& e = emu();
   if (!e.cur) die("cluster barrier outside a kernel");
+  Fiber& f = *e.cur;
   // A launch without clusters is one of one-block clusters: with several blocks resident, a barrier of the
   // block (with one, the whole launch's barrier is the block's).
-  e.cur->state = e.launch->cluster == 1 && e.launch->slots > 1 ? State::AtBarrier : State::AtCluster;
+  f.state = e.launch->cluster == 1 && e.launch->slots > 1 ? State::AtBarrier : State::AtCluster;
+  unsigned char* sync = f.state == State::AtBarrier ? &e.tsan_sync->barrier[f.slot][f.tsan_barriers++ & 1]
+                                                    : &e.tsan_sync->cluster[f.tsan_clusters++ & 1];
+  tsan_release(sync);
   ++e.arrivals;
   yield_to_scheduler(e);
+  tsan_acquire(sync);
 }
 
 void* cluster_map_shared(void* p, unsigned rank) {
@@ -708,9 +807,13 @@ void* cluster_map_shared(void* p, unsigned rank) {
 void syncthreads() {
   Emu& e = emu();
   if (!e.cur) die("__syncthreads outside a kernel");
-  e.cur->state = State::AtBarrier;
+  Fiber& f = *e.cur;
+  f.state = State::AtBarrier;
+  unsigned char* sync = &e.tsan_sync->barrier[f.slot][f.tsan_barriers++ & 1];
+  tsan_release(sync);
   ++e.arrivals;
   yield_to_scheduler(e);
+  tsan_acquire(sync);
 }
 
 namespace {
@@ -731,8 +834,26 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
   f.out = out;
   f.arg = arg;
   f.state = State::AtWarp;
+  // __syncwarp orders the memory accesses of the lanes of its mask (shuffles and votes do not). Every
+  // lane of the mask takes part in each __syncwarp with that mask (else the emulator reports it), so the
+  // lanes count those calls alike: the count's parity picks the address, the mask's hash the pair.
+  unsigned char* sync = nullptr;
+  if (CUEMU_TSAN && fn == &syncwarp_fn) {
+    unsigned k = 0;
+    while (k < f.tsan_n_masks && f.tsan_masks[k] != mask) ++k;
+    if (k == f.tsan_n_masks) {
+      if (k == 8)
+        die("a thread used more than 8 different __syncwarp masks (the race check counts 8), in %s", where(e));
+      f.tsan_masks[k] = mask;
+      ++f.tsan_n_masks;
+    }
+    const unsigned h = (mask * 0x9E3779B1u) >> 29;
+    sync = &e.tsan_sync->warp[f.slot][f.warp][h][f.tsan_mask_calls[k]++ & 1];
+    tsan_release(sync);
+  }
   ++e.arrivals;
   yield_to_scheduler(e);
+  if (sync) tsan_acquire(sync);
 }
 
 void fatal_shfl_source(int lane, int src, unsigned mask) {
@@ -1112,6 +1233,13 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   const unsigned n = static_cast<unsigned>(threads);
   e.fibers.assign(static_cast<std::size_t>(n) * slots, Fiber{});
   note_scheduler_stack(e);
+#if CUEMU_TSAN
+  if (slots > 1 && cluster == 1)
+    die("kernel %s (%s:%d): %u blocks resident (CUEMU_RESIDENT) in a race-check build: their static __shared__ "
+        "arrays take turns at the same addresses, which the check would take for races; run it with one",
+        site.kernel, site.file, site.line, slots);
+  e.tsan_host = __tsan_get_current_fiber();
+#endif
   e.launch = &l;
   if (!e.regions_found) find_static_regions(e);
   const std::size_t static_bytes = e.static_bytes;
@@ -1180,8 +1308,10 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   const auto no_next = [](unsigned) { return false; };
   for (unsigned long long step = 0; step < n_clusters; ++step) {
     l.block_idx = cluster_at(step);
+    tsan_acquire(&e.tsan_sync->block_end);  // (race check) after the earlier blocks, the fills below
     for (unsigned r = 0; r < cluster; ++r) std::memset(l.smem + r * smem_span, 0xFF, smem);
     fill_static(e);
+    tsan_release(&e.tsan_sync->block_start);  // and the block after them and the host's work
     for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
     set_order(e, n, cluster);
     run_blocks(e, n, no_next);
@@ -1196,6 +1326,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
                 "dynamic shared memory only",
                 site.kernel, site.file, site.line, cluster, g.name.c_str());
   }
+  tsan_acquire(&e.tsan_sync->block_end);  // the host's next reads and launches come after the blocks
   e.launch = nullptr;
   check_slack(site);
 }

@@ -32,6 +32,14 @@
 // seen at once, so most inter-block races and
 // stale cached reads do not show), the accuracy of fast-math intrinsics (they are
 // computed exactly).
+//
+// Races inside a block: in the plain build, a missing barrier shows only when the run order exposes it
+// (CUEMU_ORDER, CUEMU_SEED). Built with ThreadSanitizer (make test-race) each CUDA thread is also a
+// ThreadSanitizer fiber whose only happens-before edges are CUDA's (__syncthreads, the cluster barrier,
+// __syncwarp among its mask, block start and end; not shuffles, votes or fences; atomics are relaxed), so
+// two threads' conflicting accesses to shared or device memory without a barrier between them are
+// reported whatever the order. Blocks still run one after another there (no races between blocks are
+// checked) and resident blocks are refused.
 #pragma once
 
 #define IP_CUEMU 1
@@ -129,14 +137,21 @@ void sleep();
 // __trap: the kernel stops the program with the thread that trapped (on a GPU the launch fails).
 [[noreturn]] void fatal_trap();
 
+// The collectives run in the emulator's own context (the scheduler's), outside every CUDA thread: in a
+// race-check build their copies between the lanes are not the kernel's accesses.
+#if defined(__SANITIZE_THREAD__)
+#define CUEMU_NO_RACE_CHECK __attribute__((no_sanitize_thread))
+#else
+#define CUEMU_NO_RACE_CHECK
+#endif
 // The shuffle collective: lane l gets the value of lane arg[l], which must be in the mask.
 template <class T>
-void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask) {
+CUEMU_NO_RACE_CHECK void shfl_fn(const void* const* in, void* const* out, const int* arg, unsigned mask) {
   for (int l = 0; l < 32; ++l) {
     if (!((mask >> l) & 1u)) continue;
     const int src = arg[l];
     if (src < 0 || src >= 32 || !((mask >> src) & 1u) || !in[src]) fatal_shfl_source(l, src, mask);
-    std::memcpy(out[l], in[src], sizeof(T));
+    __builtin_memcpy(out[l], in[src], sizeof(T));
   }
 }
 
@@ -287,12 +302,24 @@ void __stcg(T* p, T v) {
   *p = v;
 }
 
-// Atomics: fibers never interleave inside a function call, so plain read-modify-writes are atomic.
+// Atomics: fibers never interleave inside a function call, so plain read-modify-writes are atomic. In a
+// race-check build (ThreadSanitizer, make test-race) the load and store are relaxed atomic accesses, as
+// CUDA's atomics are: they never race with each other, order nothing else, and race with another thread's
+// plain access to the same address unless a barrier lies between them.
 namespace cuemu {
 template <class T, class F>
 T atomic_update(T* p, F f) {
+#if defined(__SANITIZE_THREAD__)
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::conditional_t<sizeof(T) == 4, std::uint32_t,
+                                                                                   std::uint16_t>>;
+  static_assert(sizeof(T) == sizeof(U), "atomics on 2, 4 or 8 bytes");
+  U* const q = reinterpret_cast<U*>(p);
+  const T old = std::bit_cast<T>(__atomic_load_n(q, __ATOMIC_RELAXED));
+  __atomic_store_n(q, std::bit_cast<U>(static_cast<T>(f(old))), __ATOMIC_RELAXED);
+#else
   const T old = *p;
   *p = f(old);
+#endif
   maybe_preempt(p);  // after the update: other blocks may see it before this thread goes on
   return old;
 }

@@ -29,6 +29,9 @@
 #                                     *DeviceMemory*, the last because the sanitizer's own device allocations
 #                                     change cudaMemGetInfo: 128 KiB more taken on the H200, 2026-12-04)
 #   GPU_CHECK_SANITIZER_ONLY=GLOB     test programs under the sanitizer (default gpu_*; e.g. gpu_topk_test)
+#   GPU_CHECK_SANITIZER_TOOL=memcheck compute-sanitizer's tool: memcheck, racecheck (shared-memory hazards
+#                                     between the threads of a block; the emulator's race check, make
+#                                     test-race, is its CPU stand-in), synccheck or initcheck
 #   GPU_CHECK_BENCH_ARGS=--quick      extra kernel_bench arguments (the full run is the default)
 #   GPU_CHECK_BENCH_REF=FILE          kernel_bench JSON to compare this run with (default: the last file in
 #                                     the table of bench/device-runs/README.md, else the last *-kernel_bench.json
@@ -77,6 +80,13 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 # machine: the tests took 86 s at -j4 on 2026-12-04, the two largest 25 s each).
 CTEST_JOBS=${GPU_CHECK_CTEST_JOBS:-$((JOBS / 2 > 8 ? 8 : (JOBS / 2 < 1 ? 1 : JOBS / 2)))}
 SAN_JOBS=${GPU_CHECK_SANITIZER_JOBS:-4}
+SAN_TOOL=${GPU_CHECK_SANITIZER_TOOL:-memcheck}
+case "$SAN_TOOL" in
+  memcheck) SAN_TOOL_ARGS=(--tool memcheck --leak-check no) ;;
+  racecheck | synccheck | initcheck) SAN_TOOL_ARGS=(--tool "$SAN_TOOL") ;;
+  *) echo "gpu-check: GPU_CHECK_SANITIZER_TOOL=$SAN_TOOL: expected memcheck, racecheck, synccheck or initcheck" >&2
+     exit 2 ;;
+esac
 CTEST_TIMEOUT=${GPU_CHECK_CTEST_TIMEOUT_S:-180}
 [[ "$CTEST_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: GPU_CHECK_CTEST_TIMEOUT_S='$CTEST_TIMEOUT' is not a whole number of seconds > 0" >&2; exit 1; }
 START=$(date +%s)
@@ -340,8 +350,8 @@ else
   fi
 fi
 
-# ---- 6. compute-sanitizer memcheck ------------------------------------------------------------------
-say "6/9 compute-sanitizer memcheck (time box ${SAN_BOX}s, filter '$SAN_FILTER')"
+# ---- 6. compute-sanitizer (memcheck unless GPU_CHECK_SANITIZER_TOOL says) -----------------------------
+say "6/9 compute-sanitizer $SAN_TOOL (time box ${SAN_BOX}s, filter '$SAN_FILTER')"
 t0=$(now)
 san=$(command -v compute-sanitizer || true)
 for d in "${CUDA_HOME:-}" /usr/local/cuda; do
@@ -371,7 +381,7 @@ else
     if ((box < 10)) || (($(left) < 150)); then notrun=$((notrun + 1)); continue; fi
     name=$(basename "$b")
     (
-      timeout "$box" "$san" --tool memcheck --leak-check no --error-exitcode 86 --print-limit 20 \
+      timeout "$box" "$san" "${SAN_TOOL_ARGS[@]}" --error-exitcode 86 --print-limit 20 \
         "$b" --gtest_filter="$SAN_FILTER" --gtest_brief=1 >"$OUT_DIR/sanitizer-$name.log" 2>&1
       echo $? >"$OUT_DIR/sanitizer-$name.rc"
     ) &
@@ -383,10 +393,10 @@ else
     rm -f "$OUT_DIR/sanitizer-$name.rc"
     if ((src == 0)); then clean=$((clean + 1))
     elif ((src == 124)); then timedout=$((timedout + 1)); echo "sanitizer: $name timed out"
-    else dirty=$((dirty + 1)); echo "sanitizer: $name failed (exit $src):"; grep -E 'ERROR SUMMARY|Invalid|FAILED' "$OUT_DIR/sanitizer-$name.log" | head -8
+    else dirty=$((dirty + 1)); echo "sanitizer: $name failed (exit $src):"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Invalid|FAILED' "$OUT_DIR/sanitizer-$name.log" | head -8
     fi
   done
-  figs="${#bins[@]} programs: $clean clean, $dirty with errors, $timedout timed out, $notrun not run (time box)"
+  figs="$SAN_TOOL, ${#bins[@]} programs: $clean clean, $dirty with errors, $timedout timed out, $notrun not run (time box)"
   if ((dirty)); then record sanitizer FAIL $(($(now) - t0)) "$figs"
   elif ((timedout + notrun)); then record sanitizer partial $(($(now) - t0)) "$figs"
   else record sanitizer ok $(($(now) - t0)) "$figs"

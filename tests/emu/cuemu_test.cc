@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -45,7 +46,16 @@ __global__ void mirror_without_barrier_kernel(int* out) {
   out[t] = s[n - 1 - t];
 }
 
+// Built for the race check (ThreadSanitizer, make test-race): two threads' conflicting accesses with no
+// barrier between them are reported as a data race (emu/cuemu.cc, CUEMU_TSAN).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kRaceCheck = true;
+#else
+constexpr bool kRaceCheck = false;
+#endif
+
 TEST(Cuemu, AMissingBarrierShowsAsWrongResults) {
+  if (kRaceCheck) GTEST_SKIP() << "the race-check build reports this race instead (CuemuDeathTest.ARaceWith...)";
   // Warps run one after another up to a barrier (in any CUEMU_ORDER), so the first warp to run reads
   // the other's slots before they are written: they still hold the 0xFF fill (-1).
   int* d = nullptr;
@@ -509,6 +519,7 @@ TEST(CuemuDeathTest, OutOfBoundsReadsAreReportedWithTheSanitizer) {
 // With several blocks resident, blocks that wait for each other run to the end, each with its own static
 // shared memory, at every number of resident blocks and block order (CUEMU_SEED varies the order).
 TEST(Cuemu, ResidentBlocksWaitForEachOther) {
+  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
   for (unsigned k : {2u, 3u, 5u, 16u}) {
     SCOPED_TRACE(::testing::Message() << k << " blocks resident");
     const unsigned before = cuemu::set_resident_blocks(k);
@@ -526,6 +537,7 @@ TEST(CuemuDeathTest, AWaitOnAnotherBlockWithOneBlockResidentIsReported) {
 }
 
 TEST(CuemuDeathTest, AWaitForWhatNoBlockDoesIsReported) {
+  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const unsigned before = cuemu::set_resident_blocks(4);
   unsigned* flag;
@@ -593,6 +605,7 @@ constexpr unsigned long long kTicketSum = 2080ull * (3 * 2 + 16);
 // turn before the last block's copy, so a ticket taken too early goes unseen there. With CUEMU_PREEMPT a device
 // atomic may end the block's turn, and the last block copies the sum before block 1 has added all of it.
 TEST(Cuemu, PreemptionAtAtomicsShowsATicketTakenTooEarly) {
+  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
   const double before = cuemu::set_preempt(0);
   const std::uint64_t preemptions0 = cuemu::counts().preemptions;
   for (unsigned long long v : ticket_sums(true, 8)) EXPECT_EQ(v, kTicketSum);  // unseen without preemption
@@ -630,6 +643,81 @@ TEST(Cuemu, PreemptionAtAtomicsShowsATicketTakenTooEarly) {
   cudaFree(out);
   cudaFree(ticket);
   cuemu::set_preempt(before);
+}
+
+// Lanes of one warp exchange values through shared memory, with or without __syncwarp between the
+// writes and the reads (without it, a race on a GPU with independent thread scheduling).
+__global__ void warp_exchange_kernel(int* out, bool sync) {
+  __shared__ int s[32];
+  const int lane = static_cast<int>(threadIdx.x);
+  s[lane] = lane * 3;
+  if (sync) __syncwarp();
+  out[lane] = s[31 - lane];
+}
+
+// Every thread adds into one of four shared counters (atomics: no race among themselves); after the
+// barrier thread 0 reads them.
+__global__ void shared_histogram_kernel(int* out) {
+  __shared__ int bins[4];
+  if (threadIdx.x < 4) bins[threadIdx.x] = 0;
+  __syncthreads();
+  atomicAdd(&bins[threadIdx.x % 4], 1);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int b = 0; b < 4; ++b) out[blockIdx.x * 4 + b] = bins[b];
+}
+
+// A shuffle orders no memory: a lane that writes shared memory, shuffles, and reads another lane's slot
+// races with that lane's write.
+__global__ void shuffle_is_no_barrier_kernel(int* out) {
+  __shared__ int s[32];
+  const int lane = static_cast<int>(threadIdx.x);
+  s[lane] = lane;
+  const int v = __shfl_sync(0xFFFFFFFFu, lane, (lane + 1) % 32);
+  out[lane] = s[v];
+}
+
+// What the race check accepts: barriers, __syncwarp and atomics, in every build (the values are checked
+// here; in the race-check build, any report would fail the program).
+TEST(Cuemu, BarriersSyncwarpAndAtomicsOrderEveryAccess) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * 96 * sizeof(int)), cudaSuccess);
+  IP_LAUNCH(3, 96, 96 * sizeof(int), nullptr, mirror_kernel)(d);
+  IP_LAUNCH(1, 32, 0, nullptr, warp_exchange_kernel)(d, true);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> h(32);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(h[l], (31 - l) * 3);
+  IP_LAUNCH(5, 100, 0, nullptr, shared_histogram_kernel)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  h.resize(20);
+  cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(h[i], 25);
+  cudaFree(d);
+}
+
+// In the race-check build a missing barrier is reported where it is, whatever order the threads ran in
+// (the plain build shows only what the order exposes: AMissingBarrierShowsAsWrongResults).
+TEST(CuemuDeathTest, RacesWithoutABarrierAreReportedByTheRaceCheck) {
+  if (!kRaceCheck) GTEST_SKIP() << "needs the race-check build (make test-race)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The child stops at its first report (the parent's own options are kept for the rest).
+  const char* old = std::getenv("TSAN_OPTIONS");
+  const std::string saved = old ? old : "";
+  setenv("TSAN_OPTIONS", (saved + " halt_on_error=1").c_str(), 1);
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int)), cudaSuccess);
+  EXPECT_DEATH(IP_LAUNCH(1, 64, 64 * sizeof(int), nullptr, mirror_without_barrier_kernel)(d),
+               "ThreadSanitizer: data race.*mirror_without_barrier_kernel");
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, warp_exchange_kernel)(d, false),
+               "ThreadSanitizer: data race.*warp_exchange_kernel");
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, shuffle_is_no_barrier_kernel)(d),
+               "ThreadSanitizer: data race.*shuffle_is_no_barrier_kernel");
+  if (old)
+    setenv("TSAN_OPTIONS", saved.c_str(), 1);
+  else
+    unsetenv("TSAN_OPTIONS");
+  cudaFree(d);
 }
 
 }  // namespace
