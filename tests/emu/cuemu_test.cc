@@ -55,7 +55,8 @@ constexpr bool kRaceCheck = false;
 #endif
 
 TEST(Cuemu, AMissingBarrierShowsAsWrongResults) {
-  if (kRaceCheck) GTEST_SKIP() << "the race-check build reports this race instead (CuemuDeathTest.ARaceWith...)";
+  if (kRaceCheck)
+    GTEST_SKIP() << "the race-check build reports this race instead (RacesWithoutABarrierAreReportedByTheRaceCheck)";
   // Warps run one after another up to a barrier (in any CUEMU_ORDER), so the first warp to run reads
   // the other's slots before they are written: they still hold the 0xFF fill (-1).
   int* d = nullptr;
@@ -678,7 +679,8 @@ __global__ void shuffle_is_no_barrier_kernel(int* out) {
 }
 
 // What the race check accepts: barriers, __syncwarp and atomics, in every build (the values are checked
-// here; in the race-check build, any report would fail the program).
+// here, mirror_kernel's in BarriersOrderSharedMemoryInEveryBlock; in the race-check build, any report
+// fails the program).
 TEST(Cuemu, BarriersSyncwarpAndAtomicsOrderEveryAccess) {
   int* d = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * 96 * sizeof(int)), cudaSuccess);
@@ -701,12 +703,12 @@ TEST(Cuemu, BarriersSyncwarpAndAtomicsOrderEveryAccess) {
 TEST(CuemuDeathTest, RacesWithoutABarrierAreReportedByTheRaceCheck) {
   if (!kRaceCheck) GTEST_SKIP() << "needs the race-check build (make test-race)";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int)), cudaSuccess);
   // The child stops at its first report (the parent's own options are kept for the rest).
   const char* old = std::getenv("TSAN_OPTIONS");
   const std::string saved = old ? old : "";
   setenv("TSAN_OPTIONS", (saved + " halt_on_error=1").c_str(), 1);
-  int* d = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int)), cudaSuccess);
   EXPECT_DEATH(IP_LAUNCH(1, 64, 64 * sizeof(int), nullptr, mirror_without_barrier_kernel)(d),
                "ThreadSanitizer: data race.*mirror_without_barrier_kernel");
   EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, warp_exchange_kernel)(d, false),
