@@ -65,7 +65,8 @@ std::vector<Index64> tokens_of_ranges(std::vector<std::pair<Index64, Index64>> r
 
 }  // namespace
 
-RequestResult run_request_extended(Backend& be, const Workload& w, const PipelineParams& p) {
+RequestResult run_request_extended(Backend& be, const Workload& w, const PipelineParams& p,
+                                   RequestReferences* refs) {
   validate_pipeline(p, w);
   const Index64 Tfull = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads(), A = p.append_per_step;
   const Index64 T0 = Tfull - Q * A;
@@ -103,7 +104,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   };
   AdaptiveIndex aidx;
   LocalBranch local;
-  std::vector<float> group_scores, token_scores, oracle_scores, step_mass, local_out, layer_out;
+  std::vector<float> group_scores, step_mass, local_out, layer_out;
 
   for (Index64 q = 0; q < Q; ++q) {
     StepRecord rec;
@@ -217,22 +218,19 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     rec.layer_output_error = rec.layer_mass_recall = kNaN;
     if (p.fidelity) {
       t0 = Clock::now();
-      token_scores.resize(T);
-      be.score_tokens(keys, iq, token_scores.data());
-      const auto exact = be.topk(token_scores.data(), T, p.topk_tokens);
+      StepReference own;  // without refs: this step's alone
+      StepReference& slot = refs ? refs->slot(q, p.topk_tokens) : own;
+      const StepReference& ref = step_reference(be, w, q, T, p.topk_tokens, slot);
       if (adaptive) {
         Index64 hit = 0;
-        for (std::int32_t t : exact) hit += std::binary_search(sel_tokens.begin(), sel_tokens.end(), Index64{t});
-        rec.token_recall = static_cast<double>(hit) / static_cast<double>(exact.size());
+        for (std::int32_t t : ref.exact) hit += std::binary_search(sel_tokens.begin(), sel_tokens.end(), Index64{t});
+        rec.token_recall = static_cast<double>(hit) / static_cast<double>(ref.exact.size());
       } else {
-        oracle_scores.resize(res.groups);
-        group_max_scores(token_scores.data(), T, G, oracle_scores.data());
-        const auto oracle = be.topk(oracle_scores.data(), res.groups, res.k_groups);
-        rec.token_recall = token_recall(sel, G, exact);
-        rec.block_recall = block_recall(sel, oracle);
+        rec.token_recall = token_recall(sel, G, ref.exact);
+        rec.block_recall = block_recall(sel, step_oracle(be, slot, G, res.k_groups));
       }
       if (w.has_attention()) {
-        const auto dense = be.attention(akeys, vals, w.attn_queries.slice(q), {}, true);
+        const AttentionOutput& dense = ref.dense;
         rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
         rec.output_error = output_error(sparse.out.mat(), dense.out.mat());
         rec.layer_mass_recall = hybrid ? attention_mass_recall(dense.probs.mat(), layer_tokens) : rec.mass_recall;
@@ -241,6 +239,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
                                   dense.out.mat())
                    : rec.output_error;
       }
+      if (refs) refs->settle(q, p.topk_tokens);
       rec.fidelity_ms = ms_since(t0);
     }
 

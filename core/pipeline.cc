@@ -75,29 +75,68 @@ void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::
   }
 }
 
-void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, MatrixView<const float> keys,
-                           std::span<const std::int32_t> sel, std::span<const Index64> sel_tokens, int G,
-                           Index64 topk_tokens, Index64 k_groups, MatrixView<const float> sparse_out,
-                           std::vector<float>& token_scores, std::vector<float>& oracle_scores, StepRecord& rec) {
-  const Index64 T = keys.rows, H = w.index_heads();
+std::size_t StepReference::bytes() const {
+  std::size_t b = token_scores.size() * sizeof(float) + exact.size() * sizeof(std::int32_t) + dense.out.bytes() +
+                  dense.probs.bytes();
+  for (const auto& [g, o] : oracle) b += o.size() * sizeof(std::int32_t);
+  return b;
+}
+
+std::size_t RequestReferences::bytes() const {
+  std::size_t b = 0;
+  for (const auto& [key, r] : steps) b += r.bytes();
+  return b;
+}
+
+void RequestReferences::settle(Index64 q, Index64 topk_tokens) {
+  if (static_cast<double>(bytes()) > max_bytes) steps.erase({q, topk_tokens});
+}
+
+const StepReference& step_reference(Backend& be, const Workload& w, Index64 q, Index64 T, Index64 topk_tokens,
+                                    StepReference& slot) {
+  if (slot.holds(T, topk_tokens)) return slot;
+  slot = StepReference{};
+  const Index64 H = w.index_heads();
   const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * H};
-  token_scores.resize(static_cast<std::size_t>(T));
-  oracle_scores.resize(static_cast<std::size_t>(num_groups(T, G)));
-  be.score_tokens(keys, iq, token_scores.data());
-  const auto exact = be.topk(token_scores.data(), T, topk_tokens);
-  group_max_scores(token_scores.data(), T, G, oracle_scores.data());
-  const auto oracle = be.topk(oracle_scores.data(), static_cast<Index64>(oracle_scores.size()), k_groups);
-  rec.token_recall = token_recall(sel, G, exact);
-  rec.block_recall = block_recall(sel, oracle);
+  slot.token_scores.resize(static_cast<std::size_t>(T));
+  be.score_tokens(w.index_keys.mat().rows_range(0, T), iq, slot.token_scores.data());
+  slot.exact = be.topk(slot.token_scores.data(), T, topk_tokens);
+  if (w.has_attention())
+    slot.dense = be.attention(w.attn_keys.mat().rows_range(0, T), w.values.mat().rows_range(0, T),
+                              w.attn_queries.slice(q), {}, true);
+  slot.tokens = T;
+  slot.topk_tokens = topk_tokens;
+  return slot;
+}
+
+const std::vector<std::int32_t>& step_oracle(Backend& be, StepReference& ref, int G, Index64 k_groups) {
+  IP_REQUIRE(ref.tokens > 0, "step_oracle: the reference holds no step");
+  auto it = ref.oracle.find({G, k_groups});
+  if (it == ref.oracle.end()) {
+    std::vector<float> group_scores(static_cast<std::size_t>(num_groups(ref.tokens, G)));
+    group_max_scores(ref.token_scores.data(), ref.tokens, G, group_scores.data());
+    it = ref.oracle
+             .emplace(std::pair{G, k_groups},
+                      be.topk(group_scores.data(), static_cast<Index64>(group_scores.size()), k_groups))
+             .first;
+  }
+  return it->second;
+}
+
+void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, std::span<const std::int32_t> sel,
+                           std::span<const Index64> sel_tokens, int G, Index64 topk_tokens, Index64 k_groups,
+                           MatrixView<const float> sparse_out, StepReference& ref, StepRecord& rec) {
+  const StepReference& r = step_reference(be, w, q, w.tokens(), topk_tokens, ref);
+  rec.token_recall = token_recall(sel, G, r.exact);
+  rec.block_recall = block_recall(sel, step_oracle(be, ref, G, k_groups));
   if (w.has_attention()) {
-    const auto dense = be.attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(q), {}, true);
-    rec.mass_recall = attention_mass_recall(dense.probs.mat(), sel_tokens);
-    rec.output_error = output_error(sparse_out, dense.out.mat());
+    rec.mass_recall = attention_mass_recall(r.dense.probs.mat(), sel_tokens);
+    rec.output_error = output_error(sparse_out, r.dense.out.mat());
   }
 }
 
-RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p) {
-  if (p.extended()) return run_request_extended(be, w, p);
+RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p, RequestReferences* refs) {
+  if (p.extended()) return run_request_extended(be, w, p, refs);
   validate_pipeline(p, w);
   const HeldInputs held(be);  // the workload, index, statistics and score buffers change only through `be`
   const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
@@ -118,7 +157,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   std::vector<float> query_ref;  // EMA of past queries (mean over heads); empty until one step has run
   std::vector<float> sim_ref(p.record_similarity ? D : 0), sim_row(p.record_similarity ? 2 * D : 0);
   if (p.record_similarity) res.selected_similarity.reserve(static_cast<std::size_t>(Q * res.k_groups));
-  std::vector<float> group_scores(res.groups), token_scores(T), oracle_scores(res.groups), step_mass(T);
+  std::vector<float> group_scores(res.groups), step_mass(T);
 
   be.stage_keys(keys, /*for_updates=*/false);  // on a device: pool_ms without the keys' upload
   for (Index64 q = 0; q < Q; ++q) {
@@ -170,9 +209,11 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     if (p.fidelity) {
       IP_RANGE(fidelity);
       t0 = Clock::now();
-      measure_step_fidelity(be, w, q, keys, sel, sel_tokens, G, p.topk_tokens, res.k_groups,
-                            w.has_attention() ? sparse.out.mat() : MatrixView<const float>(), token_scores,
-                            oracle_scores, rec);
+      StepReference own;  // without refs: this step's alone
+      measure_step_fidelity(be, w, q, sel, sel_tokens, G, p.topk_tokens, res.k_groups,
+                            w.has_attention() ? sparse.out.mat() : MatrixView<const float>(),
+                            refs ? refs->slot(q, p.topk_tokens) : own, rec);
+      if (refs) refs->settle(q, p.topk_tokens);
       rec.fidelity_ms = ms_since(t0);
     }
 

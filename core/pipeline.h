@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "core/adaptive.h"
@@ -84,21 +86,62 @@ struct RequestResult {
 void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::span<const Index64> sel_tokens,
                          Index64 T, std::vector<float>& step_mass);
 
-// The fidelity of step q's selection `sel` (group ids, best first, G tokens each; `sel_tokens` their tokens,
-// ascending) on `be`: token and block recall against the exact indexer (top-k of topk_tokens over `keys`)
-// and the block oracle (top-k_groups of each group's best token score) into rec.token_recall and
-// rec.block_recall; with an attention stage, attention-mass recall and the output error of `sparse_out`
-// ([Ha, Dv]) against dense attention into rec.mass_recall and rec.output_error. token_scores ([T]) and
-// oracle_scores are scratch. run_request and the batched runner (experiments/batched_run.cc) measure with it.
-void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, MatrixView<const float> keys,
-                           std::span<const std::int32_t> sel, std::span<const Index64> sel_tokens, int G,
-                           Index64 topk_tokens, Index64 k_groups, MatrixView<const float> sparse_out,
-                           std::vector<float>& token_scores, std::vector<float>& oracle_scores, StepRecord& rec);
+// What a step's fidelity is measured against. It depends on the workload, the step, the context length
+// and k, never on the index: the exact indexer's scores and top-k, the block oracle at each group size,
+// and dense attention. Points of a sweep that share a workload can share it (the runner does on the cpu
+// backend, whose results are the same bits on every call): the fidelity code fills a reference the first
+// time and reads it afterwards, so every metric is exactly what computing it again would give.
+struct StepReference {
+  Index64 tokens = 0, topk_tokens = 0;  // what it holds (0: nothing yet)
+  std::vector<float> token_scores;      // [tokens] the exact indexer's scores
+  std::vector<std::int32_t> exact;      // its top-topk_tokens token ids, in the backend's order
+  // by (G, k_groups): the top-k_groups groups of G tokens by their best token score
+  std::map<std::pair<int, Index64>, std::vector<std::int32_t>> oracle;
+  AttentionOutput dense;                // dense attention with probabilities (empty without an attention stage)
+  bool holds(Index64 T, Index64 k) const { return tokens == T && topk_tokens == k; }
+  std::size_t bytes() const;
+};
 
-RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p);
+// Step q's reference over the first T rows of the workload (T = w.tokens() unless the context grows):
+// `slot` itself when it holds (T, topk_tokens), else `slot` filled on `be` (scores, top-k, and dense
+// attention when the workload has one).
+const StepReference& step_reference(Backend& be, const Workload& w, Index64 q, Index64 T, Index64 topk_tokens,
+                                    StepReference& slot);
+// The block oracle of `ref` at group size G: the k_groups groups with the best token scores (computed on
+// `be` the first time and kept in ref.oracle).
+const std::vector<std::int32_t>& step_oracle(Backend& be, StepReference& ref, int G, Index64 k_groups);
+
+// A request's references over a sweep, by (step, topk_tokens), kept while they fit max_bytes: run_request
+// drops a step's reference again when keeping it would pass the limit (the next point computes it anew).
+struct RequestReferences {
+  std::map<std::pair<Index64, Index64>, StepReference> steps;
+  double max_bytes = 0;
+  std::size_t bytes() const;
+  // The slot for step q at k = topk_tokens (created empty when new).
+  StepReference& slot(Index64 q, Index64 topk_tokens) { return steps[{q, topk_tokens}]; }
+  // Drops the slot again when the references now take more than max_bytes.
+  void settle(Index64 q, Index64 topk_tokens);
+};
+
+// The fidelity of step q's selection `sel` (group ids, best first, G tokens each; `sel_tokens` their tokens,
+// ascending) on `be`: token and block recall against the exact indexer (top-k of topk_tokens over all of
+// `w`'s index keys) and the block oracle (top-k_groups of each group's best token score) into
+// rec.token_recall and rec.block_recall; with an attention stage, attention-mass recall and the output error
+// of `sparse_out` ([Ha, Dv]) against dense attention into rec.mass_recall and rec.output_error. Measured
+// against `ref` (step_reference: filled when it does not hold this step yet). run_request and the batched
+// runner (experiments/batched_run.cc) measure with it.
+void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, std::span<const std::int32_t> sel,
+                           std::span<const Index64> sel_tokens, int G, Index64 topk_tokens, Index64 k_groups,
+                           MatrixView<const float> sparse_out, StepReference& ref, StepRecord& rec);
+
+// `refs`, when given, are the request's references from earlier points on the same workload and backend
+// (results identical with or without them; see StepReference).
+RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p,
+                          RequestReferences* refs = nullptr);
 // Checks of the issue-7 parameters that need no workload (config validation runs them for every point).
 void validate_extended_params(const PipelineParams& p, bool has_attention);
 // The loop with the issue-7 features (core/decode.cc); run_request calls it when p.extended().
-RequestResult run_request_extended(Backend& backend, const Workload& w, const PipelineParams& p);
+RequestResult run_request_extended(Backend& backend, const Workload& w, const PipelineParams& p,
+                                   RequestReferences* refs = nullptr);
 
 }  // namespace ip

@@ -212,7 +212,6 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
   // Fidelity per request after the batch (request by request, so `fidelity` uploads each context once):
   // the exact indexer, the block oracle and dense attention, as the pipeline measures them.
   if (p.fidelity) {
-    std::vector<float> token_scores, oracle_scores;
     for (Index64 b = 0; b < B; ++b) {
       const Workload& w = reqs[static_cast<std::size_t>(b)];
       RequestResult& r = res[static_cast<std::size_t>(b)];
@@ -224,9 +223,9 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
         const std::span<const std::int32_t> sel(r.selected.data() + q * kg, static_cast<std::size_t>(kg));
         const auto sel_tokens = tokens_of_groups(sel, G, T);
         const std::vector<float>& o = outs[static_cast<std::size_t>(q)];
-        measure_step_fidelity(fidelity, w, q, w.index_keys.mat(), sel, sel_tokens, G, p.topk_tokens, kg,
-                              MatrixView<const float>(o.data() + b * Ha * Dv, Ha, Dv), token_scores, oracle_scores,
-                              rec);
+        StepReference ref;
+        measure_step_fidelity(fidelity, w, q, sel, sel_tokens, G, p.topk_tokens, kg,
+                              MatrixView<const float>(o.data() + b * Ha * Dv, Ha, Dv), ref, rec);
         rec.layer_output_error = rec.output_error;
         rec.layer_mass_recall = rec.mass_recall;
       }

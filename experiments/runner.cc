@@ -64,6 +64,18 @@ std::string source_key(const Point& p) {
 
 }  // namespace
 
+double CachedSource::input_bytes() const {
+  double b = 0;
+  for (const auto& w : requests) b += static_cast<double>(w.input_bytes());
+  return b;
+}
+
+double CachedSource::reference_bytes() const {
+  double b = 0;
+  for (const auto& r : references) b += static_cast<double>(r.bytes());
+  return b;
+}
+
 std::string cache_trace_path(const Point& p) {
   std::string path = p.cache_trace;
   const auto at = path.find("{index}");
@@ -136,7 +148,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (p.source == "synthetic") {
       shape = device_shape(p.workload);
     } else {
-      for (const auto& w : cache[source_key(p)])
+      for (const auto& w : cache[source_key(p)].requests)
         if (static_cast<double>(w.tokens()) >= shape.tokens) shape = device_shape(w);
     }
     plan = plan_backend(p.backend, shape, p.pipeline, query_device());
@@ -149,15 +161,16 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     return skip(fmt::format("estimated memory {:.1f} GiB exceeds the limit {:.1f} GiB (sweep.memory_limit)",
                             need / (1 << 30), memory_limit / (1 << 30)));
   const std::string wkey = source_key(p);
-  auto& reqs = cache[wkey];
+  CachedSource& src = cache[wkey];
+  auto& reqs = src.requests;
   if (reqs.empty()) {
     IP_RANGE(workload);
     IP_REQUIRE(p.source == "synthetic", "workload '{}' was not preloaded", p.source);
-    // Generated workloads kept for later points are dropped when, with them, this point would exceed
-    // the memory limit; a later point makes its workload again, bit for bit, from the same spec.
+    // Generated workloads kept for later points (with their fidelity references) are dropped when, with
+    // them, this point would exceed the memory limit; a later point makes its workload again, bit for bit,
+    // from the same spec.
     double kept = 0;
-    for (const auto& [k, ws] : cache)
-      for (const auto& w : ws) kept += static_cast<double>(w.input_bytes());
+    for (const auto& [k, s] : cache) kept += s.input_bytes() + s.reference_bytes();
     if (kept + need > memory_limit)
       for (auto it = cache.begin(); it != cache.end();)
         it = it->first != wkey && it->first.rfind("synthetic ", 0) == 0 ? cache.erase(it) : std::next(it);
@@ -196,7 +209,18 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   }
   out.device = backend->device();
   PointProfiler profiler(p);  // counters / kernel records (profile.*): wraps the backend when on
+  const Backend* unwrapped = backend.get();
   backend = profiler.wrap(std::move(backend));
+  // Fidelity references shared with the workload's other points: on the cpu (the same bits every time),
+  // not when a profiler records each backend call of the point.
+  const bool reuse = plan.backend == "cpu" && backend.get() == unwrapped && p.pipeline.fidelity;
+  if (reuse) {
+    src.references.resize(reqs.size());
+    double others = 0;  // everything the cache holds but these references
+    for (const auto& [k, s] : cache) others += s.input_bytes() + (k == wkey ? 0.0 : s.reference_bytes());
+    const double room = std::max(0.0, memory_limit - need - others);
+    for (auto& r : src.references) r.max_bytes = room / static_cast<double>(reqs.size());
+  }
   PipelineParams pipeline = p.pipeline;
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   std::vector<RequestResult> results;
@@ -210,8 +234,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
       results = run_batched(reqs, pipeline, *backend, why, on_step, &batched_forms);
       if (!why.empty()) return skip(why);
     } else {
-      for (const auto& w : reqs) {
-        results.push_back(run_request(*backend, w, pipeline));
+      for (std::size_t b = 0; b < reqs.size(); ++b) {
+        results.push_back(run_request(*backend, reqs[b], pipeline, reuse ? &src.references[b] : nullptr));
         // Only output.save_tensors reads a finished request's index rows: without it they go now, so B
         // requests hold one index at a time (estimate_point_bytes counts on it).
         if (!p.save_tensors) {
@@ -378,7 +402,7 @@ std::string devices_string() {
 void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
   for (const auto& p : points) {
     if (p.source == "synthetic") continue;
-    auto& reqs = cache[source_key(p)];
+    auto& reqs = cache[source_key(p)].requests;
     if (!reqs.empty()) continue;
     try {
       reqs.push_back(import_workload(p.source));

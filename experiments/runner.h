@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache_sim/trace.h"
+#include "core/pipeline.h"
 #include "experiments/config.h"
 #include "experiments/results.h"
 
@@ -24,8 +25,19 @@ struct RunOptions {
   const volatile std::sig_atomic_t* stop = nullptr;
 };
 
-// Workloads by source: generated requests keyed by their spec, imported files keyed by path.
-using WorkloadCache = std::map<std::string, std::vector<Workload>>;
+// A source's requests, and the fidelity references (core/pipeline.h, StepReference) that its points on
+// the cpu backend computed: the exact indexer and dense attention of each request's steps, the same for
+// every point on the workload, so later points read them instead of computing them again (their results
+// are the same bits; their wall_s is shorter). Kept while they fit sweep.memory_limit beside the point's
+// estimate; a step that does not fit is computed by every point as before.
+struct CachedSource {
+  std::vector<Workload> requests;
+  std::vector<RequestReferences> references;  // by request; empty until a cpu point has run
+  double input_bytes() const;                 // the requests' inputs
+  double reference_bytes() const;
+};
+// Sources by key: generated requests keyed by their spec, imported files keyed by path.
+using WorkloadCache = std::map<std::string, CachedSource>;
 
 // Imports (and so validates) every HDF5 source the points name, before any point runs.
 void preload_imports(const std::vector<Point>& points, WorkloadCache& cache);

@@ -3,6 +3,7 @@
 // index a from-scratch build gives; asynchronous updates score with the previous step's index; and
 // every new path gives the same bits on 1 and 2 threads.
 #include <cmath>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -372,6 +373,131 @@ TEST(Decode, InvalidCombinationsAreRejected) {
   p.adaptive.enabled = true;
   p.adaptive.budget_bytes_per_token = 16;
   EXPECT_IP_ERROR(ip::run_request(*cpu, w, p), "maxmin");
+}
+
+// The CPU backend, counting the calls that only the fidelity reference makes: exact scores and dense
+// attention (an attention call over no listed tokens).
+class CountsReferenceCalls final : public ip::Backend {
+ public:
+  int score_tokens_calls = 0, dense_calls = 0;
+  std::string name() const override { return "counts"; }
+  std::string device() const override { return "cpu"; }
+  void build_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s, const float* q,
+                   ip::PooledIndex& out) override {
+    in_->build_index(k, p, s, q, out);
+  }
+  void score_index(const ip::PooledIndex& index, const ip::IndexQuery& q, float* out) override {
+    in_->score_index(index, q, out);
+  }
+  void score_tokens(ip::MatrixView<const float> keys, const ip::IndexQuery& q, float* out) override {
+    ++score_tokens_calls;
+    in_->score_tokens(keys, q, out);
+  }
+  std::vector<std::int32_t> topk(const float* scores, ip::Index64 n, ip::Index64 k) override {
+    return in_->topk(scores, n, k);
+  }
+  ip::AttentionOutput attention(ip::MatrixView<const float> keys, ip::MatrixView<const float> values,
+                                ip::MatrixView<const float> queries, std::span<const ip::Index64> tokens,
+                                bool want_probs) override {
+    dense_calls += tokens.empty();
+    return in_->attention(keys, values, queries, tokens, want_probs);
+  }
+  void update_stats(ip::AccessStats& stats, std::span<const float> step_mass,
+                    std::span<const std::pair<ip::Index64, ip::Index64>> ranges) override {
+    in_->update_stats(stats, step_mass, ranges);
+  }
+  ip::RepoolCount update_index(ip::MatrixView<const float> k, const ip::PoolParams& p, const ip::AccessStats* s,
+                               const float* q, float tau, ip::IndexState& st) override {
+    return in_->update_index(k, p, s, q, tau, st);
+  }
+
+ private:
+  std::unique_ptr<ip::Backend> in_ = ip::make_cpu_backend(2);
+};
+
+// Points of a sweep on one workload share its fidelity reference (StepReference): a request run with the
+// references an earlier run filled computes no exact scores and no dense attention, and every metric is the
+// bits it has when computed afresh, whatever the scheme, group size, k, and loop (plain, hybrid, growing
+// context, adaptive groups).
+TEST(Decode, FidelityReferencesAreReusedAndChangeNoResult) {
+  struct Case {
+    std::string what;
+    int append;
+    ip::PipelineParams p;
+  };
+  std::vector<Case> cases;
+  for (int G : {2, 4}) cases.push_back({fmt::format("plain uniform G={}", G), 0, pipeline(Weighting::uniform, Precision::fp32, G)});
+  cases.push_back({"plain tfidf fp8 G=8", 0, pipeline(Weighting::tfidf, Precision::fp8, 8)});
+  cases.push_back({"plain k=512", 0, pipeline(Weighting::uniform, Precision::fp32, 4, 512)});
+  {
+    auto p = pipeline(Weighting::hybrid, Precision::int8);
+    p.hybrid.enabled = true;
+    p.hybrid.window = 700;
+    p.hybrid.combine = ip::parse_combine("gate:0.5");
+    cases.push_back({"hybrid layer", 0, p});
+  }
+  for (int G : {4, 2}) {
+    auto p = pipeline(Weighting::tfidf, Precision::fp32, G);
+    p.append_per_step = 3;
+    p.repool_tau = 0.05f;
+    cases.push_back({fmt::format("growing context G={}", G), 3, p});
+  }
+  {
+    auto p = pipeline(Weighting::tfidf, Precision::int8);
+    p.adaptive.enabled = true;
+    p.adaptive.budget_bytes_per_token = 9.0;
+    cases.push_back({"adaptive groups", 0, p});
+  }
+  const ip::Workload plain = workload(), growing = workload(3);
+  ip::RequestReferences refs_plain, refs_growing;
+  refs_plain.max_bytes = refs_growing.max_bytes = 1e12;
+  std::map<std::pair<int, ip::Index64>, int> runs_on;  // (append, k) -> earlier cases on it
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const ip::Workload& w = c.append ? growing : plain;
+    ip::RequestReferences& refs = c.append ? refs_growing : refs_plain;
+    CountsReferenceCalls fresh_be, shared_be;
+    const auto fresh = ip::run_request(fresh_be, w, c.p);
+    const auto shared = ip::run_request(shared_be, w, c.p, &refs);
+    expect_same(fresh, shared);
+    for (size_t q = 0; q < fresh.steps.size(); ++q) EXPECT_FALSE(std::isnan(shared.steps[q].token_recall)) << q;
+    const int Q = static_cast<int>(w.steps());
+    EXPECT_EQ(fresh_be.score_tokens_calls, Q);
+    EXPECT_EQ(fresh_be.dense_calls, Q);
+    const bool first = runs_on[{c.append, c.p.topk_tokens}]++ == 0;
+    EXPECT_EQ(shared_be.score_tokens_calls, first ? Q : 0);
+    EXPECT_EQ(shared_be.dense_calls, first ? Q : 0);
+  }
+  // Both k of the plain workload kept, one entry per step and k.
+  EXPECT_EQ(refs_plain.steps.size(), 2 * plain.steps());
+  EXPECT_GT(refs_plain.bytes(), 0u);
+}
+
+// References that would pass max_bytes are not kept: the next run computes them again, with the same bits.
+TEST(Decode, FidelityReferencesOverTheirByteLimitAreNotKept) {
+  const ip::Workload w = workload();
+  const auto p = pipeline(Weighting::uniform);
+  ip::RequestReferences refs;
+  refs.max_bytes = 0;
+  CountsReferenceCalls a, b;
+  const auto first = ip::run_request(a, w, p, &refs);
+  EXPECT_TRUE(refs.steps.empty());
+  const auto second = ip::run_request(b, w, p, &refs);
+  EXPECT_EQ(b.score_tokens_calls, static_cast<int>(w.steps()));
+  expect_same(first, second);
+  // Room for two steps' references: the first two are kept, the rest computed each time.
+  ip::RequestReferences some;
+  CountsReferenceCalls c, d;
+  some.max_bytes = 1e12;
+  ip::run_request(c, w, p, &some);
+  const double per_step = static_cast<double>(some.bytes()) / static_cast<double>(w.steps());
+  some.steps.clear();
+  some.max_bytes = 2.5 * per_step;
+  ip::run_request(c, w, p, &some);
+  EXPECT_EQ(some.steps.size(), 2u);
+  const auto third = ip::run_request(d, w, p, &some);
+  EXPECT_EQ(d.score_tokens_calls, static_cast<int>(w.steps()) - 2);
+  expect_same(first, third);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -111,6 +112,62 @@ TEST_F(RunnerTest, WithAResultsFileRowsKeepSummariesAndTheFileHoldsEveryPoint) {
   }
 }
 
+// Points on one workload share its fidelity reference on the cpu (the exact indexer and dense attention of
+// each step, computed by the first point): every fidelity metric, per point and per step, is the bits the
+// point gives alone. The cache keeps the references while they fit the memory limit and drops them with
+// their workload.
+TEST_F(RunnerTest, PointsOnOneWorkloadShareItsFidelityReferenceWithoutChangingAResult) {
+  const Sweep sw = sweep(
+      "backend = cpu\nthreads = 2\n[workload]\ntokens = 3000\nsteps = 3\nrequests = 2\nlength_spread = 0.5\n"
+      "[pool]\nweighting = uniform, tfidf\ngroup_size = 2, 4\n[hybrid]\nenabled = false, true\nwindow = 128\n"
+      "chunk = 32\n[select]\ntopk_tokens = 64, 256\n[cache]\nenabled = false\n");
+  ASSERT_EQ(sw.points.size(), 16u);
+  RunOptions ro;
+  ro.quiet = true;
+  WorkloadCache cache;
+  const auto rows = run_points(sw, sw.points, ro, cache, nullptr);
+  EXPECT_TRUE(cache.empty());  // the references left with their workload
+  ASSERT_EQ(rows.size(), sw.points.size());
+  auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(sw.points[i].key);
+    WorkloadCache fresh;
+    const PointRecord alone = run_point(sw.points[i], sw.memory_limit, fresh);
+    ASSERT_EQ(alone.summary.status, "ok") << alone.summary.reason;
+    EXPECT_GT(fresh.begin()->second.reference_bytes(), 0.0);  // kept for a later point
+    const PointSummary &a = rows[i].summary, &b = alone.summary;
+    EXPECT_TRUE(same(a.token_recall, b.token_recall));
+    EXPECT_TRUE(same(a.block_recall, b.block_recall));
+    EXPECT_TRUE(same(a.mass_recall, b.mass_recall));
+    EXPECT_TRUE(same(a.output_error, b.output_error));
+    EXPECT_TRUE(same(a.layer_output_error, b.layer_output_error));
+    EXPECT_TRUE(same(a.layer_mass_recall, b.layer_mass_recall));
+    ASSERT_EQ(rows[i].requests.size(), 2u);
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto &x = rows[i].requests[r].steps, &y = alone.requests[r].steps;
+      ASSERT_EQ(x.size(), y.size());
+      for (std::size_t q = 0; q < x.size(); ++q) {
+        EXPECT_TRUE(same(x[q].token_recall, y[q].token_recall)) << r << " " << q;
+        EXPECT_TRUE(same(x[q].block_recall, y[q].block_recall)) << r << " " << q;
+        EXPECT_TRUE(same(x[q].mass_recall, y[q].mass_recall)) << r << " " << q;
+        EXPECT_TRUE(same(x[q].output_error, y[q].output_error)) << r << " " << q;
+        EXPECT_TRUE(same(x[q].layer_output_error, y[q].layer_output_error)) << r << " " << q;
+      }
+    }
+  }
+  // No room beside the point's estimate and its workload: nothing kept, the same result.
+  const Point& p = sw.points[5];
+  WorkloadCache once;
+  ASSERT_EQ(run_point(p, 1e15, once).summary.status, "ok");
+  const double workload_bytes = once.begin()->second.input_bytes();
+  WorkloadCache tight;
+  const PointRecord t = run_point(p, estimate_point_bytes(p) + workload_bytes, tight);
+  ASSERT_EQ(t.summary.status, "ok") << t.summary.reason;
+  EXPECT_EQ(tight.begin()->second.reference_bytes(), 0.0);
+  EXPECT_TRUE(same(t.summary.mass_recall, rows[5].summary.mass_recall));
+  EXPECT_TRUE(same(t.summary.block_recall, rows[5].summary.block_recall));
+}
+
 // An imported workload has no gates of its own: each point gives it workload.gate_decay, gate_spread and
 // the seed's gates, as a generated request gets them, so the hybrid layer's local branch follows them.
 TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
@@ -145,7 +202,7 @@ TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
     const PointRecord r = run_point(p, 1e15, cache);
     ASSERT_EQ(r.summary.status, "ok") << r.summary.reason;
     ASSERT_EQ(cache.size(), 1u);
-    const ip::GateParams g = cache.begin()->second.at(0).gates, want = ip::gate_params(p.workload, 0);
+    const ip::GateParams g = cache.begin()->second.requests.at(0).gates, want = ip::gate_params(p.workload, 0);
     EXPECT_EQ(g.decay, want.decay);
     EXPECT_EQ(g.spread, 0.25f);
     EXPECT_EQ(g.seed, want.seed);
