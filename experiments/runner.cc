@@ -218,7 +218,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     src.references.resize(reqs.size());
     double others = 0;  // everything the cache holds but these references
     for (const auto& [k, s] : cache) others += s.input_bytes() + (k == wkey ? 0.0 : s.reference_bytes());
-    const double room = std::max(0.0, memory_limit - need - others);
+    // At most the workload's own size (a sweep of many steps would otherwise keep several times it).
+    const double room = std::min(src.input_bytes(), std::max(0.0, memory_limit - need - others));
     for (auto& r : src.references) r.max_bytes = room / static_cast<double>(reqs.size());
   }
   PipelineParams pipeline = p.pipeline;

@@ -29,7 +29,8 @@ struct RunOptions {
 // the cpu backend computed: the exact indexer and dense attention of each request's steps, the same for
 // every point on the workload, so later points read them instead of computing them again (their results
 // are the same bits; their wall_s is shorter). Kept while they fit sweep.memory_limit beside the point's
-// estimate; a step that does not fit is computed by every point as before.
+// estimate, and at most the requests' own bytes; a step that does not fit is computed by every point as
+// before.
 struct CachedSource {
   std::vector<Workload> requests;
   std::vector<RequestReferences> references;  // by request; empty until a cpu point has run

@@ -166,6 +166,15 @@ TEST_F(RunnerTest, PointsOnOneWorkloadShareItsFidelityReferenceWithoutChangingAR
   EXPECT_EQ(tight.begin()->second.reference_bytes(), 0.0);
   EXPECT_TRUE(same(t.summary.mass_recall, rows[5].summary.mass_recall));
   EXPECT_TRUE(same(t.summary.block_recall, rows[5].summary.block_recall));
+  // Many steps of small keys: the references would outgrow the workload; they stop at its size.
+  const Sweep many = sweep(
+      "backend = cpu\nthreads = 1\n[workload]\ntokens = 1Ki\ndim = 16\nattn_dim = 16\nvalue_dim = 16\n"
+      "steps = 64\n[select]\ntopk_tokens = 64\n[cache]\nenabled = false\n");
+  WorkloadCache small;
+  ASSERT_EQ(run_point(many.points[0], 1e15, small).summary.status, "ok");
+  const CachedSource& src = small.begin()->second;
+  EXPECT_GT(src.reference_bytes(), 0.5 * src.input_bytes());
+  EXPECT_LE(src.reference_bytes(), src.input_bytes());
 }
 
 // An imported workload has no gates of its own: each point gives it workload.gate_decay, gate_spread and
