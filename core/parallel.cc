@@ -12,8 +12,22 @@ std::atomic<int> g_threads{0};
 void set_num_threads(int n) { g_threads = n < 0 ? 0 : n; }
 
 int num_threads() {
+  if (const int share = detail::task_threads(); share > 0) return share;
   const int n = g_threads.load();
   return n > 0 ? n : omp_get_max_threads();
 }
+
+int hardware_threads() { return omp_get_max_threads(); }
+
+namespace detail {
+int& task_threads() {
+  thread_local int share = 0;
+  return share;
+}
+
+void allow_nested_parallelism() {
+  if (omp_get_max_active_levels() < 2) omp_set_max_active_levels(2);
+}
+}  // namespace detail
 
 }  // namespace ip

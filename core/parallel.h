@@ -10,9 +10,18 @@
 
 namespace ip {
 
-// Threads used by the CPU backend (0 = all hardware threads). Process-wide.
+// Threads used by the CPU backend (0 = all hardware threads). Process-wide; inside parallel_tasks, a
+// task's own share.
 void set_num_threads(int n);
 int num_threads();
+// What 0 threads means: OpenMP's default (all hardware threads unless OMP_NUM_THREADS says otherwise).
+int hardware_threads();
+
+namespace detail {
+// parallel_tasks: this thread's share while it runs a task (0: none, num_threads() is the process-wide one).
+int& task_threads();
+void allow_nested_parallelism();
+}  // namespace detail
 
 // Calls fn(begin, end) over [0, n) in chunks of `chunk` items, in parallel.
 template <class Fn>
@@ -39,6 +48,42 @@ void parallel_for(std::int64_t n, std::int64_t chunk, Fn&& fn) {
         error = std::current_exception();
       }
     }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Calls fn(i) for every i in [0, n), min(n, num_threads() / threads_per_task) of them at once (at least
+// one), each task's own parallel_for calls on threads_per_task threads (num_threads() says so inside it).
+// Since parallel_for's chunks never depend on the thread count, every task gives the bits it gives alone.
+// The lowest task's exception is rethrown after all have run.
+template <class Fn>
+void parallel_tasks(std::int64_t n, int threads_per_task, Fn&& fn) {
+  if (n <= 0) return;
+  threads_per_task = std::clamp(threads_per_task, 1, num_threads());
+  const int at_once = static_cast<int>(std::min<std::int64_t>(n, std::max(1, num_threads() / threads_per_task)));
+  std::exception_ptr error;
+  std::int64_t error_task = n;
+  auto run = [&](std::int64_t i) {
+    int& share = detail::task_threads();
+    const int before = share;
+    share = threads_per_task;
+    try {
+      fn(i);
+    } catch (...) {
+#pragma omp critical(ip_parallel_error)
+      if (i < error_task) {
+        error_task = i;
+        error = std::current_exception();
+      }
+    }
+    share = before;
+  };
+  if (at_once <= 1) {
+    for (std::int64_t i = 0; i < n; ++i) run(i);
+  } else {
+    if (threads_per_task > 1) detail::allow_nested_parallelism();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(at_once)
+    for (std::int64_t i = 0; i < n; ++i) run(i);
   }
   if (error) std::rethrow_exception(error);
 }

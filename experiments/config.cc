@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace ip::exp {
 namespace {
@@ -144,6 +145,14 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) {
          p.threads = parse_i32(v);
          IP_REQUIRE(p.threads >= 0, "threads must be >= 0");
+       }},
+      {"threads_per_request", "0",
+       "0: a point's requests run one after another, each on all threads; N >= 1: threads / N requests at once,\n"
+       "                                          each on N threads (cpu backend; the same results, stage times measured\n"
+       "                                          while the other requests run)",
+       [](P& p, const std::string& v) {
+         p.threads_per_request = parse_i32(v);
+         IP_REQUIRE(p.threads_per_request >= 0, "threads_per_request must be >= 0");
        }},
       {"workload.source", "synthetic",
        "'synthetic' (the generator below) or the path of an HDF5 file with index_keys [T,D], index_queries\n"
@@ -699,7 +708,8 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   // elsewhere, on another thread count or split into shards keeps its id).
   std::string canon;
   for (const auto& s : sw.settings) {
-    if (s.key.rfind("output.", 0) == 0 || s.key == "threads") continue;  // they do not change results
+    if (s.key.rfind("output.", 0) == 0 || s.key == "threads" || s.key == "threads_per_request")
+      continue;  // they do not change results
     canon += s.key + "=";
     for (const auto& v : s.values) canon += v + ",";
     canon += "\n";
@@ -764,11 +774,16 @@ double estimate_point_bytes(const Point& p) {
   const int G = p.pipeline.pool.weights.scheme == Weighting::exact ? 1 : p.pipeline.pool.group_size;
   const double rows = std::ceil(T / G) * rows_per_group(p.pipeline.pool.weights.scheme);
   const double index = rows * (s.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision));
+  // Requests under way at once: threads_per_request on the cpu runs several, each with its own arrays.
+  const int threads = p.threads > 0 ? p.threads : hardware_threads();
+  const double at_once = p.threads_per_request > 0 && p.backend != "cuda"
+                             ? std::min(B, static_cast<double>(std::max(1, threads / p.threads_per_request)))
+                             : 1.0;
   // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities.
-  const double work = T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads);
+  const double work = at_once * (T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads));
   // output.save_tensors keeps every request's index until the point ends, and writes it dequantized
   // (float32); otherwise the runner frees each request's index when the request is done.
-  const double kept = p.save_tensors ? B * index + B * rows * s.dim * 4.0 : index;
+  const double kept = p.save_tensors ? B * index + B * rows * s.dim * 4.0 : at_once * index;
   // Per request and decode step: the queries and head weights. Per selected group and step: its id and
   // attention mass (and similarity for cache.relevance = cosine); with the cache model on, one trace
   // access (sizeof(cache::Access) = 24 B) and, for the OPT bound, its next use (8 B). Measured: 4.19M

@@ -19,6 +19,9 @@ namespace ip::exp {
 struct Point {
   std::string backend = "cpu";  // cpu | cuda | auto
   int threads = 0;              // CPU threads, 0 = all
+  // threads_per_request: 0 runs the point's requests one after another, each on all `threads`; N >= 1 runs
+  // threads / N of them at once on the cpu backend, each on N threads (the same bits either way).
+  int threads_per_request = 0;
   std::string source = "synthetic";
   WorkloadSpec workload;
   PipelineParams pipeline;

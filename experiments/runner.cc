@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 #include "core/backend.h"
@@ -174,7 +175,14 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (kept + need > memory_limit)
       for (auto it = cache.begin(); it != cache.end();)
         it = it->first != wkey && it->first.rfind("synthetic ", 0) == 0 ? cache.erase(it) : std::next(it);
-    for (int b = 0; b < p.workload.requests; ++b) reqs.push_back(generate_request(p.workload, b));
+    // The point's threads make the requests; several at once when there are several (each request is
+    // the same bits whatever the thread count).
+    set_num_threads(p.threads);
+    const int B = p.workload.requests;
+    reqs.resize(static_cast<std::size_t>(B));
+    parallel_tasks(B, std::max(1, num_threads() / B), [&](std::int64_t b) {
+      reqs[static_cast<std::size_t>(b)] = generate_request(p.workload, static_cast<int>(b));
+    });
   }
   // An imported workload has no gates of its own: the point's workload.gate_decay, gate_spread and seed
   // give them (set per point, since points share the import).
@@ -235,17 +243,30 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
       results = run_batched(reqs, pipeline, *backend, why, on_step, &batched_forms);
       if (!why.empty()) return skip(why);
     } else {
-      for (std::size_t b = 0; b < reqs.size(); ++b) {
-        results.push_back(run_request(*backend, reqs[b], pipeline, reuse ? &src.references[b] : nullptr));
-        // Only output.save_tensors reads a finished request's index rows: without it they go now, so B
-        // requests hold one index at a time (estimate_point_bytes counts on it).
+      // threads_per_request: several requests at once on the cpu (the backend holds no state of its own;
+      // not under a profiler's wrapper, which records one call at a time).
+      const int per_request = plan.backend == "cpu" && backend.get() == unwrapped ? p.threads_per_request : 0;
+      results.resize(reqs.size());
+      std::mutex progress;
+      std::size_t done = 0;
+      const auto run_one = [&](std::int64_t i) {
+        const std::size_t b = static_cast<std::size_t>(i);
+        RequestResult r = run_request(*backend, reqs[b], pipeline, reuse ? &src.references[b] : nullptr);
+        // Only output.save_tensors reads a finished request's index rows: without it they go now, so the
+        // requests under way hold one index each (estimate_point_bytes counts on it).
         if (!p.save_tensors) {
-          QuantizedMatrix& q = results.back().index.rows;
-          std::vector<std::uint8_t>().swap(q.payload);
-          std::vector<float>().swap(q.scales);
+          std::vector<std::uint8_t>().swap(r.index.rows.payload);
+          std::vector<float>().swap(r.index.rows.scales);
         }
-        if (on_request) on_request(results.size(), reqs.size(), "request");
-      }
+        results[b] = std::move(r);
+        const std::lock_guard<std::mutex> lock(progress);
+        ++done;
+        if (on_request) on_request(done, reqs.size(), "request");
+      };
+      if (per_request > 0)
+        parallel_tasks(static_cast<std::int64_t>(reqs.size()), per_request, run_one);
+      else
+        for (std::size_t b = 0; b < reqs.size(); ++b) run_one(static_cast<std::int64_t>(b));
     }
   } catch (const Error& e) {
     // A device allocation that fails despite the estimate skips the point; any other error stops the run.

@@ -426,7 +426,8 @@ TEST(Decode, FidelityReferencesAreReusedAndChangeNoResult) {
     ip::PipelineParams p;
   };
   std::vector<Case> cases;
-  for (int G : {2, 4}) cases.push_back({fmt::format("plain uniform G={}", G), 0, pipeline(Weighting::uniform, Precision::fp32, G)});
+  for (int G : {2, 4})
+    cases.push_back({fmt::format("plain uniform G={}", G), 0, pipeline(Weighting::uniform, Precision::fp32, G)});
   cases.push_back({"plain tfidf fp8 G=8", 0, pipeline(Weighting::tfidf, Precision::fp8, 8)});
   cases.push_back({"plain k=512", 0, pipeline(Weighting::uniform, Precision::fp32, 4, 512)});
   {

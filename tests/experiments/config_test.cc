@@ -316,7 +316,13 @@ TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {
   const auto a = load_sweep(write("[pool]\ngroup_size = 2, 4\n[output]\npath = a.h5\n"));
   const auto b = load_sweep(write("threads = 3\n[pool]\ngroup_size = 2, 4\n[output]\npath = b.h5\n"));
   const auto c = load_sweep(write("[pool]\ngroup_size = 2, 8\n"));
+  const auto d = load_sweep(write("threads_per_request = 1\n[pool]\ngroup_size = 2, 4\n"));
   EXPECT_EQ(a.sweep_id, b.sweep_id);
+  EXPECT_EQ(a.sweep_id, d.sweep_id);
+  EXPECT_EQ(d.points[0].threads_per_request, 1);
+  const std::string bad = error_of(write("threads_per_request = -1\n"));
+  EXPECT_NE(bad.find("threads_per_request"), std::string::npos) << bad;
+  EXPECT_NE(bad.find(":1:"), std::string::npos) << bad;
   EXPECT_NE(a.sweep_id, c.sweep_id);
   EXPECT_EQ(a.sweep_id.size(), 16u);
 }

@@ -177,6 +177,61 @@ TEST_F(RunnerTest, PointsOnOneWorkloadShareItsFidelityReferenceWithoutChangingAR
   EXPECT_LE(src.reference_bytes(), src.input_bytes());
 }
 
+// threads_per_request runs a point's requests several at once on the cpu: the same bits as one after
+// another (every metric, per step, and the selections), progress counts up to the number of requests,
+// and the memory estimate counts the requests under way.
+TEST_F(RunnerTest, RequestsRunConcurrentlyWithThreadsPerRequestAndGiveTheSameBits) {
+  const std::string base =
+      "backend = cpu\nthreads = 2\n[workload]\ntokens = 5000\nsteps = 3\nrequests = 5\nlength_spread = 0.5\n"
+      "[pool]\nweighting = tfidf\n[hybrid]\nenabled = false, true\nwindow = 128\nchunk = 32\n[select]\n"
+      "topk_tokens = 128\n[output]\nsave_tensors = true\n";
+  const Sweep one_by_one = sweep(base), concurrent = sweep("threads_per_request = 1\n" + base);
+  ASSERT_EQ(concurrent.points.size(), 2u);
+  auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(concurrent.points[i].key);
+    WorkloadCache c1, c2;
+    const PointRecord a = run_point(one_by_one.points[i], 1e15, c1);
+    std::vector<std::size_t> done;
+    const PointRecord b = run_point(concurrent.points[i], 1e15, c2,
+                                    [&](std::size_t d, std::size_t t, std::string_view) {
+                                      EXPECT_EQ(t, 5u);
+                                      done.push_back(d);
+                                    });
+    ASSERT_EQ(b.summary.status, "ok") << b.summary.reason;
+    EXPECT_EQ(done, (std::vector<std::size_t>{1, 2, 3, 4, 5}));
+    EXPECT_TRUE(same(a.summary.token_recall, b.summary.token_recall));
+    EXPECT_TRUE(same(a.summary.block_recall, b.summary.block_recall));
+    EXPECT_TRUE(same(a.summary.mass_recall, b.summary.mass_recall));
+    EXPECT_TRUE(same(a.summary.output_error, b.summary.output_error));
+    EXPECT_TRUE(same(a.summary.layer_output_error, b.summary.layer_output_error));
+    EXPECT_TRUE(same(a.summary.cache_hit_rate, b.summary.cache_hit_rate));
+    EXPECT_TRUE(same(a.summary.index_bytes_per_token, b.summary.index_bytes_per_token));
+    ASSERT_EQ(a.requests.size(), 5u);
+    ASSERT_EQ(b.requests.size(), 5u);
+    for (std::size_t r = 0; r < 5; ++r) {
+      EXPECT_EQ(a.requests[r].selected, b.requests[r].selected) << r;
+      EXPECT_EQ(a.requests[r].composite_keys.size(), b.requests[r].composite_keys.size()) << r;
+      EXPECT_EQ(std::memcmp(a.requests[r].composite_keys.data(), b.requests[r].composite_keys.data(),
+                            a.requests[r].composite_keys.bytes()), 0) << r;
+      ASSERT_EQ(a.requests[r].steps.size(), b.requests[r].steps.size());
+      for (std::size_t q = 0; q < a.requests[r].steps.size(); ++q) {
+        EXPECT_TRUE(same(a.requests[r].steps[q].mass_recall, b.requests[r].steps[q].mass_recall)) << r << " " << q;
+        EXPECT_TRUE(same(a.requests[r].steps[q].layer_output_error, b.requests[r].steps[q].layer_output_error))
+            << r << " " << q;
+      }
+    }
+  }
+  // Two requests under way at once on two threads: their per-request arrays twice (save_tensors off).
+  const Sweep plain = sweep("backend = cpu\nthreads = 2\n[workload]\ntokens = 64Ki\nrequests = 4\n"),
+              two = sweep("backend = cpu\nthreads = 2\nthreads_per_request = 1\n[workload]\ntokens = 64Ki\n"
+                          "requests = 4\n"),
+              halves = sweep("backend = cpu\nthreads = 2\nthreads_per_request = 2\n[workload]\ntokens = 64Ki\n"
+                             "requests = 4\n");
+  EXPECT_GT(estimate_point_bytes(two.points[0]), estimate_point_bytes(plain.points[0]));
+  EXPECT_EQ(estimate_point_bytes(halves.points[0]), estimate_point_bytes(plain.points[0]));  // one at a time
+}
+
 // An imported workload has no gates of its own: each point gives it workload.gate_decay, gate_spread and
 // the seed's gates, as a generated request gets them, so the hybrid layer's local branch follows them.
 TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
