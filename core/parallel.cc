@@ -25,6 +25,15 @@ int& task_threads() {
   return share;
 }
 
+int& fork_level() {
+  thread_local int level = 0;
+  return level;
+}
+
+int nesting_level() { return omp_get_level(); }
+
+bool may_fork() { return omp_get_level() == fork_level(); }
+
 void allow_nested_parallelism() {
   if (omp_get_max_active_levels() < 2) omp_set_max_active_levels(2);
 }

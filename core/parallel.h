@@ -20,6 +20,11 @@ int hardware_threads();
 namespace detail {
 // parallel_tasks: this thread's share while it runs a task (0: none, num_threads() is the process-wide one).
 int& task_threads();
+// The OpenMP nesting level at which this thread's parallel_for may start threads: 0, or inside a task the
+// task's level (a parallel_for inside another one's chunk runs on its thread, whatever OMP_NESTED says).
+int& fork_level();
+int nesting_level();  // omp_get_level()
+bool may_fork();
 void allow_nested_parallelism();
 }  // namespace detail
 
@@ -30,7 +35,7 @@ void parallel_for(std::int64_t n, std::int64_t chunk, Fn&& fn) {
   chunk = std::max<std::int64_t>(1, chunk);
   const std::int64_t chunks = (n + chunk - 1) / chunk;
   const int threads = static_cast<int>(std::min<std::int64_t>(num_threads(), chunks));
-  if (threads <= 1) {
+  if (threads <= 1 || !detail::may_fork()) {
     for (std::int64_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
     return;
   }
@@ -64,9 +69,10 @@ void parallel_tasks(std::int64_t n, int threads_per_task, Fn&& fn) {
   std::exception_ptr error;
   std::int64_t error_task = n;
   auto run = [&](std::int64_t i) {
-    int& share = detail::task_threads();
-    const int before = share;
+    int &share = detail::task_threads(), &level = detail::fork_level();
+    const int before = share, before_level = level;
     share = threads_per_task;
+    level = detail::nesting_level();
     try {
       fn(i);
     } catch (...) {
@@ -77,6 +83,7 @@ void parallel_tasks(std::int64_t n, int threads_per_task, Fn&& fn) {
       }
     }
     share = before;
+    level = before_level;
   };
   if (at_once <= 1) {
     for (std::int64_t i = 0; i < n; ++i) run(i);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -67,6 +68,32 @@ TEST_F(ParallelTasks, EveryTaskRunsAndTheLowestTasksExceptionIsRethrown) {
   }
   EXPECT_EQ(std::accumulate(ran.begin(), ran.end(), 0), 9);
   EXPECT_EQ(ip::num_threads(), 2);
+}
+
+// A parallel_for inside another's chunk (or inside a task's) runs on that chunk's thread: nesting never
+// multiplies the threads, whatever OMP_NESTED or an earlier parallel_tasks left in OpenMP's settings.
+TEST_F(ParallelTasks, AParallelForInsideAnotherRunsOnItsThread) {
+  ip::set_num_threads(4);
+  ip::parallel_tasks(2, 2, [](std::int64_t) {});  // raised OpenMP's nesting limit
+  for (int per_task : {0, 1, 2}) {
+    std::vector<int> foreign(8, -1);
+    auto outer = [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const auto me = std::this_thread::get_id();
+        int other = 0;
+        ip::parallel_for(64, 1, [&](std::int64_t, std::int64_t) { other += std::this_thread::get_id() != me; });
+        foreign[static_cast<std::size_t>(i)] = other;
+      }
+    };
+    if (per_task == 0) {
+      ip::parallel_for(8, 1, outer);
+    } else {  // per_task 2: two tasks at once, each parallel_for on two threads, the inner ones on one
+      ip::parallel_tasks(4, per_task, [&](std::int64_t t) {
+        ip::parallel_for(2, 1, [&](std::int64_t b, std::int64_t e) { outer(2 * t + b, 2 * t + e); });
+      });
+    }
+    for (int f : foreign) EXPECT_EQ(f, 0) << per_task;
+  }
 }
 
 }  // namespace
