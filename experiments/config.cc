@@ -800,4 +800,20 @@ double estimate_point_bytes(const Point& p) {
   return workload + kept + work + queries + B * Q * k_groups * per_selection + outputs;
 }
 
+double estimate_reference_bytes(const Point& p) {
+  if (p.backend == "cuda" || !p.pipeline.fidelity || p.source != "synthetic") return 0.0;
+  const WorkloadSpec& s = p.workload;
+  const double T = static_cast<double>(s.tokens + static_cast<Index64>(s.steps) * s.append_per_step), B = s.requests;
+  // The cap: the requests' arrays (Workload::input_bytes, as the runner counts them).
+  const double queries = static_cast<double>(s.steps) * 4.0 *
+                         (s.index_heads * (s.dim + 1.0) + (s.attn_dim > 0 ? s.attn_heads * s.attn_dim : 0));
+  const double workload = B * (T * 4.0 * (s.dim + s.attn_dim + (s.attn_dim > 0 ? s.value_dim : 0)) + queries);
+  // Per request and step: the token scores, the top-k ids, each group size's oracle, and with attention the
+  // dense probabilities [Ha, T] and output [Ha, Dv].
+  const int heads = s.attn_dim > 0 ? std::max(1, s.attn_heads) : 0;
+  const double k = static_cast<double>(p.pipeline.topk_tokens);
+  const double step = T * 4.0 + 2.0 * k * 4.0 + heads * (T + s.value_dim) * 4.0;
+  return std::min(workload, B * s.steps * step);
+}
+
 }  // namespace ip::exp

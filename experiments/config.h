@@ -90,6 +90,11 @@ std::pair<int, int> parse_shard(const std::string& spec);
 
 // Estimated peak bytes of running point p (workload arrays of every request, index, scores, attention).
 double estimate_point_bytes(const Point& p);
+// The most that the fidelity references of p's workload (core/pipeline.h, StepReference: each request's
+// exact scores and top-k and dense attention per step, kept on the cpu backend for the workload's later
+// points) can take beyond the estimate: at most the workload's own arrays, and the runner keeps them only
+// while they fit sweep.memory_limit beside the running point's estimate. 0 on cuda or with fidelity off.
+double estimate_reference_bytes(const Point& p);
 
 // "--help-config" text: every key with its default and help.
 std::string describe_keys();

@@ -245,7 +245,9 @@ int cmd_list(const std::vector<std::string>& args) {
   const auto points = shard_points(sweep, shard, shards);
   std::cout << fmt::format("# {} of {} points (shard {}/{}), sweep id {}\n", points.size(), sweep.points.size(), shard,
                            shards, sweep.sweep_id);
+  double references = 0;
   for (const auto& p : points) {
+    references = std::max(references, estimate_reference_bytes(p));
     const double mem = estimate_point_bytes(p);
     std::string note = fmt::format("host ~{:.2f} GiB", mem / (1 << 30));
     if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
@@ -255,6 +257,10 @@ int cmd_list(const std::vector<std::string>& args) {
       note += device_note(p);
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
   }
+  if (references > 0)
+    std::cout << fmt::format("# and on the cpu up to {:.2f} GiB of fidelity references a workload keeps for its later "
+                             "points (only while within sweep.memory_limit)\n",
+                             references / (1 << 30));
   return 0;
 }
 

@@ -361,6 +361,18 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(batched_no_fid.points[0]),
                    ip::exp::estimate_point_bytes(no_fid.points[0]));
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(cpu_batched.points[0]), ip::exp::estimate_point_bytes(off.points[0]));
+  // The fidelity references a workload may keep beside the estimate: on the cpu with fidelity on, per step a
+  // score and (4 attention heads) four probabilities per token; at most the workload's arrays.
+  const auto r = load_sweep(write("[workload]\ntokens = 64Ki\nsteps = 4\n[select]\nfidelity = true, false\n"));
+  const double refs = estimate_reference_bytes(r.points[0]);
+  EXPECT_NEAR(refs, 4.0 * (65536 * 4.0 * 5 + 2 * 2048 * 4.0 + 4 * 128 * 4.0), 1.0);
+  EXPECT_EQ(estimate_reference_bytes(r.points[1]), 0.0);
+  const auto on_gpu = load_sweep(write("backend = cuda\n[workload]\ntokens = 64Ki\nsteps = 4\n"));
+  EXPECT_EQ(estimate_reference_bytes(on_gpu.points[0]), 0.0);
+  const auto many = load_sweep(write("[workload]\ntokens = 64Ki\nsteps = 4096\n"));
+  // Capped at the requests' arrays: keys and values, and per step the queries and head weights.
+  EXPECT_EQ(estimate_reference_bytes(many.points[0]),
+            65536 * 4.0 * (128 + 128 + 128) + 4096 * 4.0 * (8 * 129 + 4 * 128));
 }
 
 TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {

@@ -135,6 +135,7 @@ TEST_F(RunnerTest, PointsOnOneWorkloadShareItsFidelityReferenceWithoutChangingAR
     const PointRecord alone = run_point(sw.points[i], sw.memory_limit, fresh);
     ASSERT_EQ(alone.summary.status, "ok") << alone.summary.reason;
     EXPECT_GT(fresh.begin()->second.reference_bytes(), 0.0);  // kept for a later point
+    EXPECT_LE(fresh.begin()->second.reference_bytes(), estimate_reference_bytes(sw.points[i]));
     const PointSummary &a = rows[i].summary, &b = alone.summary;
     EXPECT_TRUE(same(a.token_recall, b.token_recall));
     EXPECT_TRUE(same(a.block_recall, b.block_recall));
@@ -175,6 +176,8 @@ TEST_F(RunnerTest, PointsOnOneWorkloadShareItsFidelityReferenceWithoutChangingAR
   const CachedSource& src = small.begin()->second;
   EXPECT_GT(src.reference_bytes(), 0.5 * src.input_bytes());
   EXPECT_LE(src.reference_bytes(), src.input_bytes());
+  EXPECT_LE(src.reference_bytes(), estimate_reference_bytes(many.points[0]));
+  EXPECT_GT(src.reference_bytes(), 0.9 * estimate_reference_bytes(many.points[0]));  // the cap, nearly reached
 }
 
 // threads_per_request runs a point's requests several at once on the cpu: the same bits as one after
