@@ -105,6 +105,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   AdaptiveIndex aidx;
   LocalBranch local;
   std::vector<float> group_scores, step_mass, local_out, layer_out;
+  StepReference own;  // without refs: each step's fidelity reference in turn, in the same storage
 
   for (Index64 q = 0; q < Q; ++q) {
     StepRecord rec;
@@ -218,7 +219,6 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
     rec.layer_output_error = rec.layer_mass_recall = kNaN;
     if (p.fidelity) {
       t0 = Clock::now();
-      StepReference own;  // without refs: this step's alone
       StepReference& slot = refs ? refs->slot(q, p.topk_tokens) : own;
       const StepReference& ref = step_reference(be, w, q, T, p.topk_tokens, slot);
       if (adaptive) {

@@ -94,8 +94,9 @@ void RequestReferences::settle(Index64 q, Index64 topk_tokens) {
 
 const StepReference& step_reference(Backend& be, const Workload& w, Index64 q, Index64 T, Index64 topk_tokens,
                                     StepReference& slot) {
-  if (slot.holds(T, topk_tokens)) return slot;
-  slot = StepReference{};
+  if (slot.holds(q, T, topk_tokens)) return slot;
+  slot.step = -1;  // holds nothing until filled
+  slot.oracle.clear();
   const Index64 H = w.index_heads();
   const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * H};
   slot.token_scores.resize(static_cast<std::size_t>(T));
@@ -104,13 +105,16 @@ const StepReference& step_reference(Backend& be, const Workload& w, Index64 q, I
   if (w.has_attention())
     slot.dense = be.attention(w.attn_keys.mat().rows_range(0, T), w.values.mat().rows_range(0, T),
                               w.attn_queries.slice(q), {}, true);
+  else
+    slot.dense = AttentionOutput{};
+  slot.step = q;
   slot.tokens = T;
   slot.topk_tokens = topk_tokens;
   return slot;
 }
 
 const std::vector<std::int32_t>& step_oracle(Backend& be, StepReference& ref, int G, Index64 k_groups) {
-  IP_REQUIRE(ref.tokens > 0, "step_oracle: the reference holds no step");
+  IP_REQUIRE(ref.step >= 0, "step_oracle: the reference holds no step");
   auto it = ref.oracle.find({G, k_groups});
   if (it == ref.oracle.end()) {
     std::vector<float> group_scores(static_cast<std::size_t>(num_groups(ref.tokens, G)));
@@ -159,6 +163,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
   if (p.record_similarity) res.selected_similarity.reserve(static_cast<std::size_t>(Q * res.k_groups));
   std::vector<float> group_scores(res.groups), step_mass(T);
 
+  StepReference own;  // without refs: each step's reference in turn, in the same storage
   be.stage_keys(keys, /*for_updates=*/false);  // on a device: pool_ms without the keys' upload
   for (Index64 q = 0; q < Q; ++q) {
     StepRecord rec;
@@ -209,7 +214,6 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     if (p.fidelity) {
       IP_RANGE(fidelity);
       t0 = Clock::now();
-      StepReference own;  // without refs: this step's alone
       measure_step_fidelity(be, w, q, sel, sel_tokens, G, p.topk_tokens, res.k_groups,
                             w.has_attention() ? sparse.out.mat() : MatrixView<const float>(),
                             refs ? refs->slot(q, p.topk_tokens) : own, rec);

@@ -92,19 +92,21 @@ void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::
 // backend, whose results are the same bits on every call): the fidelity code fills a reference the first
 // time and reads it afterwards, so every metric is exactly what computing it again would give.
 struct StepReference {
-  Index64 tokens = 0, topk_tokens = 0;  // what it holds (0: nothing yet)
+  Index64 step = -1, tokens = 0, topk_tokens = 0;  // what it holds (step -1: nothing yet)
   std::vector<float> token_scores;      // [tokens] the exact indexer's scores
   std::vector<std::int32_t> exact;      // its top-topk_tokens token ids, in the backend's order
   // by (G, k_groups): the top-k_groups groups of G tokens by their best token score
   std::map<std::pair<int, Index64>, std::vector<std::int32_t>> oracle;
   AttentionOutput dense;                // dense attention with probabilities (empty without an attention stage)
-  bool holds(Index64 T, Index64 k) const { return tokens == T && topk_tokens == k; }
+  bool holds(Index64 q, Index64 T, Index64 k) const { return step == q && tokens == T && topk_tokens == k; }
   std::size_t bytes() const;
 };
 
 // Step q's reference over the first T rows of the workload (T = w.tokens() unless the context grows):
-// `slot` itself when it holds (T, topk_tokens), else `slot` filled on `be` (scores, top-k, and dense
-// attention when the workload has one).
+// `slot` itself when it holds (q, T, topk_tokens), else `slot` filled on `be` (scores, top-k, and dense
+// attention when the workload has one), reusing its storage: a slot kept across the steps of a request
+// scores into the same host array every step, as a device backend's residency by address expects of the
+// arrays its score calls fill (Backend::hold_inputs).
 const StepReference& step_reference(Backend& be, const Workload& w, Index64 q, Index64 T, Index64 topk_tokens,
                                     StepReference& slot);
 // The block oracle of `ref` at group size G: the k_groups groups with the best token scores (computed on

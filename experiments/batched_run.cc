@@ -217,13 +217,13 @@ std::vector<RequestResult> run_batched(const std::vector<Workload>& reqs, const 
       RequestResult& r = res[static_cast<std::size_t>(b)];
       const Index64 T = r.tokens;
       const HeldInputs held(fidelity);  // this request's keys and values stay on the device for its steps
+      StepReference ref;                // each step's exact scores, top-k and dense attention, in turn
       for (Index64 q = 0; q < Q; ++q) {
         IP_RANGE(fidelity);
         StepRecord& rec = r.steps[static_cast<std::size_t>(q)];
         const std::span<const std::int32_t> sel(r.selected.data() + q * kg, static_cast<std::size_t>(kg));
         const auto sel_tokens = tokens_of_groups(sel, G, T);
         const std::vector<float>& o = outs[static_cast<std::size_t>(q)];
-        StepReference ref;
         measure_step_fidelity(fidelity, w, q, sel, sel_tokens, G, p.topk_tokens, kg,
                               MatrixView<const float>(o.data() + b * Ha * Dv, Ha, Dv), ref, rec);
         rec.layer_output_error = rec.output_error;
