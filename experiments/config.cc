@@ -808,11 +808,12 @@ double estimate_reference_bytes(const Point& p) {
   const double queries = static_cast<double>(s.steps) * 4.0 *
                          (s.index_heads * (s.dim + 1.0) + (s.attn_dim > 0 ? s.attn_heads * s.attn_dim : 0));
   const double workload = B * (T * 4.0 * (s.dim + s.attn_dim + (s.attn_dim > 0 ? s.value_dim : 0)) + queries);
-  // Per request and step: the token scores, the top-k ids, each group size's oracle, and with attention the
-  // dense probabilities [Ha, T] and output [Ha, Dv].
+  // Per request and step: the token scores, the top-k ids (k), the oracles of the group sizes a sweep asks
+  // for (k / G ids each: under 2k for distinct G), and with attention the dense probabilities [Ha, T] and
+  // output [Ha, Dv].
   const int heads = s.attn_dim > 0 ? std::max(1, s.attn_heads) : 0;
   const double k = static_cast<double>(p.pipeline.topk_tokens);
-  const double step = T * 4.0 + 2.0 * k * 4.0 + heads * (T + s.value_dim) * 4.0;
+  const double step = T * 4.0 + 3.0 * k * 4.0 + heads * (T + s.value_dim) * 4.0;
   return std::min(workload, B * s.steps * step);
 }
 

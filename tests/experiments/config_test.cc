@@ -365,7 +365,7 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   // score and (4 attention heads) four probabilities per token; at most the workload's arrays.
   const auto r = load_sweep(write("[workload]\ntokens = 64Ki\nsteps = 4\n[select]\nfidelity = true, false\n"));
   const double refs = estimate_reference_bytes(r.points[0]);
-  EXPECT_NEAR(refs, 4.0 * (65536 * 4.0 * 5 + 2 * 2048 * 4.0 + 4 * 128 * 4.0), 1.0);
+  EXPECT_NEAR(refs, 4.0 * (65536 * 4.0 * 5 + 3 * 2048 * 4.0 + 4 * 128 * 4.0), 1.0);
   EXPECT_EQ(estimate_reference_bytes(r.points[1]), 0.0);
   const auto on_gpu = load_sweep(write("backend = cuda\n[workload]\ntokens = 64Ki\nsteps = 4\n"));
   EXPECT_EQ(estimate_reference_bytes(on_gpu.points[0]), 0.0);
