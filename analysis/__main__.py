@@ -113,9 +113,15 @@ def main(argv=None):
     from .load import AnalysisError
 
     try:
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise AnalysisError(f"--out {args.out}: exists and is not a directory")
         return args.func(args)
     except AnalysisError as e:
         print(f"analysis {args.command}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # writing the output (a folder we may not create, a full disk): one line, no traceback
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"analysis {args.command}: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 

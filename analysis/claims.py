@@ -6,9 +6,11 @@ no data for says "not measured" and why, never a guess.
 """
 import html
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from . import schema
 from .common import G, PREC, W, fix_others, fmt_value, per_request_times, tokens_label
@@ -25,13 +27,20 @@ ONE_M, TWO_M = 1 << 20, 1 << 21
 RULES = (
     f"A claimed gain (a ratio, a reduction, a speed-up, a throughput) is **supported** when the measured value "
     f"reaches the article's within {TOL:.0%} (relative), **partially** when it reaches {PARTIAL:.0%} of it, "
-    f"**not supported** below that. Hit rates compare within {HIT_PP * 100:.0f} percentage points, per tier. "
-    f"A claim made at a context length, device or model the results do not have is at most **partially** "
-    f"supported, and the row says what differs. GPU claims are not judged on CPU timings (shown for reference). "
-    f"**Not measured**: the results hold no data for the claim; the row says what would be needed. "
+    f"**not supported** below that. Hit rates compare within {HIT_PP * 100:.0f} percentage points, per tier: a tier "
+    f"(or the overall rate) counts when it is at most {HIT_PP * 100:.0f} points below the article's rate; the claim is "
+    f"**supported** when every rate it names counts and **not supported** when any falls short by more (no partial "
+    f"credit for hit rates). A claim made at a context length, device or model the results do not have is at most "
+    f"**partially** supported, and the row says what differs: for hit rates, **partially** means only that. GPU "
+    f"claims are not judged on CPU timings (shown for reference). "
+    f"**Not measured**: the results hold no data for the claim (or a value it needs is missing); the row says what "
+    f"would be needed; no verdict is given on a missing (NaN) value. "
     f"Pooled values come from the reference scheme: the first of {', '.join(schema.REFERENCE_WEIGHTINGS)} present "
-    f"(the article's method is the hybrid weighting), at G = {REF_G}, at the largest context length present; "
-    f"other varying settings are fixed to one value, named in the row.")
+    f"(the article's method is the hybrid weighting), at G = {REF_G}, at the largest context length present, or, for "
+    f"a comparison (exact indexer vs the reference scheme), the largest context length at which both have points in "
+    f"one sweep (points of different sweeps are never compared or pooled); other varying settings are fixed to one "
+    f"value, named in the row. Several seeds: times are the median over seeds (with the range), other values the "
+    f"mean; the row gives the seed count.")
 
 
 @dataclass
@@ -66,10 +75,12 @@ def _ok(res):
     return res.ok if hasattr(res, "ok") else res
 
 
-def _slice(res, weightings, need, g=REF_G, keep=(), per_request=False):
+def _slice(res, weightings, need, g=REF_G, keep=(), per_request=False, both=()):
     """Rows of the given weightings with values in `need`, at G = g (exact: any G), at the largest context,
     one value of every other varying setting; per_request: without the batched GPU points, whose times are
-    of a whole batch. Returns (rows, T, description)."""
+    of a whole batch. both: weightings that are compared, so all must have points: then the largest context at
+    which all of them have points in one sweep (NoData naming each one's contexts when there is none).
+    Returns (rows, T, description)."""
     df = _ok(res)
     bnote = ""
     if per_request:
@@ -85,10 +96,36 @@ def _slice(res, weightings, need, g=REF_G, keep=(), per_request=False):
     ex = df[df[W] == schema.EXACT]
     if len(ex):  # the exact indexer once (its G only repeats it)
         df = df[(df[W] != schema.EXACT) | (df[G] == (g if (ex[G] == g).any() else ex[G].min()))]
-    T = df["context"].max()
-    df = df[df["context"] == T]
+    largest = df["context"].max()
+    df, T = _at_context(df, both)
     df, note = fix_others(df, keep=(W, G, "context", "workload.seed") + tuple(keep))
+    lost = [w for w in both if w not in set(df[W])]
+    if lost:
+        raise NoData(f"no point of {', '.join(lost)} at T = {tokens_label(T)} with the other settings fixed "
+                     f"({note})")
+    if both and T < largest:
+        note = "; ".join(x for x in (note, f"the largest T at which {' and '.join(both)} both have points in one "
+                                           f"sweep (the results go up to {tokens_label(largest)})") if x)
     return df, T, "; ".join(x for x in (note, bnote) if x)
+
+
+def _at_context(df, both):
+    """(rows at one context, T): the largest context; with `both`, the largest at which every weighting of `both`
+    has a point in one sweep (only those sweeps' rows)."""
+    if not both:
+        T = df["context"].max()
+        return df[df["context"] == T], T
+    sweep = df["attr.sweep_id"] if "attr.sweep_id" in df.columns else pd.Series("", index=df.index)
+    have = df.groupby([df["context"], sweep])[W].agg(lambda x: set(x))
+    good = [(t, s) for (t, s), ws in have.items() if set(both) <= ws]
+    if not good:
+        per = "; ".join(f"{w} at " + (", ".join(tokens_label(t) for t in sorted(df.loc[df[W] == w, "context"].unique()))
+                                      or "none") for w in both)
+        raise NoData(f"no context length at which {' and '.join(both)} both have finished points in one sweep "
+                     f"({per})")
+    T = max(t for t, _ in good)
+    sweeps = {s for t, s in good if t == T}
+    return df[(df["context"] == T) & sweep.isin(sweeps)], T
 
 
 def _ref(res, g=REF_G):
@@ -103,6 +140,9 @@ def _where(res, rows, T, note, extra=""):
         s += f"; {note}"
     if extra:
         s += f"; {extra}"
+    n = rows["workload.seed"].nunique() if "workload.seed" in rows.columns else 1
+    if n > 1:
+        s += f"; {n} seeds (times: median over them; other values: mean)"
     return s + "; " + res.provenance(rows)
 
 
@@ -167,7 +207,7 @@ def _forms_note(res, ref, lat):
     if not forms:
         return []
     rows, _, _ = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN) + tuple(forms),
-                        per_request=True)
+                        per_request=True, both=(schema.EXACT, ref))
     rows = _gpu_rows(rows)
     out = []
     for combo, d in rows.groupby(forms, sort=False):
@@ -183,26 +223,45 @@ def _forms_note(res, ref, lat):
     return [f"By kernel forms ({names}), fastest compressed indexer first: " + "; ".join(parts) + "."]
 
 
+def _latency(d):
+    """The indexer latency of rows d: per point score_ms + topk_ms (each the median over its decode steps),
+    the median over the points (seeds)."""
+    return float(np.median((d["score_ms"] + d["topk_ms"]).astype(float)))
+
+
+def _spread(d, col=None, unit="ms"):
+    """'3.848 ms (median of 2 seeds, range 0.801–6.894)': the median over points (seeds) of score_ms + topk_ms
+    (or of col), with the range and the count when there are several."""
+    v = (d["score_ms"] + d["topk_ms"] if col is None else d[col]).astype(float)
+    m = float(np.median(v))
+    if len(v) < 2:
+        return f"{m:.3f} {unit}"
+    what = "seeds" if "workload.seed" in d.columns and d["workload.seed"].nunique() == len(v) else "points"
+    return f"{m:.3f} {unit} (median of {len(v)} {what}, range {v.min():.3f}–{v.max():.3f})"
+
+
 def latency(res):
     r = _row("latency")
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN), per_request=True)
-    if schema.EXACT not in set(rows[W]):
-        raise NoData(f"no exact-indexer point beside {ref} at G = 4")
-
-    def lat(d):
-        return float(np.median(d["score_ms"] + d["topk_ms"]))
+    rows, T, note = _slice(res, [schema.EXACT, ref], ["score_ms", "topk_ms"], keep=("backend", RUN), per_request=True,
+                           both=(schema.EXACT, ref))
+    lat = _latency
 
     gpu = _gpu_rows(rows)
     use = gpu if len(gpu) else rows
     parts = []
     for be, d in use.groupby(RUN):
-        e, p = lat(d[d[W] == schema.EXACT]), lat(d[d[W] == ref])
-        parts.append(f"{be}: {e:.3f} ms → {p:.3f} ms ({e / p:.2f}×)")
+        ex, po = d[d[W] == schema.EXACT], d[d[W] == ref]
+        if ex.empty or po.empty:
+            parts.append(f"{be}: only {ref if ex.empty else 'the exact indexer'} ran here, no comparison")
+            continue
+        e, p = lat(ex), lat(po)
+        parts.append(f"{be}: {_spread(ex)} → {_spread(po)} ({e / p:.2f}×)")
     r.measured = "; ".join(parts)
-    r.source = _where(res, use, T, note, f"exact vs {ref} G = {REF_G}; latency = median score_ms + median topk_ms")
+    r.source = _where(res, use, T, note, f"exact vs {ref} G = {REF_G}; latency of a point = its score_ms + topk_ms "
+                                         f"(each the median over decode steps)")
     if not len(gpu):
         r.verdict = NOT_MEASURED
         r.reason = ("The claim is about GPU latency; these results hold CPU-backend timings only (shown above as "
@@ -210,6 +269,10 @@ def latency(res):
                     "backend = cuda.")
         return r
     d = gpu
+    if d[W].nunique() < 2:
+        r.verdict = NOT_MEASURED
+        r.reason = f"No GPU point of both the exact indexer and {ref} at T = {tokens_label(T)}; needs both on backend = cuda."
+        return r
     e, p = lat(d[d[W] == schema.EXACT]), lat(d[d[W] == ref])
     v = reach(e / p, 4.0)
     notes = []
@@ -233,8 +296,9 @@ def throughput(res):
     parts = []
     for be, d in use.groupby(RUN):
         pool, score = float(np.median(d["pool_ms"])), float(np.median(d["score_ms"]))
+        seeds = f" (medians of {len(d)} points' times)" if len(d) > 1 else ""
         parts.append(f"{be}: index build {T / (pool / 1e3) / 1e6:.2f} M tokens/s (T / pool_ms); scoring scan "
-                     f"{T / (score / 1e3) / 1e6:.1f} M tokens/s (T / score_ms)")
+                     f"{T / (score / 1e3) / 1e6:.1f} M tokens/s (T / score_ms){seeds}")
     r.measured = "; ".join(parts)
     r.source = _where(res, use, T, note, f"{ref} G = {REF_G}")
     interp = ("The article does not define the quantity; taken here as the index-build (pooling) rate, "
@@ -274,9 +338,12 @@ def tier_hits(res):
     r.source = _where(res, rows, T, note, f"{ref} G = {REF_G}; tiers {levels}; hit rate of a tier = hits / "
                                           f"accesses reaching it")
     hits = sum(g >= c - HIT_PP for g, c in zip(got, claimed))
-    v = SUPPORTED if hits == 3 else PARTIALLY if hits else NOT_SUPPORTED
-    r.verdict, r.reason = _cap(v, f"{hits} of 3 tiers reach the article's rate within {HIT_PP * 100:.0f} points.",
-                               _context_note(T, TWO_M, "2M tokens"))
+    v = SUPPORTED if hits == 3 else NOT_SUPPORTED  # per tier, within HIT_PP; no partial credit (RULES)
+    short = [f"L{i + 1} {100 * (c - g):.1f} points short" for i, (g, c) in enumerate(zip(got, claimed))
+             if g < c - HIT_PP]
+    why = f"{hits} of 3 tiers reach the article's rate within {HIT_PP * 100:.0f} points" + \
+        (f" ({', '.join(short)})." if short else ".")
+    r.verdict, r.reason = _cap(v, why, _context_note(T, TWO_M, "2M tokens"))
     return r
 
 
@@ -296,8 +363,9 @@ def overall_hits(res):
         extra.append(f"the same hierarchy with OPT at every tier, a reference and not a bound: {100 * hier:.1f}%")
     r.measured = f"{100 * got:.1f}%" + (f" ({'; '.join(extra)})" if extra else "")
     r.source = _where(res, rows, T, note, f"{ref} G = {REF_G}; overall = accesses that hit any tier")
-    v = SUPPORTED if got >= 0.88 - HIT_PP else PARTIALLY if got >= PARTIAL * 0.88 else NOT_SUPPORTED
-    why = f"{100 * got:.1f}% vs 88%."
+    v = SUPPORTED if got >= 0.88 - HIT_PP else NOT_SUPPORTED  # within HIT_PP; no partial credit (RULES)
+    why = f"{100 * got:.1f}% vs 88%" + (f", {100 * (0.88 - got):.1f} points short (more than {HIT_PP * 100:.0f})."
+                                       if v == NOT_SUPPORTED else f", within {HIT_PP * 100:.0f} points.")
     if np.isfinite(bound) and bound < 0.88 - HIT_PP:
         why += (f" No policies reach 88% on this trace with these capacities: the upper bound (OPT on one cache "
                 f"of the tiers' total capacity) is {100 * bound:.1f}%.")
@@ -353,10 +421,9 @@ def accuracy(res):
     ref = _ref(res)
     if ref is None:
         raise NoData("no pooled scheme at G = 4")
-    rows, T, note = _slice(res, [schema.EXACT, ref], ["mass_recall", "token_recall", "output_error"])
+    rows, T, note = _slice(res, [schema.EXACT, ref], ["mass_recall", "token_recall", "output_error"],
+                           both=(schema.EXACT, ref))
     ex, po = rows[rows[W] == schema.EXACT], rows[rows[W] == ref]
-    if ex.empty:
-        raise NoData(f"no exact-indexer point beside {ref} at G = 4 to compare against")
     mre, mrp = _mean(ex, "mass_recall"), _mean(po, "mass_recall")
     loss = (mre - mrp) / mre
     r.measured = (f"attention-mass recall {mre:.4f} (exact indexer) → {mrp:.4f} ({ref}): {100 * loss:.2f}% loss; "
@@ -390,15 +457,22 @@ CLAIM_TEXT = {  # id -> (claim, article value), for rows whose evaluation stops 
 }
 
 
+_NONFINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf)(?![\w])", re.IGNORECASE)
+
+
 def evaluate(res):
     rows = []
     for fn in CLAIMS:
         try:
-            rows.append(fn(res))
+            r = fn(res)
         except NoData as e:
             r = _row(fn.__name__)
             r.verdict, r.reason = NOT_MEASURED, f"Not measured: {e}."
-            rows.append(r)
+        if r.verdict != NOT_MEASURED and _NONFINITE.search(r.measured):  # never a verdict on a missing value
+            r.reason = (f"Not measured: a value the claim needs is missing (NaN) in the measured values "
+                        f"({r.measured}); no verdict is given on it.")
+            r.verdict = NOT_MEASURED
+        rows.append(r)
     return rows
 
 
@@ -410,13 +484,35 @@ def _cells(i, r):
     return (str(i), r.claim, r.article, r.measured, r.source, r.verdict, r.reason)
 
 
-def markdown(res, rows, paths):
+INPUT_FIELDS = (("path", "file"), ("tool_version", "tool version"), ("git_revision", "git revision"),
+                ("argv", "argv"), ("created_utc", "written (UTC)"), ("config_path", "config"),
+                ("sweep_id", "sweep id"), ("points", "points"))
+
+
+def _inputs(res):
+    return res.file_provenance() if hasattr(res, "file_provenance") else []
+
+
+def _now():
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def markdown(res, rows, paths, created=None):
     def esc(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
 
+    created = created or _now()
     out = ["# IndexPool claims report", "",
-           f"Results: {', '.join(paths)} ({len(res.points)} points, {len(res.ok)} finished).", "",
-           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+           f"Results: {', '.join(paths)} ({len(res.points)} points, {len(res.ok)} finished). "
+           f"Report created {created}.", ""]
+    inputs = _inputs(res)
+    if inputs:
+        out += ["## Inputs", ""]
+        out += [f"- `{i['path']}`: " + "; ".join(f"{h} {'`' + str(i[k]) + '`' if k == 'argv' else i[k]}"
+                                                  for k, h in INPUT_FIELDS[1:]) for i in inputs]
+        out += ["", "## Claims", ""]
+    out += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for i, r in enumerate(rows, 1):
         out.append("| " + " | ".join(esc(c) for c in _cells(i, r)) + " |")
     counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
@@ -425,7 +521,7 @@ def markdown(res, rows, paths):
     return "\n".join(out)
 
 
-def html_page(res, rows, paths):
+def html_page(res, rows, paths, created=None):
     colour = {SUPPORTED: "#009E73", PARTIALLY: "#E69F00", NOT_SUPPORTED: "#D55E00", NOT_MEASURED: "#777777"}
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
@@ -435,13 +531,21 @@ def html_page(res, rows, paths):
         cells[5] = f'<b style="color:{colour[r.verdict]}">{cells[5]}</b>'
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     rules = e(RULES).replace("**", "")
+    created = created or _now()
+    inputs = _inputs(res)
+    ins = ""
+    if inputs:
+        ins = ("<h2>Inputs</h2><table><thead><tr class=\"input\">" + "".join(f"<th>{e(h)}</th>" for _, h in INPUT_FIELDS) +
+               "</tr></thead><tbody>" + "".join('<tr class="input">' + "".join(f"<td>{e(str(i[k]))}</td>" for k, _ in INPUT_FIELDS)
+                                                + "</tr>" for i in inputs) + "</tbody></table><h2>Claims</h2>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>IndexPool claims report</title>
 <style>body{{font-family:sans-serif;max-width:1400px;margin:1em auto;font-size:14px}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:4px 6px;vertical-align:top}}
 th{{background:#eee}}td:nth-child(5){{font-size:12px;color:#333}}</style></head><body>
 <h1>IndexPool claims report</h1>
-<p>Results: {e(', '.join(paths))} ({len(res.points)} points, {len(res.ok)} finished).</p>
+<p>Results: {e(', '.join(paths))} ({len(res.points)} points, {len(res.ok)} finished). Report created {e(created)}.</p>
+{ins}
 <table><thead><tr>{head}</tr></thead><tbody>
 {chr(10).join(body)}
 </tbody></table>
@@ -455,8 +559,9 @@ def write_report(res, paths, out_dir):
     rows = evaluate(res)
     os.makedirs(out_dir, exist_ok=True)
     md, ht = os.path.join(out_dir, "claims.md"), os.path.join(out_dir, "claims.html")
+    created = _now()
     with open(md, "w") as f:
-        f.write(markdown(res, rows, paths))
+        f.write(markdown(res, rows, paths, created))
     with open(ht, "w") as f:
-        f.write(html_page(res, rows, paths))
+        f.write(html_page(res, rows, paths, created))
     return rows, [md, ht]

@@ -45,15 +45,54 @@ def tokens_label(v, _pos=None):
     return f"{v:.0f}"
 
 
-def context_axis(ax, values):
+def log2_axis(ax, values, fmt=tokens_label):
+    """A log2 x axis with a tick at each value and limits set from the values and the data drawn (the x of
+    every line, dodged series included), never left to autoscaling: error-bar collections' data limits would
+    otherwise stretch the range far to the left. Call after drawing."""
     ax.set_xscale("log", base=2)
-    vals = sorted(set(float(v) for v in values if np.isfinite(v)))
-    if vals:
-        ax.set_xticks(vals)
-        ax.xaxis.set_major_formatter(FuncFormatter(tokens_label))
-        ax.xaxis.set_minor_locator(NullLocator())
-        if len(vals) == 1:
-            ax.set_xlim(vals[0] / 1.6, vals[0] * 1.6)
+    vals = sorted(set(float(v) for v in values if np.isfinite(v) and v > 0))
+    if not vals:
+        return
+    ax.set_xticks(vals)
+    ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+    ax.xaxis.set_minor_locator(NullLocator())
+    xs = [float(x) for ln in ax.lines if ln.get_transform() is ax.transData  # not axhline's axes fractions
+          for x in np.asarray(ln.get_xdata(), dtype=float).ravel() if np.isfinite(x) and x > 0]
+    lo, hi = min(vals + xs), max(vals + xs)
+    pad = 1.6 if hi / lo < 1.5 else 1.25  # one value: some room either side; several: a margin
+    ax.set_xlim(lo / pad, hi * pad)
+    ax._ip_log2_ticks = len(vals)  # finish() thins the labels if they would run together
+
+
+def _overlapping(labels, renderer, gap=3):
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+    return any(b.x0 < a.x1 + gap for a, b in zip(boxes, boxes[1:]))
+
+
+def thin_tick_labels(fig):
+    """On the log2 axes of log2_axis: when the tick labels would run together, label every k-th tick only
+    (the largest value always), the smallest k that leaves a gap between labels. Measured, not guessed."""
+    axes = [ax for ax in fig.axes if getattr(ax, "_ip_log2_ticks", 0) >= 2]
+    if not axes:
+        return
+    fig.canvas.draw()  # tick labels exist only once drawn
+    renderer = fig.canvas.get_renderer()
+
+    def crowded(ax):
+        return _overlapping([t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()], renderer)
+
+    for ax in axes:
+        n, orig = ax._ip_log2_ticks, ax.xaxis.get_major_formatter()
+        k = 1
+        while crowded(ax) and k < n - 1:
+            k += 1
+            ax.xaxis.set_major_formatter(FuncFormatter(
+                lambda v, pos, k=k, n=n, f=orig: f(v, pos) if pos is None or (n - 1 - pos) % k == 0 else ""))
+            fig.canvas.draw()
+
+
+def context_axis(ax, values):
+    log2_axis(ax, values)
     ax.set_xlabel("context length T (tokens)")
 
 
@@ -167,6 +206,8 @@ def step_groups(res):
 def summarize(res, df, by, metric):
     """Center and error bar of `metric` per group of `by` columns.
 
+    Points of different sweeps (attr.sweep_id) are never pooled: where a group holds several sweeps, only the
+    points of the sweep with the most points in df are used, and the caption says so.
     Several points per group (seeds, or other replicate axes): mean over them, bars +-1 s.d. (times: the
     median, bars the range, so that they stay positive on log axes and as rates).
     One point: its own value; for per-step metrics, bars from its decode steps (times: the table holds the
@@ -174,8 +215,17 @@ def summarize(res, df, by, metric):
     Returns a frame: by..., center, lo, hi, n, and the set of bar kinds used (for the caption)."""
     rows, kinds = [], set()
     steps = None
+    SW = "attr.sweep_id"
+    split = SW in df.columns and SW not in by and df[SW].nunique() > 1
+    rank = df[SW].value_counts() if split else None
     for keys, g in df.groupby(list(by), sort=True, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
+        if split and g[SW].nunique() > 1:  # different sweeps are not repeats of one another
+            keep = max(g[SW].unique(), key=lambda sw: (rank[sw], sw))
+            g = g[g[SW] == keep]
+            at = ", ".join(f"{SHORT.get(k, k)} = {fmt_value(k, v)}" for k, v in zip(by, keys))
+            kinds.add(f"not pooled across sweeps: at {at} several sweeps have points, drawn: sweep {str(keep)[:8]} "
+                      f"(the series' main sweep)")
         vals = g[metric].astype(float).dropna()
         if vals.empty:
             continue
@@ -247,6 +297,7 @@ def caption(fig, text, kinds=(), sources=""):
         parts.append("Error bars: " + "; ".join(sorted(kinds)) + ".")
     if sources:
         parts.append("Data: " + sources)
+        fig._ip_files = getattr(sources, "files", ())
     width = int(fig.get_figwidth() * 72 / (7 * 0.52))  # characters of 7-pt text per line, a first guess
     renderer = fig.canvas.get_renderer()
     room = 0.98 * fig.get_figwidth() * fig.dpi  # pixels from the caption's left edge to the figure's right
@@ -291,22 +342,62 @@ def finish(fig, title, _ncaption_lines=0, legend_handles=None, legend_cols=6, le
                          frameon=False, title=legend_title)
         bottom_in += leg.get_window_extent(renderer).height / fig.dpi
     fig.tight_layout(rect=(0, min(0.6, (bottom_in + 0.05) / H), 1, 1 - 0.4 / H))
+    thin_tick_labels(fig)
     return fig
 
 
+class Sources(str):
+    """The caption's "Data:" text; .files: per file (path, git revision, tool version, config with --set
+    overrides, sweep id), which save() writes into the PNG and PDF metadata."""
+    files = ()
+
+
+def _attr(r, key):
+    v = r.get(key, "") if hasattr(r, "get") else ""
+    return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+
+
 def sources(df):
-    names = sorted({os.path.basename(p) for p in df["file"]})
+    """'q.h5 (config configs/quickstart.ini, sweep fabe401a); cpu on CPU ...': the files, the configs they ran
+    (with --set overrides) and sweep ids, and the backends and devices of df's rows."""
+    from .load import config_text
+    files, names = [], []
+    for path, g in sorted(df.groupby("file"), key=lambda x: os.path.basename(x[0])):
+        r = g.iloc[0]
+        cfg = config_text(_attr(r, "attr.config_path"), _attr(r, "attr.argv"))
+        sweep = _attr(r, "attr.sweep_id")
+        names.append(f"{os.path.basename(path)} (config {cfg}" + (f", sweep {sweep[:8]}" if sweep else "") + ")")
+        files.append(dict(path=str(path), git_revision=_attr(r, "attr.git_revision") or "?",
+                          tool_version=_attr(r, "attr.tool_version") or "?", config=cfg, sweep_id=sweep or "?"))
     devs = sorted({f"{b} on {d}" if d else b for b, d in zip(df[RUN], df[schema.RUN_DEVICE])})
-    return f"{', '.join(names)}; " + "; ".join(devs)
+    out = Sources(f"{', '.join(names)}; " + "; ".join(devs))
+    out.files = tuple(files)
+    return out
+
+
+def metadata(fig, name):
+    """(PNG, PDF) metadata of a figure: its name, and the source files with their git revision, tool version,
+    config and sweep id (from the caption's sources)."""
+    files = getattr(fig, "_ip_files", ())
+    if not files:
+        return {}, {}
+    src = "; ".join(f"{f['path']} (git revision {f['git_revision']}, {f['tool_version']}, config {f['config']}, "
+                    f"sweep {f['sweep_id']})" for f in files)
+    revs = ", ".join(sorted({f["git_revision"] for f in files}))
+    title = f"IndexPool figure {name}"
+    return ({"Title": title, "Source": src, "Comment": f"git revision {revs}"},
+            {"Title": title, "Subject": f"Data: {src}", "Keywords": f"git revision {revs}"})
 
 
 def save(fig, out_dir, name):
-    """Writes NAME.png and NAME.pdf under out_dir; returns their paths."""
+    """Writes NAME.png and NAME.pdf under out_dir, with the source files and their git revision in the
+    metadata; returns their paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
-    for ext in ("png", "pdf"):
+    png_meta, pdf_meta = metadata(fig, name)
+    for ext, meta in (("png", png_meta), ("pdf", pdf_meta)):
         p = os.path.join(out_dir, f"{name}.{ext}")
-        fig.savefig(p)
+        fig.savefig(p, metadata=meta or None)
         paths.append(p)
     plt.close(fig)
     return paths

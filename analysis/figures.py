@@ -10,7 +10,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
 from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
-                     errorbar, finish, fix_others, fmt_value, logy, ok_rows, per_request_times, sources, summarize,
+                     errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, sources, summarize,
                      weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
@@ -101,6 +101,12 @@ def _at_g(df, g):
     return pd.concat([ex, df[(df[W] != schema.EXACT) & (df[G] == g)]])
 
 
+def stage_time_label(col, name):
+    """The y label of a stage's time: pool_ms is the median over the steps that built or updated the index
+    (experiments/results.cc), the others the median over decode steps."""
+    return f"{name} time per index build or update (ms)" if col == "pool_ms" else f"{name} time per step (ms)"
+
+
 def fig_latency(res):
     """Median time per decode step of each stage, and the stage throughput, vs context length and backend."""
     cols = [c for c, _ in schema.STAGES]
@@ -132,7 +138,7 @@ def fig_latency(res):
                                 hi=s["context"] / (s["lo"] / 1e3))
                 errorbar(axes[1, si], x, tput, **style)
         axes[0, si].set_title(f"{name}")
-        axes[0, si].set_ylabel(f"{name} time per step (ms)")
+        axes[0, si].set_ylabel(stage_time_label(col, name))
         axes[1, si].set_ylabel(f"{name} throughput (context tokens/s)")
         for r in (0, 1):
             logy(axes[r, si])
@@ -140,8 +146,9 @@ def fig_latency(res):
         axes[0, si].set_xlabel("")
     if not any(ax.lines for ax in axes.flat):
         raise NoData("latency: no stage time is positive")
-    axes[0, 0].annotate("pooling: per index build", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
-    n = caption(fig, "Times are medians over decode steps on the backend named (series at one T are offset sideways); throughput = context length T / "
+    axes[0, 0].annotate("pooling: per index build or update", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
+    n = caption(fig, "Times are medians over decode steps on the backend named (pooling: over the steps that built or "
+                     "updated the index); series at one T are offset sideways; throughput = context length T / "
                      "stage time. " + (f"Slice: {note}. " if note else "")
                 + constants(df, [RUN, PREC, "select.topk_tokens"]), kinds, sources(df))
     return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
@@ -175,7 +182,7 @@ def fig_backend_latency(res):
                          marker=MARKERS[wi % len(MARKERS)], label=f"{be}: {w}" + (f" G={g}" if w != "exact" else ""))
         axes[si].set_title(name)
         logy(axes[si])
-        axes[si].set_ylabel(f"{name} time per step (ms)")
+        axes[si].set_ylabel(stage_time_label(col, name))
         context_axis(axes[si], df["context"])
     n = caption(fig, "Median over decode steps; series by the backend each point ran on (run_backend); CUDA times "
                      "from CUDA events. " + (f"Slice: {note}." if note else ""),
@@ -349,12 +356,7 @@ def fig_cache(res):
         if x == "context":
             context_axis(ax, d[x])
         else:
-            vals = sorted(d[x].unique())
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(vals, [str(int(v)) for v in vals])
-            ax.minorticks_off()
-            if len(vals) == 1:
-                ax.set_xlim(vals[0] / 1.6, vals[0] * 1.6)
+            log2_axis(ax, d[x].unique(), lambda v, _pos=None: f"{v:g}")
             ax.set_xlabel(xlabel)
         ax.set_ylabel("hit rate (fraction of accesses)")
         gs_used.update(d[G].unique())

@@ -85,6 +85,27 @@ def resolved_settings(attrs):
     return out
 
 
+def set_overrides(argv):
+    """The --set KEY=VALUE overrides of a run's argv (shell-quoted, as the root attribute holds it), as
+    written; output.path is left out (it names the file, not the data)."""
+    try:
+        words = shlex.split(str(argv or ""))
+    except ValueError:
+        words = str(argv or "").split()
+    out = []
+    for i, a in enumerate(words):
+        kv = words[i + 1] if a == "--set" and i + 1 < len(words) else a[6:] if a.startswith("--set=") else None
+        if kv and "=" in kv and kv.split("=", 1)[0].strip() != "output.path":
+            out.append(kv)
+    return out
+
+
+def config_text(config_path, argv):
+    """'configs/x.ini --set workload.tokens=16Ki': the config a run read and the overrides it was given."""
+    sets = set_overrides(argv)
+    return (config_path or "?") + "".join(f" --set {shlex.quote(kv)}" for kv in sets)
+
+
 @dataclass
 class FileInfo:
     path: str
@@ -96,10 +117,14 @@ class FileInfo:
 def _open(path):
     if not os.path.exists(path):
         raise AnalysisError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise AnalysisError(f"{path}: a directory, not a results file (give the .h5 files in it)")
     try:
         return h5py.File(path, "r")
     except OSError as e:
-        raise AnalysisError(f"{path}: not an HDF5 results file ({e})") from None
+        why = (getattr(e, "strerror", None) or str(e).strip().splitlines()[0] if str(e).strip() else "")
+        why = re.sub(r"^Unable to synchronously open file \((.*)\)$", r"\1", why)[:160]
+        raise AnalysisError(f"{path}: not an HDF5 results file" + (f" ({why})" if why else "")) from None
 
 
 def _read_file(path):
@@ -162,7 +187,7 @@ def _complete(df, info):
     synthetic = df["workload.source"] == "synthetic"
     df["context"] = np.where(synthetic, df["workload.tokens"], df["tokens"]).astype(float)
     df["file"] = info.path
-    for a in ("sweep_id", "host", "device", "tool_version", "git_revision", "config_path"):
+    for a in ("sweep_id", "host", "device", "tool_version", "git_revision", "config_path", "argv"):
         df["attr." + a] = str(info.attrs.get(a, ""))
     # What each point ran on. Files from before run_backend/run_device: the old reading (the configured
     # backend, and the root attribute "device"), marked as such.
@@ -227,10 +252,24 @@ class Results:
         for path, g in rows.groupby("file", sort=False):
             r = g.iloc[0]
             ran = sorted({f"{b} ({d})" if d else b for b, d in zip(g[schema.RUN_BACKEND], g[schema.RUN_DEVICE])})
-            parts.append(f"{os.path.basename(path)} (config {r['attr.config_path'] or '?'}, sweep "
-                         f"{r['attr.sweep_id']}, backend {', '.join(sorted(g['backend'].unique()))}, "
+            rev = r.get("attr.git_revision", "") or "?"
+            parts.append(f"{os.path.basename(path)} (config {config_text(r['attr.config_path'], r.get('attr.argv', ''))}, "
+                         f"sweep {r['attr.sweep_id']}, revision {rev}, backend {', '.join(sorted(g['backend'].unique()))}, "
                          f"host {r['attr.host']}, ran on: {'; '.join(ran)})")
         return "; ".join(parts)
+
+    def file_provenance(self):
+        """Per input file: path, tool version, git revision, argv, when it was written, config and sweep id
+        (root attributes; '?' where a file lacks one)."""
+        out = []
+        for info in self.files:
+            a = info.attrs
+            out.append({"path": info.path, "tool_version": a.get("tool_version") or "?",
+                        "git_revision": a.get("git_revision") or "?", "argv": a.get("argv") or "?",
+                        "created_utc": a.get("created_utc") or "?", "config_path": a.get("config_path") or "?",
+                        "sweep_id": a.get("sweep_id") or "?",
+                        "points": int((self.points["file"] == info.path).sum())})
+        return out
 
 
 def load(paths):

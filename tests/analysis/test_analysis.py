@@ -609,3 +609,253 @@ def test_latency_claim_lists_every_kernel_form(res):
     assert "By kernel forms" not in a.reason
     i = b.reason.index("By kernel forms (topk), fastest compressed indexer first: auto: ")
     assert b.reason.index("; block: ", i) > i, b.reason
+
+
+# ---------------------------------------------------------------------------------------- audit fixes
+# Two sweeps read together, as `report quickstart.h5 context_scaling.h5`: A has the reference scheme (hybrid) at
+# one context only; B has many contexts but no hybrid, and shares A's 2Ki (other steps: a different sweep).
+SWEEP_A = """
+[workload]
+tokens = 2Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+
+[pool]
+weighting = exact, uniform, hybrid
+group_size = 4
+
+[select]
+topk_tokens = 256
+"""
+SWEEP_B = """
+[workload]
+tokens = pow2:9..14
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 2
+
+[pool]
+weighting = exact, uniform
+group_size = 4
+
+[select]
+topk_tokens = 256
+"""
+
+
+@pytest.fixture(scope="session")
+def two_sweeps(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("two_sweeps")
+    return [run_sweep(tmp, "a", SWEEP_A), run_sweep(tmp, "b", SWEEP_B)]
+
+
+def test_comparison_claims_use_a_context_where_both_sides_exist(two_sweeps):
+    a, b = two_sweeps
+    r = load(two_sweeps)
+    assert r.points["context"].max() == 16384 and set(r.points.loc[r.points["file"] == a, "context"]) == {2048}
+    rows = {row.id: row for row in claims.evaluate(r)}
+    for cid in ("latency", "accuracy"):
+        row = rows[cid]
+        assert "nan" not in row.measured.lower() and "nan" not in row.reason.lower(), (cid, row.measured)
+        # Compared at 2Ki, the largest context with both the exact indexer and hybrid, from sweep A only.
+        assert row.source.startswith("T = 2Ki tokens"), row.source
+        assert os.path.basename(a) in row.source and os.path.basename(b) not in row.source, row.source
+        assert "the results go up to 16Ki" in row.source
+    assert "(hybrid)" in rows["accuracy"].measured and rows["accuracy"].verdict != claims.NOT_MEASURED
+    # Without A's exact indexer there is no context with both sides: not measured, saying why.
+    r2 = copy.copy(r)
+    r2.points = r.points[~((r.points["file"] == a) & (r.points["pool.weighting"] == "exact"))]
+    rows = {row.id: row for row in claims.evaluate(r2)}
+    for cid in ("latency", "accuracy"):
+        assert rows[cid].verdict == claims.NOT_MEASURED and rows[cid].measured == "—"
+        assert "no context length at which exact and hybrid both" in rows[cid].reason, rows[cid].reason
+        assert "hybrid at 2Ki" in rows[cid].reason
+    # Never a verdict on a NaN, in any row.
+    for row in claims.evaluate(r) + claims.evaluate(r2):
+        assert row.verdict == claims.NOT_MEASURED or "nan" not in row.measured.lower(), row
+
+
+def test_nan_measured_value_gets_no_verdict(res):
+    r = copy.copy(res)
+    r.points = res.points.copy()
+    orig = claims.macs
+
+    def nan_macs(x):
+        row = orig(x)
+        row.measured = "nan% fewer"
+        return row
+
+    claims.CLAIMS = tuple(nan_macs if f is orig else f for f in claims.CLAIMS)
+    try:
+        row = {row.id: row for row in claims.evaluate(r)}["macs"]
+    finally:
+        claims.CLAIMS = tuple(orig if f is nan_macs else f for f in claims.CLAIMS)
+    assert row.verdict == claims.NOT_MEASURED and "NaN" in row.reason
+
+
+def _visible_ticklabels(ax):
+    return [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+
+
+@pytest.mark.parametrize("family", ["latency", "memory", "macs", "cache"])
+def test_context_axes_span_the_data_with_readable_ticks(two_sweeps, family):
+    # The cache figure draws the reference scheme, hybrid, which only sweep A has: sweep B alone there.
+    fig = FAMILIES[family][0](load(two_sweeps[1:] if family == "cache" else two_sweeps))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ctx = [512.0 * 2 ** i for i in range(6)]
+    axes = [ax for ax in fig.axes if ax.get_xlabel() == "context length T (tokens)"]
+    if family == "latency":
+        axes = list(fig.axes)  # shared x: the top row's labels are hidden, its limits the same
+    assert axes
+    for ax in axes:
+        lo, hi = ax.get_xlim()
+        # The data fill the panel: limits within a factor 2 of the smallest and largest context.
+        assert ctx[0] / 2 <= lo < ctx[0] and ctx[-1] < hi <= ctx[-1] * 2, (family, lo, hi)
+        assert sorted(ax.get_xticks()) == ctx
+        labs = _visible_ticklabels(ax)
+        if not labs:
+            continue
+        assert {t.get_text() for t in labs} <= {"512", "1Ki", "2Ki", "4Ki", "8Ki", "16Ki"}
+        assert "16Ki" in {t.get_text() for t in labs}
+        boxes = sorted((t.get_window_extent(renderer) for t in labs), key=lambda bb: bb.x0)
+        assert all(q.x0 >= p.x1 for p, q in zip(boxes, boxes[1:])), (family, [t.get_text() for t in labs])
+
+
+def test_crowded_tick_labels_are_thinned():
+    import matplotlib.pyplot as plt
+    from analysis.common import context_axis, finish
+    fig, ax = plt.subplots(figsize=(2.2, 2))
+    xs = [2.0 ** i for i in range(10, 22)]
+    ax.errorbar(xs, xs, yerr=[1.0] * len(xs))
+    context_axis(ax, xs)
+    finish(fig, "t")
+    fig.canvas.draw()
+    labs = _visible_ticklabels(ax)
+    boxes = sorted((t.get_window_extent(fig.canvas.get_renderer()) for t in labs), key=lambda bb: bb.x0)
+    assert 2 <= len(labs) < len(xs) and "2Mi" in [t.get_text() for t in labs]
+    assert all(q.x0 >= p.x1 for p, q in zip(boxes, boxes[1:]))
+    plt.close(fig)
+
+
+def _rows_with_hits(res, l1, l2, l3, overall, context=None):
+    r = copy.copy(res)
+    p = res.points.copy()
+    for c, v in (("cache_l1_hit_rate", l1), ("cache_l2_hit_rate", l2), ("cache_l3_hit_rate", l3),
+                 (schema.CACHE_HIT_RATE, overall)):
+        p[c] = v
+    if context:
+        p["context"] = float(context)
+    r.points = p
+    return {row.id: row for row in claims.evaluate(r)}
+
+
+def test_cache_verdicts_follow_the_per_tier_two_point_rule(res):
+    # One tier of three, and an overall rate 14 points short: not supported (no partial credit for hit rates).
+    rows = _rows_with_hits(res, 0.0, 0.0, 0.826, 0.737)
+    assert rows["tier_hits"].verdict == claims.NOT_SUPPORTED, rows["tier_hits"].reason
+    assert "L1 92.0 points short" in rows["tier_hits"].reason
+    assert rows["overall_hits"].verdict == claims.NOT_SUPPORTED, rows["overall_hits"].reason
+    assert "14.3 points short" in rows["overall_hits"].reason
+    # Every tier within 2 points, overall within 2 points: supported at 2Mi tokens, partially at 4Ki (the
+    # claim's context length differs), which is the only thing "partially" means for hit rates.
+    rows = _rows_with_hits(res, 0.905, 0.84, 0.77, 0.865, context=2 * 1024 * 1024)
+    assert rows["tier_hits"].verdict == claims.SUPPORTED and rows["overall_hits"].verdict == claims.SUPPORTED
+    rows = _rows_with_hits(res, 0.905, 0.84, 0.77, 0.865)
+    assert rows["tier_hits"].verdict == claims.PARTIALLY and "2M" in rows["tier_hits"].reason
+    assert rows["overall_hits"].verdict == claims.PARTIALLY
+    rows = _rows_with_hits(res, 0.92, 0.85, 0.75, 0.855)  # L3 3 points short, overall 2.5 short
+    assert rows["tier_hits"].verdict == claims.NOT_SUPPORTED and rows["overall_hits"].verdict == claims.NOT_SUPPORTED
+    assert "no partial credit for hit rates" in claims.RULES and "80%-of" not in claims.RULES
+
+
+def test_report_and_figures_carry_provenance(tmp_path):
+    cfg = tmp_path / "p.ini"
+    cfg.write_text(REQUESTS)
+    out = tmp_path / "p.h5"
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--overwrite", "--set", "workload.steps=3",
+                    "--set", f"output.path={out}"], check=True, capture_output=True, timeout=60)
+    with h5py.File(out, "r") as f:
+        a = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in f.attrs.items()}
+    r = load([str(out)])
+    rows, (md, ht) = claims.write_report(r, [str(out)], str(tmp_path / "rep"))
+    for text in (open(md).read(), open(ht).read()):
+        assert "Report created 20" in text
+        for k in ("tool_version", "git_revision", "created_utc", "sweep_id"):
+            assert a[k] in text, k
+        assert "workload.steps=3" in text and str(out) in text
+    src = {row.id: row for row in rows}["memory"].source
+    assert "--set workload.steps=3" in src and a["git_revision"] in src
+    assert "output.path" not in src  # the output path names the file, not the data
+    fig = FAMILIES["cache"][0](r)
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert f"config {a['config_path']} --set workload.steps=3" in cap and f"sweep {a['sweep_id'][:8]}" in cap
+    png, pdf = save(fig, str(tmp_path / "f"), "cache")
+    from PIL import Image
+    meta = Image.open(png).text
+    assert str(out) in meta["Source"] and a["git_revision"] in meta["Source"] and a["git_revision"] in meta["Comment"]
+    raw = open(pdf, "rb").read()
+    assert a["git_revision"].encode() in raw and os.path.basename(str(out)).encode() in raw
+
+
+def test_points_of_different_sweeps_are_not_pooled(two_sweeps):
+    from analysis.common import summarize
+    r = load(two_sweeps)
+    d = r.ok[(r.ok["pool.weighting"] == "uniform")]
+    assert d.loc[d["context"] == 2048, "attr.sweep_id"].nunique() == 2
+    s, kinds = summarize(r, d, ["context"], "score_ms")
+    assert (s["n"] == 1).all(), s
+    assert not any("repeated points" in k for k in kinds) and any("not pooled across sweeps" in k for k in kinds)
+    fig = FAMILIES["latency"][0](r)
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "repeated points" not in cap and "not pooled across sweeps" in cap
+
+
+def test_latency_claim_is_the_median_over_seeds_with_range(res):
+    syn = synthetic_results(res, batched=False)
+    pts = syn.points
+    # A third seed of the GPU points, 10x slower: the median differs from the mean.
+    third = pts[(pts[schema.RUN_BACKEND] == "cuda") & (pts["workload.seed"] == 1)].copy()
+    third["workload.seed"] = 2
+    third["score_ms"] *= 10
+    third["topk_ms"] *= 10
+    third["index"] += 60_000
+    r = copy.copy(syn)
+    r.points = pd.concat([pts, third], ignore_index=True)
+    row = {x.id: x for x in claims.evaluate(r)}["latency"]
+    p = r.points
+    # The claim's slice: the cuda points at the largest context, fp32, G = 4 (the exact indexer's too).
+    sl = p[(p[schema.RUN_BACKEND] == "cuda") & (p["context"] == p["context"].max()) & (p["pool.precision"] == "fp32")
+           & (p["pool.group_size"] == 4)]
+    for w in (schema.EXACT, "tfidf"):
+        v = (sl.loc[sl["pool.weighting"] == w, "score_ms"] + sl.loc[sl["pool.weighting"] == w, "topk_ms"]).astype(float)
+        assert len(v) == 3 and abs(v.median() - v.mean()) > 1e-3
+        assert f"{v.median():.3f} ms (median of 3 seeds, range {v.min():.3f}–{v.max():.3f})" in row.measured, row.measured
+    assert "3 seeds (times: median over them" in row.source
+
+
+def test_latency_figure_pooling_label_says_per_build(res):
+    fig = FAMILIES["latency"][0](res)
+    assert fig.axes[0].get_ylabel() == "pooling time per index build or update (ms)"
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert "pooling: per index build or update" in notes
+    assert fig.axes[1].get_ylabel() == "scoring time per step (ms)"
+
+
+def test_cli_bad_paths_are_one_line_errors(files, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for cmd in ("figures", "report"):
+        assert main([cmd, files[1], "--out", str(afile)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not a directory" in err and "Traceback" not in err, err
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a directory, not a results file" in err and "errno" not in err, err
