@@ -47,15 +47,27 @@ void record_similarity(const PooledIndex& index, const IndexQuery& iq, Index64 H
 
 }  // namespace
 
-void validate_pipeline(const PipelineParams& p, const Workload& w) {
-  const Index64 T = w.tokens();
-  IP_REQUIRE(T >= 1, "pipeline: empty context");
+void validate_pipeline_params(const PipelineParams& p) {
   IP_REQUIRE(p.pool.group_size >= 1, "pool.group_size = {} (must be >= 1)", p.pool.group_size);
   IP_REQUIRE(p.topk_tokens >= 1, "select.topk_tokens = {} (must be >= 1)", p.topk_tokens);
-  IP_REQUIRE(p.topk_tokens <= T, "select.topk_tokens = {} exceeds the context of {} tokens", p.topk_tokens, T);
   IP_REQUIRE(p.rebuild_every >= 1, "pool.rebuild_every = {} (must be >= 1)", p.rebuild_every);
   IP_REQUIRE(p.stats_decay >= 0.0f && p.stats_decay <= 1.0f, "pool.tfidf_decay = {} outside [0, 1]", p.stats_decay);
   IP_REQUIRE(p.query_ema >= 0.0f && p.query_ema < 1.0f, "pool.query_ema = {} outside [0, 1)", p.query_ema);
+  validate_pool_params(p.pool);
+  // k_g = ceil(k / G) rounds a budget up to whole groups (G = 3 at k = 512 reads 513 tokens), but a group
+  // larger than the whole budget would read G tokens for a budget of k. Adaptive sizes choose their own G.
+  const int G = effective_group_size(p.pool);
+  IP_REQUIRE(p.adaptive.enabled || G <= p.topk_tokens,
+             "pool.group_size = {} exceeds select.topk_tokens = {}: one group is larger than the whole token budget "
+             "(each step would read {} tokens for a budget of {})",
+             G, p.topk_tokens, G, p.topk_tokens);
+}
+
+void validate_pipeline(const PipelineParams& p, const Workload& w) {
+  const Index64 T = w.tokens();
+  IP_REQUIRE(T >= 1, "pipeline: empty context");
+  validate_pipeline_params(p);
+  IP_REQUIRE(p.topk_tokens <= T, "select.topk_tokens = {} exceeds the context of {} tokens", p.topk_tokens, T);
 }
 
 void step_attention_mass(const Workload& w, const AttentionOutput& sparse, std::span<const Index64> sel_tokens,

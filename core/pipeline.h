@@ -35,6 +35,11 @@ struct PipelineParams {
   }
 };
 
+// Checks of the parameters alone (no workload; config validation runs it for every point before any work):
+// pool.group_size, select.topk_tokens >= 1 and >= the effective group size (except with adaptive sizes),
+// pool.rebuild_every, pool.tfidf_decay, pool.query_ema and validate_pool_params. Messages name the keys.
+void validate_pipeline_params(const PipelineParams& p);
+// validate_pipeline_params, and the context against the budget.
 void validate_pipeline(const PipelineParams& p, const Workload& w);
 
 // Per decode step. Times in milliseconds of wall clock on the host.

@@ -106,28 +106,37 @@ int effective_group_size(const PoolParams& p) { return p.weights.scheme == Weigh
 
 Index64 num_groups(Index64 tokens, int group_size) { return (tokens + group_size - 1) / group_size; }
 
+void validate_pool_params(const PoolParams& p) {
+  IP_REQUIRE(p.group_size >= 1, "pool.group_size: group size G = {} (must be >= 1)", p.group_size);
+  const WeightParams& wp = p.weights;
+  const int G = effective_group_size(p);
+  IP_REQUIRE(wp.positional_bias.empty() || static_cast<int>(wp.positional_bias.size()) == G,
+             "pool.positional_bias: positional bias has {} entries for group size {} (pool.group_size; one entry "
+             "per slot)",
+             wp.positional_bias.size(), G);
+  // exp() of more than ~88 overflows float and turns the composite into inf/inf = NaN.
+  IP_REQUIRE(!wp.positional_bias.empty() ||
+                 (std::isfinite(wp.positional_lambda) && std::fabs(wp.positional_lambda) <= 80.0f),
+             "pool.positional_lambda: positional lambda = {} (must be finite, |lambda| <= 80)", wp.positional_lambda);
+  IP_REQUIRE(wp.eps > 0.0f && std::isfinite(wp.eps), "pool.eps = {} (must be > 0)", wp.eps);
+  IP_REQUIRE(wp.cosine_power > 0.0f && std::isfinite(wp.cosine_power),
+             "pool.cosine_power: cosine power = {} (must be > 0)", wp.cosine_power);
+  for (float b : wp.positional_bias)
+    IP_REQUIRE(std::isfinite(b) && std::fabs(b) <= 80.0f,
+               "pool.positional_bias: positional bias {} (must be finite, |b| <= 80)", b);
+  // A group whose weights all sit on the floor must not sum to zero: eps^p has to stay a normal float.
+  IP_REQUIRE(std::pow(wp.eps, wp.cosine_power) >= std::numeric_limits<float>::min(),
+             "pool.eps and pool.cosine_power: eps^cosine_power = {}^{} underflows float (lower the power or raise "
+             "eps)",
+             wp.eps, wp.cosine_power);
+}
+
 void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                           const float* query_ref) {
   IP_REQUIRE(keys.rows > 0, "pooling: empty context (0 tokens)");
   IP_REQUIRE(keys.cols > 0, "pooling: key dimension is 0");
-  IP_REQUIRE(p.group_size >= 1, "pooling: group size G = {} (must be >= 1)", p.group_size);
+  validate_pool_params(p);
   const WeightParams& wp = p.weights;
-  const int G = effective_group_size(p);
-  IP_REQUIRE(wp.positional_bias.empty() || static_cast<int>(wp.positional_bias.size()) == G,
-             "pooling: positional bias has {} entries for group size {}", wp.positional_bias.size(), G);
-  // exp() of more than ~88 overflows float and turns the composite into inf/inf = NaN.
-  IP_REQUIRE(!wp.positional_bias.empty() ||
-                 (std::isfinite(wp.positional_lambda) && std::fabs(wp.positional_lambda) <= 80.0f),
-             "pooling: positional lambda = {} (must be finite, |lambda| <= 80)", wp.positional_lambda);
-  IP_REQUIRE(wp.eps > 0.0f && std::isfinite(wp.eps), "pooling: eps = {} (must be > 0)", wp.eps);
-  IP_REQUIRE(wp.cosine_power > 0.0f && std::isfinite(wp.cosine_power), "pooling: cosine power = {} (must be > 0)",
-             wp.cosine_power);
-  for (float b : wp.positional_bias)
-    IP_REQUIRE(std::isfinite(b) && std::fabs(b) <= 80.0f, "pooling: positional bias {} (must be finite, |b| <= 80)", b);
-  // A group whose weights all sit on the floor must not sum to zero: eps^p has to stay a normal float.
-  IP_REQUIRE(std::pow(wp.eps, wp.cosine_power) >= std::numeric_limits<float>::min(),
-             "pooling: eps^cosine_power = {}^{} underflows float (lower the power or raise eps)", wp.eps,
-             wp.cosine_power);
   if (uses_stats(wp.scheme)) {
     IP_REQUIRE(stats != nullptr, "pooling: weighting '{}' needs access statistics", to_string(wp.scheme));
     IP_REQUIRE(stats->tokens() == keys.rows, "pooling: access statistics cover {} tokens, the context has {}",

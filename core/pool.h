@@ -39,8 +39,13 @@ struct PooledIndex {
 int effective_group_size(const PoolParams& p);
 Index64 num_groups(Index64 tokens, int group_size);
 
-// Checks keys and parameters; throws ip::Error naming the problem (empty context, G = 0, non-finite
-// keys, bias of the wrong length, statistics of the wrong length).
+// Checks the parameters alone (no keys needed; config validation runs it for every point before any
+// work): G >= 1, bias length = effective G, lambda, bias, eps and cosine power in range. Messages name
+// the config keys (pool.group_size, pool.eps, ...).
+void validate_pool_params(const PoolParams& p);
+
+// Checks keys and parameters (validate_pool_params, then the inputs); throws ip::Error naming the problem
+// (empty context, G = 0, non-finite keys, bias of the wrong length, statistics of the wrong length).
 void validate_pool_inputs(MatrixView<const float> keys, const PoolParams& p, const AccessStats* stats,
                           const float* query_ref);
 

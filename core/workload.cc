@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -83,33 +84,37 @@ std::vector<float> directions(std::uint64_t base, Stream stream, int count, int 
 }  // namespace
 
 void validate_spec(const WorkloadSpec& s) {
-  IP_REQUIRE(s.tokens >= 1, "workload: tokens = {} (the context must not be empty)", s.tokens);
-  IP_REQUIRE(s.tokens <= INT32_MAX, "workload: tokens = {} exceeds the 32-bit id range", s.tokens);
-  IP_REQUIRE(s.dim >= 1, "workload: dim = {} (must be >= 1)", s.dim);
-  IP_REQUIRE(s.index_heads >= 1, "workload: index_heads = {} (must be >= 1)", s.index_heads);
-  IP_REQUIRE(s.attn_dim >= 0, "workload: attn_dim = {} (must be >= 0)", s.attn_dim);
+  IP_REQUIRE(s.tokens >= 1, "workload.tokens = {} (the context must not be empty)", s.tokens);
+  IP_REQUIRE(s.tokens <= INT32_MAX, "workload.tokens = {} exceeds the 32-bit id range", s.tokens);
+  IP_REQUIRE(s.dim >= 1, "workload.dim = {} (must be >= 1)", s.dim);
+  IP_REQUIRE(s.index_heads >= 1, "workload.index_heads = {} (must be >= 1)", s.index_heads);
+  IP_REQUIRE(s.attn_dim >= 0, "workload.attn_dim = {} (must be >= 0)", s.attn_dim);
   IP_REQUIRE(s.attn_dim == 0 || (s.attn_heads >= 1 && s.value_dim >= 1),
-             "workload: attention needs attn_heads >= 1 and value_dim >= 1");
-  IP_REQUIRE(s.steps >= 1, "workload: steps = {} (must be >= 1)", s.steps);
-  IP_REQUIRE(s.requests >= 1, "workload: requests = {} (must be >= 1)", s.requests);
-  IP_REQUIRE(s.length_spread >= 0.0 && s.length_spread < 1.0, "workload: length_spread = {} outside [0, 1)",
+             "workload.attn_dim > 0 (attention) needs workload.attn_heads >= 1 and workload.value_dim >= 1");
+  IP_REQUIRE(s.steps >= 1, "workload.steps = {} (must be >= 1)", s.steps);
+  IP_REQUIRE(s.requests >= 1, "workload.requests = {} (must be >= 1)", s.requests);
+  IP_REQUIRE(s.length_spread >= 0.0 && s.length_spread < 1.0, "workload.length_spread = {} outside [0, 1)",
              s.length_spread);
-  IP_REQUIRE(s.topics >= 1, "workload: topics = {} (must be >= 1)", s.topics);
-  IP_REQUIRE(s.topic_run >= 1.0, "workload: topic_run = {} (must be >= 1)", s.topic_run);
-  IP_REQUIRE(s.topic_weight >= 0.0 && s.topic_weight <= 1.0, "workload: topic_weight = {} outside [0, 1]",
+  IP_REQUIRE(s.topics >= 1, "workload.topics = {} (must be >= 1)", s.topics);
+  IP_REQUIRE(s.topic_run >= 1.0, "workload.topic_run = {} (must be >= 1)", s.topic_run);
+  IP_REQUIRE(s.topic_weight >= 0.0 && s.topic_weight <= 1.0, "workload.topic_weight = {} outside [0, 1]",
              s.topic_weight);
-  for (double p : {s.jump_prob, s.needle_query_prob, s.image_fraction})
-    IP_REQUIRE(p >= 0.0 && p <= 1.0, "workload: probability {} outside [0, 1]", p);
-  IP_REQUIRE(s.needles >= 0 && s.sinks >= 0, "workload: needles and sinks must be >= 0");
-  IP_REQUIRE(s.image_side >= 1, "workload: image_side = {} (must be >= 1)", s.image_side);
-  IP_REQUIRE(s.gate_decay > 0.0 && s.gate_decay <= 1.0, "workload: gate_decay = {} outside (0, 1]", s.gate_decay);
+  for (auto [p, key] : {std::pair{s.jump_prob, "jump_prob"}, std::pair{s.needle_query_prob, "needle_query_prob"},
+                        std::pair{s.image_fraction, "image_fraction"}})
+    IP_REQUIRE(p >= 0.0 && p <= 1.0, "workload.{} = {}: probability outside [0, 1]", key, p);
+  IP_REQUIRE(s.needles >= 0 && s.sinks >= 0, "workload.needles = {} and workload.sinks = {} must be >= 0", s.needles,
+             s.sinks);
+  IP_REQUIRE(s.image_side >= 1, "workload.image_side = {} (must be >= 1)", s.image_side);
+  IP_REQUIRE(s.gate_decay > 0.0 && s.gate_decay <= 1.0, "workload.gate_decay = {} outside (0, 1]", s.gate_decay);
   IP_REQUIRE(std::isfinite(s.gate_spread) && s.gate_spread >= 0.0 && s.gate_spread <= 10.0,
-             "workload: gate_spread = {} outside [0, 10]", s.gate_spread);
-  IP_REQUIRE(s.append_per_step >= 0, "workload: append_per_step = {} (must be >= 0)", s.append_per_step);
+             "workload.gate_spread = {} outside [0, 10]", s.gate_spread);
+  IP_REQUIRE(s.append_per_step >= 0, "workload.append_per_step = {} (must be >= 0)", s.append_per_step);
   IP_REQUIRE(s.tokens + static_cast<Index64>(s.steps) * s.append_per_step <= INT32_MAX,
-             "workload: tokens + steps * append_per_step exceeds the 32-bit id range");
-  for (double x : {s.sharpness, s.head_noise, s.query_drift, s.needle_strength, s.sink_strength, s.attn_noise})
-    IP_REQUIRE(std::isfinite(x) && x >= 0.0, "workload: a strength, noise or drift is {} (must be finite, >= 0)", x);
+             "workload.tokens + workload.steps * workload.append_per_step exceeds the 32-bit id range");
+  for (auto [x, key] : {std::pair{s.sharpness, "sharpness"}, std::pair{s.head_noise, "head_noise"},
+                        std::pair{s.query_drift, "query_drift"}, std::pair{s.needle_strength, "needle_strength"},
+                        std::pair{s.sink_strength, "sink_strength"}, std::pair{s.attn_noise, "attn_noise"}})
+    IP_REQUIRE(std::isfinite(x) && x >= 0.0, "workload.{} = {} (must be finite, >= 0)", key, x);
 }
 
 Index64 request_tokens(const WorkloadSpec& s, int request) {

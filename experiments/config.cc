@@ -1,6 +1,7 @@
 #include "experiments/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -94,6 +95,8 @@ double parse_double(const std::string& v) {
     used = 0;
   }
   IP_REQUIRE(used == v.size() && used > 0, "'{}' is not a number", v);
+  // No key takes NaN or infinity (pool.repool_tau's "off" is -1, limits are 0 for none).
+  IP_REQUIRE(std::isfinite(x), "'{}' is not a finite number", v);
   return x;
 }
 
@@ -403,6 +406,12 @@ const KeyInfo* find_key(const std::string& name) {
   return nullptr;
 }
 
+std::string joined(const std::vector<std::string>& values) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : ",") + v;
+  return out;
+}
+
 std::string where(const Setting& s) {
   if (s.line > 0) return fmt::format("{}:{}", s.file, s.line);
   return s.line < 0 ? s.file : std::string("command line");
@@ -444,6 +453,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   std::stringstream buf;
   buf << in.rdbuf();
   sw.config_text = buf.str();
+  if (sw.config_text.rfind("\xEF\xBB\xBF", 0) == 0) sw.config_text.erase(0, 3);  // a UTF-8 byte order mark
 
   std::map<std::string, std::size_t> seen;  // key -> index in settings
   std::vector<Setting> meta;                 // [sweep] keys
@@ -455,6 +465,8 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
       for (auto& m : meta)
         if (m.key == s.key) {
           IP_REQUIRE(s.line == 0, "{}: key '{}' is set twice (first at line {})", where(s), s.key, m.line);
+          IP_REQUIRE(m.line != 0, "command line: key '{}' is set twice with --set ('{}', then '{}')", s.key,
+                     joined(m.values), joined(s.values));
           m = s;
           return;
         }
@@ -486,6 +498,9 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     if (auto it = seen.find(s.key); it != seen.end()) {
       IP_REQUIRE(s.line <= 0, "{}: key '{}' is set twice (first at line {})", where(s), s.key,
                  sw.settings[it->second].line);
+      IP_REQUIRE(s.line < 0 || sw.settings[it->second].line != 0,
+                 "command line: key '{}' is set twice with --set ('{}', then '{}')", s.key,
+                 joined(sw.settings[it->second].values), joined(s.values));
       sw.settings[it->second] = std::move(s);  // an environment or command-line override replaces the file's value
     } else {
       seen[s.key] = sw.settings.size();
@@ -621,23 +636,44 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     }
     sw.config_text += fmt::format("\n# environment: INDEXPOOL_CACHE_SIZE={}\n", env);
   }
-  // Whole-point checks that involve several keys.
-  for (const auto& p : sw.points) {
-    try {
-      validate_spec(p.workload);
-      validate_cache_point(p.cache);
-      validate_extended_params(p.pipeline, p.source != "synthetic" || p.workload.attn_dim > 0);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: point {} ({}): {}", path, p.index, p.key, e.what()));
-    }
-  }
-  // limits.max_context: a synthetic context past the limit stops the run here, naming both settings
-  // (imported contexts are checked when they are loaded, before any point runs: runner.cc).
   auto setting_at = [&](const std::string& key) {
     for (const auto& s : sw.settings)
       if (s.key == key) return where(s);
     return std::string("default");
   };
+  // Whole-point checks that involve several keys, and every parameter check the run would make later
+  // (nothing fails after the first point ran: --overwrite would have replaced a results file by then).
+  // The message leads with where the first key it names was set, and lists where each named key was.
+  for (const auto& p : sw.points) {
+    try {
+      validate_spec(p.workload);
+      validate_cache_point(p.cache);
+      validate_pipeline_params(p.pipeline);
+      validate_extended_params(p.pipeline, p.source != "synthetic" || p.workload.attn_dim > 0);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      std::vector<std::pair<std::size_t, std::string>> named;  // (position in msg, key)
+      for (const auto& k : config_keys())
+        for (std::size_t at = msg.find(k.name); at != std::string::npos; at = msg.find(k.name, at + 1)) {
+          auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+          const std::size_t end = at + k.name.size();
+          if ((at > 0 && word(msg[at - 1])) || (end < msg.size() && word(msg[end]) && msg[end] != '.')) continue;
+          named.emplace_back(at, k.name);
+          break;
+        }
+      std::sort(named.begin(), named.end());
+      std::string lead = path, places;
+      for (const auto& [at, key] : named) {
+        const std::string w = setting_at(key);
+        if (lead == path && w != "default") lead = w;
+        places += fmt::format("{}{} set at {}", places.empty() ? "" : ", ", key, w == "default" ? "its default" : w);
+      }
+      throw Error(fmt::format("{}: point {} ({}): {}{}", lead, p.index, p.key, msg,
+                              named.size() > 1 || (named.size() == 1 && lead == path) ? "; " + places : ""));
+    }
+  }
+  // limits.max_context: a synthetic context past the limit stops the run here, naming both settings
+  // (imported contexts are checked when they are loaded, before any point runs: runner.cc).
   for (const auto& p : sw.points) {  // select.batched: what the batched decoder cannot do
     if (!p.batched) continue;
     const WeightParams& wp = p.pipeline.pool.weights;
@@ -798,6 +834,14 @@ double estimate_point_bytes(const Point& p) {
   const bool batched = p.batched && p.backend != "cpu";
   const double outputs = batched && p.pipeline.fidelity ? B * Q * 4.0 * s.attn_heads * s.value_dim : 0.0;
   return workload + kept + work + queries + B * Q * k_groups * per_selection + outputs;
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (!(std::fabs(bytes) >= 1024.0)) return fmt::format("{:.0f} B", bytes);
+  int u = 0;
+  for (bytes /= 1024.0; std::fabs(bytes) >= 1024.0 && u < 3; ++u) bytes /= 1024.0;
+  return fmt::format("{:.1f} {}", bytes, kUnits[u]);
 }
 
 double estimate_reference_bytes(const Point& p) {

@@ -95,6 +95,8 @@ double estimate_point_bytes(const Point& p);
 // points) can take beyond the estimate: at most the workload's own arrays, and the runner keeps them only
 // while they fit sweep.memory_limit beside the running point's estimate. 0 on cuda or with fidelity off.
 double estimate_reference_bytes(const Point& p);
+// A byte count in the binary unit that shows it: "512 B", "1.0 KiB", "3.2 MiB", "80.0 GiB".
+std::string format_bytes(double bytes);
 
 // "--help-config" text: every key with its default and help.
 std::string describe_keys();

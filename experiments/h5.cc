@@ -8,10 +8,36 @@
 namespace ip::h5 {
 namespace {
 
+// Before any other HDF5 call: no automatic printing of HDF5's error stack (errors become ip::Error, with
+// the cause from the stack: hdf5_cause), and no cleanup at exit. Every file is closed explicitly; one whose
+// close failed (a full disk) stays half-closed inside the library, and HDF5's atexit cleanup of it crashed
+// (SIGSEGV in H5F__close_cb after the error message, exit status 139 instead of 1).
 struct SilenceErrors {
-  SilenceErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  SilenceErrors() {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 const SilenceErrors silence_errors;
+
+herr_t deepest_error(unsigned, const H5E_error2_t* e, void* out) {
+  auto* cause = static_cast<std::string*>(out);
+  if (cause->empty() && e->desc && *e->desc) *cause = e->desc;  // walked from the innermost entry
+  return 0;
+}
+
+// What HDF5's error stack says went wrong, innermost first: the system's message when there is one
+// ("No space left on device"), else the innermost description; "" when the stack is empty.
+std::string hdf5_cause() {
+  std::string desc;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, deepest_error, &desc);
+  const std::string tag = "error message = '";
+  if (const auto at = desc.find(tag); at != std::string::npos) {
+    const auto end = desc.find('\'', at + tag.size());
+    return desc.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
+  }
+  return desc;
+}
 
 Handle dataspace(const std::vector<Index64>& shape) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
@@ -72,7 +98,10 @@ File::File(const std::string& path, const std::string& mode) : path_(path) {
 
 void File::close() {
   if (!file_) return;
-  IP_REQUIRE(H5Fclose(file_.release()) >= 0, "cannot close HDF5 file '{}'", path_);
+  if (H5Fclose(file_.release()) < 0) {
+    const std::string cause = hdf5_cause();
+    throw Error(fmt::format("cannot close HDF5 file '{}'{}{}", path_, cause.empty() ? "" : ": ", cause));
+  }
 }
 
 bool File::exists(const std::string& name) const {

@@ -251,8 +251,13 @@ int cmd_list(const std::vector<std::string>& args) {
     const double mem = estimate_point_bytes(p);
     std::string note = fmt::format("host ~{:.2f} GiB", mem / (1 << 30));
     if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
-    if (p.source == "synthetic" && p.pipeline.topk_tokens > p.workload.tokens)
-      note += " (will be skipped: select.topk_tokens > workload.tokens)";
+    ip::Index64 shortest = p.workload.tokens + p.workload.append_per_step;  // the shortest request at its first step
+    for (int r = 0; p.source == "synthetic" && r < p.workload.requests; ++r)
+      shortest = std::min(shortest, ip::request_tokens(p.workload, r) + p.workload.append_per_step);
+    if (p.source == "synthetic" && p.pipeline.topk_tokens > shortest)
+      note += p.workload.append_per_step == 0 && p.pipeline.topk_tokens > p.workload.tokens
+                  ? std::string(" (will be skipped: select.topk_tokens > workload.tokens)")
+                  : fmt::format(" (will be skipped: select.topk_tokens > a request's context of {} tokens)", shortest);
     else if (p.source == "synthetic" && p.backend != "cpu")
       note += device_note(p);
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
@@ -301,7 +306,7 @@ int main(int argc, char** argv) {
     std::cerr << kUsage;
     return 2;
   }
-  const std::string cmd = argv[1];
+  std::string cmd = argv[1];
   std::vector<std::string> rest(argv + 2, argv + argc);
 #if defined(IP_CUEMU)
   if (cmd == "run")
@@ -313,9 +318,13 @@ int main(int argc, char** argv) {
       std::cout << version_string() << "\n" << "devices: " << devices_string() << "\n";
       return 0;
     }
-    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    if (cmd == "--help" || cmd == "-h" || (cmd == "help" && (rest.empty() || rest.front() == "help"))) {
       std::cout << kUsage;
       return 0;
+    }
+    if (cmd == "help") {  // `help CMD` is `CMD --help`
+      cmd = rest.front();
+      rest = {"--help"};
     }
     if (cmd == "run") return cmd_run(rest, argv_line);
     if (cmd == "list") return cmd_list(rest);

@@ -259,6 +259,64 @@ void sync_path(const std::string& path, bool directory) {
   IP_REQUIRE(rc == 0 || (directory && err == EINVAL), "fsync of '{}' failed: {}", path, std::strerror(err));
 }
 
+// Copies `from` into a new file `to`, naming the system's error (fs::copy_file reported a full disk as
+// "Input/output error").
+void copy_contents(const std::string& from, const std::string& to) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  IP_REQUIRE(in >= 0, "cannot read '{}': {}", from, std::strerror(errno));
+  struct stat st {};
+  const mode_t mode = ::fstat(in, &st) == 0 ? (st.st_mode & 07777) : 0644;
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (out < 0) {
+    const int err = errno;
+    ::close(in);
+    throw Error(fmt::format("cannot create '{}': {}", to, std::strerror(err)));
+  }
+  std::vector<char> buf(1 << 20);
+  int err = 0;
+  const char* failed = "read";
+  while (err == 0) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno != EINTR) err = errno;
+      continue;
+    }
+    for (ssize_t done = 0; done < n && err == 0;) {
+      const ssize_t w = ::write(out, buf.data() + done, static_cast<std::size_t>(n - done));
+      if (w >= 0) done += w;
+      else if (errno != EINTR) err = errno, failed = "write";
+    }
+  }
+  if (::close(out) != 0 && err == 0) err = errno, failed = "write";
+  ::close(in);
+  IP_REQUIRE(err == 0, "cannot copy '{}' to '{}' ({} failed): {}", from, to, failed, std::strerror(err));
+}
+
+// output.path is replaced by renaming a new file over it: only a regular file (or nothing) may be there.
+// A symbolic link is refused, not followed (the rename would replace the link and leave its target as it was).
+void check_replaceable(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return;
+  if (fs::is_symlink(st)) {
+    const fs::path target = fs::read_symlink(path, ec);
+    throw Error(fmt::format("results file '{}' is a symbolic link (to '{}'); indexpool does not write through links: "
+                            "give output.path the file itself",
+                            path, target.string()));
+  }
+  IP_REQUIRE(fs::is_regular_file(st),
+             "results file '{}' exists and is not a regular file (a {}); indexpool replaces only regular files: "
+             "give output.path another name",
+             path,
+             fs::is_fifo(st)             ? "FIFO"
+             : fs::is_block_file(st)     ? "block device"
+             : fs::is_character_file(st) ? "character device"
+             : fs::is_socket(st)         ? "socket"
+             : fs::is_directory(st)      ? "folder"
+                                         : "special file");
+}
+
 std::string folder_of(const std::string& path) {
   const fs::path p = fs::path(path).parent_path();
   return p.empty() ? "." : p.string();
@@ -316,6 +374,7 @@ struct ResultsFile::Impl {
   std::vector<PointRecord> held;    // appended, not yet written (FlushPolicy::kBoundedOverhead)
   FlushPolicy policy = FlushPolicy::kEveryAppend;
   double last_write_s = 0;          // how long the last write took
+  bool write_failed = false;        // the last flush threw (its error went to the caller)
   std::chrono::steady_clock::time_point last_write_end{};
 };
 
@@ -328,6 +387,7 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  "fixed column)",
                  path, columns.columns[c].name);
   IP_REQUIRE(fs::is_directory(folder_of(path)), "results file '{}': folder '{}' does not exist", path, folder_of(path));
+  check_replaceable(path);
   impl_ = std::make_unique<Impl>(path, meta);
   if (fs::exists(path)) {
     IP_REQUIRE(resume || overwrite,
@@ -369,7 +429,7 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
 }
 
 ResultsFile::~ResultsFile() {
-  if (!impl_ || impl_->held.empty()) return;
+  if (!impl_ || impl_->held.empty() || impl_->write_failed) return;  // a failed write was reported once
   try {
     flush();
   } catch (const std::exception& e) {
@@ -412,7 +472,7 @@ void ResultsFile::flush() {
   try {
     std::error_code ec;
     fs::remove(tmp, ec);
-    if (im.on_disk) fs::copy_file(im.path, tmp);
+    if (im.on_disk) copy_contents(im.path, tmp);
     h5::File f(tmp, im.on_disk ? "a" : "w");
     if (!im.on_disk) write_root_attrs(f, im.meta);
     // A new file, or a string wider than its column: rewrite the table (HDF5 does not reuse the old one's space,
@@ -432,6 +492,7 @@ void ResultsFile::flush() {
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove(tmp, ec);
+    im.write_failed = true;
     const std::string what = im.held.size() == 1
                                  ? fmt::format("point '{}'", im.held.front().key)
                                  : fmt::format("{} points ('{}' to '{}')", im.held.size(), im.held.front().key,
@@ -441,6 +502,7 @@ void ResultsFile::flush() {
   for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(im.rows, batch, r);
   im.held.clear();
   im.on_disk = true;
+  im.write_failed = false;
   im.last_write_end = std::chrono::steady_clock::now();
   im.last_write_s = std::chrono::duration<double>(im.last_write_end - t0).count();
 }

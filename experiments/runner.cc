@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -105,6 +107,20 @@ void check_cache_traces(const std::vector<Point>& points, bool replace) {
     if (f.has_parent_path()) fs::create_directories(f.parent_path(), ec);
     IP_REQUIRE(!ec, "output.cache_trace '{}': cannot create its folder: {}", path, ec.message());
     IP_REQUIRE(!fs::is_directory(f), "output.cache_trace '{}' is a folder, not a file", path);
+    std::error_code e1, e2;
+    IP_REQUIRE(p.output_path.empty() || (path != p.output_path && fs::weakly_canonical(f, e1) !=
+                                                                      fs::weakly_canonical(p.output_path, e2)),
+               "output.cache_trace '{}' is the results file (output.path = '{}'): the trace would be lost; give it "
+               "another name",
+               path, p.output_path);
+    // Replaced by a rename like the results file: only a regular file (or nothing) may be there.
+    const fs::file_status st = fs::symlink_status(f, ec);
+    IP_REQUIRE(!fs::exists(st) || fs::is_regular_file(st),
+               "output.cache_trace '{}' exists and is not a regular file ({}); indexpool replaces only regular "
+               "files: give it another name",
+               path,
+               fs::is_symlink(st) ? "a symbolic link, which would be replaced, not written through" : "a special file");
+    ec.clear();
     IP_REQUIRE(replace || !fs::exists(f),
                "output.cache_trace '{}' already exists; pass --overwrite to replace it (or --resume to continue the "
                "sweep that wrote it)",
@@ -119,11 +135,24 @@ void check_cache_traces(const std::vector<Point>& points, bool replace) {
 }
 
 void write_cache_trace(const Point& p, const cache::Trace& trace) {
-  // A complete file beside the target, then renamed over it: never a half-written trace under its name.
+  // A complete file beside the target, then renamed over it: never a half-written trace under its name,
+  // and no temporary left behind when writing fails.
   const std::string path = cache_trace_path(p), tmp = path + fmt::format(".tmp-{}", ::getpid());
-  cache::write_trace(tmp, cache_trace_format(p), trace);
   std::error_code ec;
+  errno = 0;
+  try {
+    cache::write_trace(tmp, cache_trace_format(p), trace);
+  } catch (const Error& e) {
+    const int err = errno;  // the failed write's (the trace writer does not name it)
+    std::filesystem::remove(tmp, ec);
+    throw Error(fmt::format("output.cache_trace '{}': {}{}{}", path, e.what(), err ? ": " : "",
+                            err ? std::strerror(err) : ""));
+  }
   std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+  }
   IP_REQUIRE(!ec, "output.cache_trace '{}': cannot rename '{}' over it: {}", path, tmp, ec.message());
 }
 
@@ -159,8 +188,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   }
   const double need = p.source == "synthetic" ? estimate_point_bytes(p) : 0.0;
   if (need > memory_limit)
-    return skip(fmt::format("estimated memory {:.1f} GiB exceeds the limit {:.1f} GiB (sweep.memory_limit)",
-                            need / (1 << 30), memory_limit / (1 << 30)));
+    return skip(fmt::format("estimated memory {} exceeds the limit {} (sweep.memory_limit)", format_bytes(need),
+                            format_bytes(memory_limit)));
   const std::string wkey = source_key(p);
   CachedSource& src = cache[wkey];
   auto& reqs = src.requests;
@@ -188,10 +217,13 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   // give them (set per point, since points share the import).
   if (p.source != "synthetic")
     for (std::size_t b = 0; b < reqs.size(); ++b) reqs[b].gates = gate_params(p.workload, static_cast<int>(b));
+  // The budget against each request's context at its first decode step (a growing context,
+  // workload.append_per_step, appends before every step; core/decode.cc checks the same).
+  const Index64 append = p.pipeline.append_per_step;
   for (const auto& w : reqs)
-    if (p.pipeline.topk_tokens > w.tokens())
-      return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens",
-                              p.pipeline.topk_tokens, w.tokens()));
+    if (const Index64 first = w.tokens() - (w.steps() - 1) * append; p.pipeline.topk_tokens > first)
+      return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens{}",
+                              p.pipeline.topk_tokens, first, append > 0 ? " at its first decode step" : ""));
   // select.batched puts the whole batch on the device at once: auto runs it on the cpu when it cannot.
   if (p.batched && plan.backend == "cuda") {
     const std::string why = batched_skip_reason(reqs, p.pipeline);

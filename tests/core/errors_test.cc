@@ -119,6 +119,26 @@ TEST(Errors, WeightParametersThatWouldOverflowOrUnderflow) {
   EXPECT_NO_THROW(ip::build_index(view(kKeys, 6, 2), c, nullptr, nullptr));
 }
 
+// The same checks with no keys at all (config validation runs them before any point), naming the keys.
+TEST(Errors, PoolParametersAloneAreCheckedNamingTheConfigKeys) {
+  EXPECT_NO_THROW(ip::validate_pool_params(params(Weighting::cosine, 4)));
+  auto p = params(Weighting::positional, 8);
+  p.weights.positional_bias = {0, 0.1f, 0.2f, 0.3f};
+  EXPECT_IP_ERROR(ip::validate_pool_params(p), "pool.positional_bias: positional bias has 4 entries for group size 8");
+  p.weights.scheme = Weighting::exact;  // effective G = 1
+  EXPECT_IP_ERROR(ip::validate_pool_params(p), "4 entries for group size 1");
+  p = params(Weighting::cosine, 4);
+  p.weights.eps = 0;
+  EXPECT_IP_ERROR(ip::validate_pool_params(p), "pool.eps = 0");
+  p = params(Weighting::cosine, 4);
+  p.weights.cosine_power = kNaN;
+  EXPECT_IP_ERROR(ip::validate_pool_params(p), "pool.cosine_power");
+  p = params(Weighting::positional, 4);
+  p.weights.positional_lambda = 100;
+  EXPECT_IP_ERROR(ip::validate_pool_params(p), "pool.positional_lambda");
+  EXPECT_IP_ERROR(ip::validate_pool_params(params(Weighting::uniform, 0)), "pool.group_size: group size G = 0");
+}
+
 TEST(Errors, UnknownNames) {
   EXPECT_IP_ERROR(ip::parse_weighting("idf"), "unknown weighting 'idf'");
   EXPECT_IP_ERROR(ip::parse_weighting("Uniform"), "unknown weighting 'Uniform'");

@@ -128,6 +128,35 @@ TEST(Pipeline, CompressedAccounting) {
   }
 }
 
+// The parameter checks that need no workload (config validation runs them before any point): the keys
+// checked only while points ran, and a group larger than the whole token budget.
+TEST(Pipeline, ParametersAloneAreCheckedWithoutAWorkload) {
+  EXPECT_NO_THROW(ip::validate_pipeline_params(pipeline(Weighting::uniform, Precision::fp32, 3, 512)));
+  auto p = pipeline(Weighting::uniform, Precision::fp32, 4, 0);
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "select.topk_tokens = 0");
+  p = pipeline(Weighting::tfidf, Precision::fp32);
+  p.stats_decay = 1.5f;
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "pool.tfidf_decay = 1.5");
+  p = pipeline(Weighting::cosine, Precision::fp32);
+  p.query_ema = 1.0f;
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "pool.query_ema = 1");
+  p = pipeline(Weighting::tfidf, Precision::fp32);
+  p.rebuild_every = 0;
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "pool.rebuild_every = 0");
+  p = pipeline(Weighting::positional, Precision::fp32, 8);
+  p.pool.weights.positional_bias = {0, 0.1f, 0.2f, 0.3f};
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "pool.positional_bias: positional bias has 4 entries for group size 8");
+  p = pipeline(Weighting::uniform, Precision::fp32, 8192, 512);
+  EXPECT_IP_ERROR(ip::validate_pipeline_params(p), "pool.group_size = 8192 exceeds select.topk_tokens = 512");
+  p.pool.weights.scheme = Weighting::exact;  // effective G = 1
+  EXPECT_NO_THROW(ip::validate_pipeline_params(p));
+  p = pipeline(Weighting::uniform, Precision::fp32, 8192, 512);
+  p.adaptive.enabled = true;  // its own group sizes
+  EXPECT_NO_THROW(ip::validate_pipeline_params(p));
+  p = pipeline(Weighting::uniform, Precision::fp32, 512, 512);  // one group is the whole budget
+  EXPECT_NO_THROW(ip::validate_pipeline_params(p));
+}
+
 TEST(Pipeline, BadParametersThrowNamingTheSetting) {
   const auto w = small_workload(false);
   auto be = ip::make_cpu_backend(1);

@@ -1,6 +1,7 @@
 // The indexpool command end to end: --version, --help, a tiny run, and bad input that exits non-zero
 // before any work without touching an existing results file.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -366,6 +367,119 @@ TEST_F(CliTest, SecondInterruptStopsAtOnce) {
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the point finished before the second signal: " << slurp(err);
   EXPECT_EQ(WTERMSIG(status), SIGINT);
+}
+
+// A bad value that only a running point used to catch (pool.positional_bias against the group size of
+// point 1, select.topk_tokens = 0, pool.tfidf_decay = 1.5) stops `run --overwrite` and `list` before any
+// work: the existing results file keeps every byte (it was replaced by a file of the one point that ran).
+TEST_F(CliTest, BadRunTimeParameterWithOverwriteKeepsTheResultsFile) {
+  const std::string h5 = (dir_ / "good.h5").string();
+  const auto cfg = file("good.ini", "[workload]\ntokens = 4096\nsteps = 2\n[pool]\nweighting = positional\n"
+                                    "[select]\ntopk_tokens = 512\n[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
+  ASSERT_EQ(run("run " + cfg + " --quiet --set pool.group_size=4,8").code, 0);
+  const std::string before = slurp(h5);
+  ASSERT_FALSE(before.empty());
+  for (const std::string bad : {"--set pool.group_size=4,8 --set 'pool.positional_bias=0 0.1 0.2 0.3'",
+                                "--set select.topk_tokens=512,0", "--set pool.tfidf_decay=0.9,1.5"}) {
+    const auto r = run("run " + cfg + " --overwrite " + bad);
+    EXPECT_EQ(r.code, 1) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("command line: point 1 ("), std::string::npos) << bad << ": " << r.out;
+    EXPECT_EQ(r.out.find("[1/"), std::string::npos) << "a point ran: " << r.out;
+    EXPECT_EQ(slurp(h5), before) << bad;
+    EXPECT_EQ(run("list " + cfg + " " + bad).code, 1) << bad;
+  }
+}
+
+// A full disk (here the file size limit, with SIGXFSZ ignored: writes fail with EFBIG) stops the run with
+// the system's message and exit status 1; HDF5's cleanup at exit crashed on the file whose close failed
+// (status 139). No temporary file is left, and a failed trace write leaves none either.
+TEST_F(CliTest, WriteFailureStopsWithTheCauseAndNoCrashOrTemporaries) {
+  const std::string h5 = (dir_ / "full.h5").string();
+  const auto cfg = file("full.ini", "[workload]\ntokens = 256\nsteps = 1\nseed = range:0..3\n[select]\ntopk_tokens = 64\n"
+                                    "[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
+  auto limited = [&](const std::string& args) {
+    Result r;
+    const std::string cmd = "sh -c \"trap '' XFSZ; ulimit -f 16; exec " + std::string(IP_INDEXPOOL_BIN) + " " + args +
+                            "\" 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf{};
+    while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+    const int status = p ? pclose(p) : -1;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  auto temporaries = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().find(".tmp") != std::string::npos;
+    return n;
+  };
+  const auto r = limited("run " + cfg + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot close HDF5 file '" + h5 + ".tmp-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_EQ(temporaries(), 0);
+  const std::string trace = (dir_ / "t_{index}.txt").string();
+  const auto t = limited("run " + cfg + " --quiet --set output.path= --set workload.tokens=64Ki --set workload.steps=8 "
+                         "--set select.topk_tokens=2048 --set cache.enabled=true --set output.cache_trace=" + trace);
+  EXPECT_EQ(t.code, 1) << t.out;
+  EXPECT_NE(t.out.find("output.cache_trace '" + (dir_ / "t_000000.txt").string() + "'"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("File too large"), std::string::npos) << t.out;
+  EXPECT_EQ(temporaries(), 0);
+}
+
+// output.path is replaced by a rename: a FIFO, a device node or a symbolic link there is refused before any
+// work (the link is not followed), and so is a cache trace written to the results file's path.
+TEST_F(CliTest, OutputPathThatIsNotARegularFileIsRefused) {
+  const auto cfg = file("special.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 64\n");
+  const std::string fifo = (dir_ / "fifo").string(), target = (dir_ / "target.h5").string(),
+                    link = (dir_ / "link.h5").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  const auto f = run("run " + cfg + " --overwrite --set output.path=" + fifo);
+  EXPECT_EQ(f.code, 1) << f.out;
+  EXPECT_NE(f.out.find("is not a regular file (a FIFO)"), std::string::npos) << f.out;
+  EXPECT_EQ(f.out.find("[1/"), std::string::npos) << f.out;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  const auto l = run("run " + cfg + " --overwrite --set output.path=" + link);
+  EXPECT_EQ(l.code, 1) << l.out;
+  EXPECT_NE(l.out.find("is a symbolic link"), std::string::npos) << l.out;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(slurp(target), "old");
+  const std::string h5 = (dir_ / "same.h5").string();
+  const auto s = run("run " + cfg + " --set output.path=" + h5 + " --set output.cache_trace=" + (dir_ / "." / "same.h5").string());
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("is the results file"), std::string::npos) << s.out;
+  EXPECT_FALSE(fs::exists(h5));
+}
+
+TEST_F(CliTest, HelpCommandDescribesTheCommand) {
+  const auto r = run("help run");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("indexpool run CONFIG [options]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("usage: indexpool [--version]"), std::string::npos) << r.out;
+  EXPECT_NE(run("help list").out.find("indexpool list CONFIG"), std::string::npos);
+  EXPECT_NE(run("help").out.find("usage: indexpool [--version]"), std::string::npos);
+  EXPECT_EQ(run("help nothing").code, 2);
+}
+
+// Sizes in a skip reason show their value (1 KiB printed as "0.0 GiB"); a growing context's budget is held
+// against the context at the first decode step, and a point past it is skipped like a short request, not
+// an error that stops the sweep after the points before it ran.
+TEST_F(CliTest, SkipReasonsStateTheirSizes) {
+  const auto cfg = file("limit.ini", "[workload]\ntokens = 256\nsteps = 4\n[select]\ntopk_tokens = 64\n");
+  const auto m = run("run " + cfg + " --quiet --set sweep.memory_limit=1Ki");
+  EXPECT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("KiB exceeds the limit 1.0 KiB (sweep.memory_limit)"), std::string::npos) << m.out;
+  const auto g = run("run " + cfg + " --quiet --set workload.append_per_step=64 --set select.topk_tokens=300,400");
+  EXPECT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("skipped: select.topk_tokens = 400 exceeds a request's context of 320 tokens at its first "
+                       "decode step"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(run("list " + cfg + " --set workload.append_per_step=64 --set select.topk_tokens=400")
+                .out.find("will be skipped: select.topk_tokens > a request's context of 320 tokens"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -512,3 +512,105 @@ TEST_F(Issue7ConfigTest, Issue7ConfigsLoad) {
   EXPECT_EQ(load_sweep(dir + "growing.ini").points.size(), 2u * 2);
   EXPECT_EQ(load_sweep(dir + "edge.ini").points.size(), 2u);
 }
+
+// Every parameter check the run makes later (core/pool.cc validate_pool_params, core/pipeline.cc
+// validate_pipeline_params) happens at load, before any point runs: with --overwrite a point that failed
+// mid-sweep had already replaced the results file. The message names the key and where it was set.
+TEST_F(ConfigTest, RunTimeParameterChecksFailAtLoadNamingKeyAndPlace) {
+  const auto bias = write("[workload]\ntokens = 4096\nsteps = 2\n[pool]\nweighting = positional\ngroup_size = 4, 8\n"
+                          "positional_bias = 0 0.1 0.2 0.3\n");
+  const std::string e = error_of(bias);
+  EXPECT_EQ(e.rfind(bias + ":7: point 1 (pool.group_size=8): pool.positional_bias: positional bias has 4 entries "
+                           "for group size 8",
+                    0),
+            0u)
+      << e;
+  EXPECT_NE(e.find("pool.positional_bias set at " + bias + ":7, pool.group_size set at " + bias + ":6"),
+            std::string::npos)
+      << e;
+  const auto base = write("[workload]\ntokens = 4096\nsteps = 2\n");
+  struct Case {
+    std::string set, needle;
+  };
+  for (const Case& c : std::vector<Case>{{"select.topk_tokens=512,0", "select.topk_tokens = 0 (must be >= 1)"},
+                                         {"pool.tfidf_decay=0.9,1.5", "pool.tfidf_decay = 1.5 outside [0, 1]"},
+                                         {"pool.eps=0", "pool.eps = 0 (must be > 0)"},
+                                         {"pool.positional_lambda=100", "pool.positional_lambda: positional lambda = 100"},
+                                         {"pool.cosine_power=0", "pool.cosine_power: cosine power = 0"},
+                                         {"pool.query_ema=1", "pool.query_ema = 1 outside [0, 1)"},
+                                         {"pool.rebuild_every=0", "pool.rebuild_every = 0 (must be >= 1)"}}) {
+    const std::string err = error_of(base, {c.set});
+    EXPECT_EQ(err.rfind("command line: point ", 0), 0u) << c.set << ": " << err;
+    EXPECT_NE(err.find(c.needle), std::string::npos) << c.set << ": " << err;
+  }
+  // A whole-point error about a --set value says so (it said the config file, without a line).
+  const std::string t = error_of(base, {"workload.dim=0"});
+  EXPECT_EQ(t.rfind("command line: point 0 (-): workload.dim = 0", 0), 0u) << t;
+  const auto in_file = write("[workload]\ntokens = 4096\nsteps = 2\nrequests = 0\n");
+  EXPECT_EQ(error_of(in_file).rfind(in_file + ":4: point 0 (-): workload.requests = 0", 0), 0u) << error_of(in_file);
+}
+
+// k_g = ceil(k/G): a group larger than the whole budget is an error naming both keys; exact (effective G = 1)
+// and adaptive sizes (G is not the selection's group there) are not refused; G = 3 at k = 512 stays valid.
+TEST_F(ConfigTest, GroupLargerThanTheTokenBudgetIsAnError) {
+  const auto p = write("[workload]\ntokens = 16Ki\nsteps = 2\n[pool]\ngroup_size = 8192\n[select]\ntopk_tokens = 512\n");
+  const std::string e = error_of(p);
+  EXPECT_NE(e.find("pool.group_size = 8192 exceeds select.topk_tokens = 512"), std::string::npos) << e;
+  EXPECT_NE(e.find("pool.group_size set at " + p + ":5, select.topk_tokens set at " + p + ":7"), std::string::npos) << e;
+  const std::string c = error_of(p, {"select.topk_tokens=1024"});
+  EXPECT_NE(c.find("select.topk_tokens set at command line"), std::string::npos) << c;
+  EXPECT_EQ(error_of(p, {"pool.weighting=exact"}), "(no error)");
+  EXPECT_EQ(error_of(p, {"pool.group_size=3"}), "(no error)");
+  EXPECT_EQ(error_of(p, {"pool.group_size=512"}), "(no error)");
+  EXPECT_EQ(error_of(p, {"adaptive.enabled=true", "adaptive.budget=64"}), "(no error)");
+}
+
+TEST_F(ConfigTest, EveryReadyConfigStillLoads) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(IP_SOURCE_DIR) + "/configs")) {
+    if (e.path().extension() != ".ini") continue;
+    ++n;
+    EXPECT_EQ(error_of(e.path().string()), "(no error)") << e.path();
+  }
+  EXPECT_GE(n, 10);
+}
+
+TEST_F(ConfigTest, NonFiniteNumbersAreRejectedNamingTheKey) {
+  const auto p = write("[pool]\nweighting = hybrid\nalpha_tfidf = nan\n");
+  EXPECT_NE(error_of(p).find(p + ":3: key 'pool.alpha_tfidf': 'nan' is not a finite number"), std::string::npos)
+      << error_of(p);
+  const auto base = write("[pool]\nweighting = hybrid\n");
+  for (const std::string set : {"pool.alpha_cosine=inf", "pool.alpha_positional=-inf", "workload.sharpness=NaN",
+                                "pool.positional_bias=0 nan 0 0", "adaptive.budget=infinity"}) {
+    const std::string e = error_of(base, {set});
+    EXPECT_EQ(e.rfind("command line: key '" + set.substr(0, set.find('=')) + "'", 0), 0u) << set << ": " << e;
+    EXPECT_NE(e.find("is not a finite number"), std::string::npos) << set << ": " << e;
+  }
+  EXPECT_EQ(error_of(base, {"pool.alpha_tfidf=0.5", "pool.repool_tau=-1"}), "(no error)");
+}
+
+TEST_F(ConfigTest, LeadingByteOrderMarkIsIgnored) {
+  const auto sw = load_sweep(write("\xEF\xBB\xBF" "backend = cpu\n[workload]\ntokens = 4Ki\n"));
+  ASSERT_EQ(sw.points.size(), 1u);
+  EXPECT_EQ(sw.points[0].workload.tokens, 4096);
+}
+
+TEST_F(ConfigTest, KeySetTwiceOnTheCommandLineIsAnError) {
+  const auto p = write("[pool]\ngroup_size = 4\n");
+  const std::string e = error_of(p, {"pool.weighting=uniform", "pool.weighting=cosine"});
+  EXPECT_NE(e.find("command line: key 'pool.weighting' is set twice with --set ('uniform', then 'cosine')"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of(p, {"sweep.memory_limit=1Gi", "sweep.memory_limit=2Gi"}).find("set twice with --set"),
+            std::string::npos);
+  // Once on the command line still overrides the file.
+  EXPECT_EQ(load_sweep(p, {"pool.group_size=8"}).points[0].pipeline.pool.group_size, 8);
+}
+
+TEST(FormatBytes, ShowsTheValueInAFittingBinaryUnit) {
+  EXPECT_EQ(ip::exp::format_bytes(0), "0 B");
+  EXPECT_EQ(ip::exp::format_bytes(512), "512 B");
+  EXPECT_EQ(ip::exp::format_bytes(1024), "1.0 KiB");
+  EXPECT_EQ(ip::exp::format_bytes(1.5 * (1 << 20)), "1.5 MiB");
+  EXPECT_EQ(ip::exp::format_bytes(80.0 * (1 << 30)), "80.0 GiB");
+}
