@@ -66,7 +66,7 @@ std::vector<Index64> tokens_of_ranges(std::vector<std::pair<Index64, Index64>> r
 }  // namespace
 
 RequestResult run_request_extended(Backend& be, const Workload& w, const PipelineParams& p,
-                                   RequestReferences* refs) {
+                                   RequestReferences* refs, std::atomic<std::int64_t>* steps_done) {
   validate_pipeline(p, w);
   const Index64 Tfull = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads(), A = p.append_per_step;
   const Index64 T0 = Tfull - Q * A;
@@ -262,6 +262,7 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       }
     }
     res.steps.push_back(rec);
+    if (steps_done) steps_done->fetch_add(1, std::memory_order_relaxed);
   }
   if (p.async_updates && back_pending) end_pending();  // never leave an update running
 

@@ -151,8 +151,9 @@ void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, std::span<
   }
 }
 
-RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p, RequestReferences* refs) {
-  if (p.extended()) return run_request_extended(be, w, p, refs);
+RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& p, RequestReferences* refs,
+                          std::atomic<std::int64_t>* steps_done) {
+  if (p.extended()) return run_request_extended(be, w, p, refs, steps_done);
   validate_pipeline(p, w);
   const HeldInputs held(be);  // the workload, index, statistics and score buffers change only through `be`
   const Index64 T = w.tokens(), D = w.dim(), Q = w.steps(), H = w.index_heads();
@@ -265,6 +266,7 @@ RequestResult run_request(Backend& be, const Workload& w, const PipelineParams& 
     rec.context_tokens = static_cast<double>(T);
     rec.pool_hidden_ms = 0;
     res.steps.push_back(rec);
+    if (steps_done) steps_done->fetch_add(1, std::memory_order_relaxed);
   }
   res.tokens_per_group = G;
 

@@ -2,6 +2,7 @@
 // measure fidelity against the exact indexer and dense attention, feed the statistics back.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -142,13 +143,15 @@ void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, std::span<
                            MatrixView<const float> sparse_out, StepReference& ref, StepRecord& rec);
 
 // `refs`, when given, are the request's references from earlier points on the same workload and backend
-// (results identical with or without them; see StepReference).
+// (results identical with or without them; see StepReference). `steps_done`, when given, is incremented
+// (relaxed) after each decode step, for a progress line read by another thread; nothing else reads it.
 RequestResult run_request(Backend& backend, const Workload& w, const PipelineParams& p,
-                          RequestReferences* refs = nullptr);
+                          RequestReferences* refs = nullptr, std::atomic<std::int64_t>* steps_done = nullptr);
 // Checks of the issue-7 parameters that need no workload (config validation runs them for every point).
 void validate_extended_params(const PipelineParams& p, bool has_attention);
 // The loop with the issue-7 features (core/decode.cc); run_request calls it when p.extended().
 RequestResult run_request_extended(Backend& backend, const Workload& w, const PipelineParams& p,
-                                   RequestReferences* refs = nullptr);
+                                   RequestReferences* refs = nullptr,
+                                   std::atomic<std::int64_t>* steps_done = nullptr);
 
 }  // namespace ip

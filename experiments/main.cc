@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,28 +35,66 @@ using namespace ip::exp;
 namespace {
 
 // SIGINT / SIGTERM during `run`: the first asks the runner to stop after the current point (it then
-// writes every finished point and returns); the handlers are reset, so a second signal stops at once.
+// writes every finished point and returns); a second stops at once: it removes the results file's lock
+// file (while this process holds it), says so, and the process dies by that signal. Only async-signal-safe
+// calls (write, unlink, sigaction, raise) and sig_atomic_t flags; the handlers never nest.
 volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_signals = 0;
+char g_lock_path[4096] = {0};             // `<output.path>.lock`, set before g_lock_armed
+volatile std::sig_atomic_t g_lock_armed = 0;  // 1 while this process holds that lock
+
+void say(const char* msg, std::size_t n) {
+  const ssize_t r = ::write(STDERR_FILENO, msg, n);
+  (void)r;
+}
 
 extern "C" void on_stop_signal(int sig) {
-  g_stop = sig;
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  g_signals = g_signals + 1;
+  if (g_signals == 1) {
+    g_stop = sig;
+    static const char msg[] =
+        "\nindexpool: stopping after the current point (finished points are kept; --resume runs the rest); "
+        "a second Ctrl-C or SIGTERM stops at once\n";
+    say(msg, sizeof msg - 1);
+    return;
+  }
+  if (g_lock_armed) ::unlink(g_lock_path);  // the flock itself dies with the process
   static const char msg[] =
-      "\nindexpool: stopping after the current point (finished points are kept; --resume runs the rest); "
-      "a second Ctrl-C or SIGTERM stops at once\n";
-  const ssize_t r = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-  (void)r;
+      "\nindexpool: stopped at once by a second signal; the results file keeps the points written before (any "
+      "finished since its last write are lost), --resume runs the rest\n";
+  say(msg, sizeof msg - 1);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // blocked until this handler returns, then the default action: the process dies by `sig`
 }
 
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);  // a SIGTERM does not interrupt the SIGINT handler, nor the reverse
+  sigaddset(&sa.sa_mask, SIGTERM);
   sa.sa_flags = SA_RESTART;  // a write or fsync under way goes on
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }
+
+// Arms the second-signal handler's removal of `<path>.lock` for the life of this object (declare it after
+// the ResultsFile that holds the lock, so it disarms before the lock is released).
+struct LockFileForSignals {
+  explicit LockFileForSignals(const std::string& results_path) {
+    const std::string lock = results_path + ".lock";
+    if (lock.size() >= sizeof g_lock_path) return;  // too long to keep: the stale file is harmless (flock)
+    std::copy(lock.begin(), lock.end(), g_lock_path);
+    g_lock_path[lock.size()] = '\0';
+    g_lock_armed = 1;
+  }
+  ~LockFileForSignals() { g_lock_armed = 0; }
+  LockFileForSignals(const LockFileForSignals&) = delete;
+  LockFileForSignals& operator=(const LockFileForSignals&) = delete;
+};
 
 constexpr const char* kUsage =
     "usage: indexpool [--version] [--help] <command> [<args>]\n"
@@ -164,6 +203,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   const std::string out_path = sweep.points.empty() ? "" : sweep.points.front().output_path;
   IP_REQUIRE(!(vm.count("resume") && vm.count("overwrite")), "--resume and --overwrite exclude each other");
   IP_REQUIRE(!vm.count("resume") || !out_path.empty(), "--resume needs output.path");
+  RunOptions ro;
+  ro.progress_interval_s = progress_interval_from_env();
 
   // Everything that can fail on bad input happens before the first point: metric names, imports, the
   // output file.
@@ -172,6 +213,13 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   WorkloadCache cache;
   preload_imports(points, cache);
   check_cache_traces(points, vm.count("overwrite") > 0 || vm.count("resume") > 0);
+  if (points.empty()) {  // a shard of a sweep with fewer points than shards (a Slurm array larger than it)
+    std::cout << fmt::format("shard {}/{} has no points: the sweep has {} point{}, and shard i runs the points p with "
+                             "p mod {} = i; nothing to run, no results file written{}\n",
+                             shard, shards, sweep.points.size(), sweep.points.size() == 1 ? "" : "s", shards,
+                             out_path.empty() ? "" : fmt::format(" ('{}' is left as it is)", out_path));
+    return 0;
+  }
   std::unique_ptr<ResultsFile> results;
   if (!out_path.empty()) {
     check_writable(out_path);
@@ -187,11 +235,13 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     meta.device = fmt::format("CPU: {}; CUDA: {}", cpu_description(), devices_string());
     meta.axis_keys = sweep.axis_keys;
     meta.points_total = static_cast<std::int64_t>(sweep.points.size());
+    meta.shard = fmt::format("{}/{}", shard, shards);
     results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);
     results->set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
   }
+  std::optional<LockFileForSignals> lock_for_signals;  // after `results`: disarmed before its lock goes
+  if (results) lock_for_signals.emplace(out_path);
 
-  RunOptions ro;
   ro.quiet = vm.count("quiet") > 0;
   ro.profile = vm.count("profile") > 0;
   if (!ro.quiet) std::fprintf(stderr, "%s%s", profile_note.c_str(), metrics_note.c_str());
@@ -273,12 +323,18 @@ int cmd_merge(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: indexpool merge OUT IN...\n\nJoins the results files of the shards of one sweep into OUT "
                  "(which must not exist).\nRefuses files from different sweeps or schema versions, and points that "
-                 "appear twice.\n";
+                 "appear twice.\nSays how many of the sweep's points OUT holds; when some are missing it still writes "
+                 "OUT (exit\nstatus 0) and warns on stderr which points and shards are missing (merge again with "
+                 "them later).\n";
     return args.empty() ? 2 : 0;
   }
   IP_REQUIRE(args.size() >= 2, "merge: need OUT and at least one input file");
-  merge_results(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
-  std::cout << "merged " << args.size() - 1 << " files into " << args[0] << "\n";
+  const MergeSummary m = merge_results(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  std::cout << fmt::format("merged {} file{} into {}: {} of the sweep's {} points{}\n", args.size() - 1,
+                           args.size() == 2 ? "" : "s", args[0], m.points, m.points_total,
+                           m.missing.empty() ? " (complete)" : " (partial)");
+  if (const std::string missing = describe_missing(m); !missing.empty())
+    std::cerr << "indexpool: warning: " << args[0] << " is partial: " << missing << "\n";
   return 0;
 }
 

@@ -182,6 +182,7 @@ void write_root_attrs(h5::File& f, const SweepMeta& m) {
   f.set_attr("/", "created_utc", utc_now());
   f.set_attr("/", "sweep_id", m.sweep_id);
   f.set_attr("/", "points_total", m.points_total);
+  f.set_attr("/", "shard", m.shard);
   f.set_attr("/", "units", std::string(kUnits));
 }
 
@@ -507,7 +508,66 @@ void ResultsFile::flush() {
   im.last_write_s = std::chrono::duration<double>(im.last_write_end - t0).count();
 }
 
-void merge_results(const std::string& out, const std::vector<std::string>& inputs) {
+namespace {
+
+// The shards a file names in its attribute `shard` ("i/N" or a comma-separated list of them), as (i, N);
+// empty when it has none or it does not parse.
+std::vector<std::pair<std::int64_t, std::int64_t>> shards_of(const h5::File& f) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  if (!f.has_attr("/", "shard")) return out;
+  const std::string text = f.attr_text("/", "shard");
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    long long i = -1, n = 0;
+    char rest = 0;
+    const std::string item = text.substr(at, comma - at);
+    if (std::sscanf(item.c_str(), " %lld / %lld %c", &i, &n, &rest) != 2 || i < 0 || n < 1 || i >= n) return {};
+    out.emplace_back(i, n);
+    at = comma + 1;
+  }
+  return out;
+}
+
+// "1, 3-5, 9" (the first `most` runs, then "and N more").
+std::string index_ranges(const std::vector<std::int64_t>& v, std::size_t most = 12) {
+  std::string out;
+  std::size_t runs = 0, i = 0;
+  for (; i < v.size() && runs < most; ++runs) {
+    std::size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j == i ? fmt::format("{}", v[i]) : fmt::format("{}-{}", v[i], v[j]));
+    i = j + 1;
+  }
+  if (i < v.size()) out += fmt::format(" and {} more", v.size() - i);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string describe_missing(const MergeSummary& m) {
+  if (m.missing.empty()) return "";
+  std::string out = fmt::format("{} of the sweep's {} points {} missing (point index{} {})", m.missing.size(),
+                                m.points_total, m.missing.size() == 1 ? "is" : "are", m.missing.size() == 1 ? "" : "es",
+                                index_ranges(m.missing));
+  if (!m.missing_shards.empty())
+    out += fmt::format("; no input holds shard{} {} (run {} with --shard, then merge again)",
+                       m.missing_shards.size() == 1 ? "" : "s", join(m.missing_shards),
+                       m.missing_shards.size() == 1 ? "it" : "them");
+  if (!m.incomplete_shards.empty())
+    out += fmt::format("; shard{} {} stopped before {} last point (--resume with the same --shard finishes {})",
+                       m.incomplete_shards.size() == 1 ? "" : "s", join(m.incomplete_shards),
+                       m.incomplete_shards.size() == 1 ? "its" : "their", m.incomplete_shards.size() == 1 ? "it" : "them");
+  return out;
+}
+
+MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
   IP_REQUIRE(!inputs.empty(), "merge: no input files");
   IP_REQUIRE(!fs::exists(out), "merge: output '{}' already exists; choose a new path", out);
   std::vector<h5::File> files;
@@ -551,6 +611,29 @@ void merge_results(const std::string& out, const std::vector<std::string>& input
     }
   }
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  // What the merged file lacks of the sweep, and which shards those points belong to.
+  MergeSummary sum;
+  sum.points = static_cast<std::int64_t>(entries.size());
+  sum.points_total = files[0].has_attr("/", "points_total") ? files[0].attr_int("/", "points_total") : sum.points;
+  for (std::int64_t i = 0; i < sum.points_total; ++i)
+    if (!index_file.count(i)) sum.missing.push_back(i);
+  std::set<std::pair<std::int64_t, std::int64_t>> present;  // (i, N) the inputs hold
+  bool known = true;
+  for (const auto& f : files) {
+    const auto sh = shards_of(f);
+    known = known && !sh.empty();
+    present.insert(sh.begin(), sh.end());
+  }
+  const std::int64_t N = present.empty() ? 0 : present.begin()->second;
+  known = known && std::all_of(present.begin(), present.end(), [&](const auto& s) { return s.second == N; });
+  std::string merged_shards;
+  for (const auto& [i, n] : present) merged_shards += fmt::format("{}{}/{}", merged_shards.empty() ? "" : ",", i, n);
+  if (known) {
+    std::set<std::int64_t> absent, short_of;
+    for (const std::int64_t p : sum.missing) (present.count({p % N, N}) ? short_of : absent).insert(p % N);
+    for (const std::int64_t i : absent) sum.missing_shards.push_back(fmt::format("{}/{}", i, N));
+    for (const std::int64_t i : short_of) sum.incomplete_shards.push_back(fmt::format("{}/{}", i, N));
+  }
   h5::Table all = tables[0];
   for (auto& c : all.columns) c.strings.clear(), c.ints.clear(), c.floats.clear();
   for (const Entry& e : entries) copy_row(all, tables[e.file], e.row);
@@ -559,6 +642,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& input
   try {
     h5::File o(tmp, "w");
     o.copy_attrs_from(files[0], "/", "/");
+    o.set_attr("/", "shard", known ? merged_shards : std::string());
     o.write_table("points", all, kChunkRows);
     for (const Entry& e : entries) {
       const std::string g = group_name(e.index);
@@ -576,6 +660,7 @@ void merge_results(const std::string& out, const std::vector<std::string>& input
     fs::remove(tmp, ec);
     throw;
   }
+  return sum;
 }
 
 }  // namespace ip::exp

@@ -112,6 +112,9 @@ struct SweepMeta {
   std::string config_text, config_path, argv, host, backend, device;
   std::vector<std::string> axis_keys;  // the sweep's axes, in order (the table's axis columns)
   std::int64_t points_total = 0;
+  // Root attribute `shard`: "i/N", the shard of the sweep the run wrote ("0/1": all of it; "": unknown); a
+  // merged file lists its inputs' shards, comma-separated ("0/4,2/4").
+  std::string shard;
 };
 
 class ResultsFile {
@@ -152,9 +155,22 @@ class ResultsFile {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a merge wrote, and which of the sweep's points it lacks.
+struct MergeSummary {
+  std::int64_t points = 0;        // points in OUT
+  std::int64_t points_total = 0;  // the sweep's points (attribute points_total)
+  std::vector<std::int64_t> missing;  // the sweep's point indices OUT lacks, ascending
+  // Shards ("i/N") that no input holds and that own a missing point (known when every input names its
+  // shard with one N); and inputs' shards that lack some of their points (a run stopped early: --resume).
+  std::vector<std::string> missing_shards, incomplete_shards;
+};
+
 // `indexpool merge OUT IN...`: joins shard files of one sweep (same sweep_id and schema_version; each
-// point key at most once — a duplicate with the same key is an error). OUT must not exist.
-void merge_results(const std::string& out, const std::vector<std::string>& inputs);
+// point key at most once — a duplicate with the same key is an error). OUT must not exist. Missing points
+// are not an error (a partial merge is written and summarized).
+MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
+// "1 of 2 points of the sweep are missing: point 1 (shard 1/2 has no input file)": empty when none is.
+std::string describe_missing(const MergeSummary& m);
 
 // `indexpool inspect FILE`: a readable description (attributes, point count by status, table columns,
 // per-point groups and their datasets with shapes).

@@ -3,7 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <cmath>
@@ -156,7 +162,37 @@ void write_cache_trace(const Point& p, const cache::Trace& trace) {
   IP_REQUIRE(!ec, "output.cache_trace '{}': cannot rename '{}' over it: {}", path, tmp, ec.message());
 }
 
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request) {
+void PointProgress::reset() {
+  stage = "";
+  requests_done = 0;
+  requests = 0;
+  steps_done = 0;
+  steps = 0;
+  batched = false;
+}
+
+std::string point_label(const Point& p, std::size_t sweep_points) {
+  return p.key.empty() || p.key == "-" ? fmt::format("point {} of {}", p.index + 1, sweep_points) : p.key;
+}
+
+double progress_interval_from_env() {
+  const char* v = std::getenv("INDEXPOOL_PROGRESS_INTERVAL");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(v, &end);
+  IP_REQUIRE(end && *end == '\0' && errno == 0 && std::isfinite(s) && s > 0 && s <= 3600,
+             "INDEXPOOL_PROGRESS_INTERVAL = '{}': expected the seconds between progress lines, a number > 0 and "
+             "<= 3600 (e.g. 0.5)",
+             v);
+  return s;
+}
+
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request,
+                      PointProgress* tracker) {
+  const auto stage = [&](const char* what) {
+    if (tracker) tracker->stage.store(what, std::memory_order_relaxed);
+  };
   PointRecord rec;
   rec.index = p.index;
   rec.key = p.key;
@@ -207,6 +243,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     // The point's threads make the requests; several at once when there are several (each request is
     // the same bits whatever the thread count).
     set_num_threads(p.threads);
+    stage("generating the workload");
     const int B = p.workload.requests;
     reqs.resize(static_cast<std::size_t>(B));
     parallel_tasks(B, std::max(1, num_threads() / B), [&](std::int64_t b) {
@@ -262,6 +299,14 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     const double room = std::min(src.input_bytes(), std::max(0.0, memory_limit - need - others));
     for (auto& r : src.references) r.max_bytes = room / static_cast<double>(reqs.size());
   }
+  if (tracker) {
+    std::int64_t steps = 0;
+    for (const auto& w : reqs) steps += w.steps();
+    tracker->steps = steps;
+    tracker->requests = static_cast<std::int64_t>(reqs.size());
+    tracker->batched = p.batched && plan.backend == "cuda";
+  }
+  stage("decoding");
   PipelineParams pipeline = p.pipeline;
   pipeline.record_similarity = p.cache.enabled && p.cache.relevance == "cosine";
   std::vector<RequestResult> results;
@@ -270,6 +315,10 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (p.batched && plan.backend == "cuda") {  // select.batched: the B requests decode together
       std::string why;
       const auto on_step = [&](std::size_t done, std::size_t total) {
+        if (tracker) {
+          tracker->requests.store(static_cast<std::int64_t>(total), std::memory_order_relaxed);
+          tracker->requests_done.store(static_cast<std::int64_t>(done), std::memory_order_relaxed);
+        }
         if (on_request) on_request(done, total, "batched step");
       };
       results = run_batched(reqs, pipeline, *backend, why, on_step, &batched_forms);
@@ -283,7 +332,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
       std::size_t done = 0;
       const auto run_one = [&](std::int64_t i) {
         const std::size_t b = static_cast<std::size_t>(i);
-        RequestResult r = run_request(*backend, reqs[b], pipeline, reuse ? &src.references[b] : nullptr);
+        RequestResult r = run_request(*backend, reqs[b], pipeline, reuse ? &src.references[b] : nullptr,
+                                      tracker ? &tracker->steps_done : nullptr);
         // Only output.save_tensors reads a finished request's index rows: without it they go now, so the
         // requests under way hold one index each (estimate_point_bytes counts on it).
         if (!p.save_tensors) {
@@ -293,6 +343,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
         results[b] = std::move(r);
         const std::lock_guard<std::mutex> lock(progress);
         ++done;
+        if (tracker) tracker->requests_done.store(static_cast<std::int64_t>(done), std::memory_order_relaxed);
         if (on_request) on_request(done, reqs.size(), "request");
       };
       if (per_request > 0)
@@ -349,6 +400,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   // The cache model replays what the requests selected, interleaved step by step.
   if (p.cache.enabled && !variable_groups) {  // adaptive groups: a variable number per step (cache model off)
     IP_RANGE(cache_model);
+    stage("simulating the caches");
     std::vector<RequestSelections> sel;
     for (std::size_t b = 0; b < results.size(); ++b) {
       const RequestResult& r = results[b];
@@ -367,6 +419,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     out.cache_opt_hit_rate = rec.cache.opt_hit_rate;
     out.cache_opt_single_hit_rate = rec.cache.opt_single_hit_rate;
   }
+  stage("summarizing");
   rec.profile = profiler.finish();
   for (auto& r : results) {
     RequestDetail d;
@@ -469,6 +522,113 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
   }
 }
 
+namespace {
+
+// The progress lines of `run_points`: the main thread prints a line as each point starts (and its notes),
+// and a thread of its own, while a point has run longer than the interval, a line of what it is doing
+// (PointProgress) every interval: on a terminal it rewrites the line in place, otherwise it appends one.
+// The two print under one mutex, so lines never mix.
+class ProgressLines {
+ public:
+  ProgressLines(bool tty, double interval_s) : tty_(tty), interval_(interval_s) {
+    // The thread takes no SIGINT / SIGTERM: their handler runs on the main thread.
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    thread_ = std::thread([this] { loop(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  ~ProgressLines() {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  ProgressLines(const ProgressLines&) = delete;
+  ProgressLines& operator=(const ProgressLines&) = delete;
+
+  PointProgress& progress() { return progress_; }
+  // `prefix`: "[i/n] label"; `sweep_t0`: when the sweep started (for its elapsed time).
+  void begin_point(std::string prefix, std::chrono::steady_clock::time_point sweep_t0) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    progress_.reset();
+    prefix_ = std::move(prefix);
+    sweep_t0_ = sweep_t0;
+    point_t0_ = last_ = std::chrono::steady_clock::now();
+    in_point_ = true;
+  }
+  void end_point() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    in_point_ = false;
+  }
+  // A line from the main thread (`rewrite`: the self-updating line on a terminal).
+  void print(const std::string& line, bool rewrite) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    emit(line, rewrite);
+  }
+
+ private:
+  void emit(const std::string& line, bool rewrite) {
+    if (tty_ && rewrite)
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    else
+      std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
+    std::fflush(stderr);
+  }
+
+  std::string describe() const {
+    const char* st = progress_.stage.load(std::memory_order_relaxed);
+    std::string what = *st ? st : "starting";
+    if (std::string_view(st) == "decoding") {
+      const std::int64_t rd = progress_.requests_done.load(std::memory_order_relaxed),
+                         r = progress_.requests.load(std::memory_order_relaxed),
+                         sd = progress_.steps_done.load(std::memory_order_relaxed),
+                         sn = progress_.steps.load(std::memory_order_relaxed);
+      if (progress_.batched.load(std::memory_order_relaxed))
+        what += rd == 0 ? std::string(": the batch's first decode step") : fmt::format(": {} of {} batched decode steps done", rd, r);
+      else if (r > 1)
+        what += fmt::format(": {} of {} requests, {} of {} decode steps done", rd, r, sd, sn);
+      else
+        what += fmt::format(": {} of {} decode steps done", sd, sn);
+    }
+    return what;
+  }
+
+  void loop() {
+    const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(interval_));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, interval);
+      if (stopping_ || !in_point_) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_ < interval || now - point_t0_ < interval) continue;
+      last_ = now;
+      const double in_point = std::chrono::duration<double>(now - point_t0_).count(),
+                   el = std::chrono::duration<double>(now - sweep_t0_).count();
+      emit(fmt::format("{} | {} | {} in this point | elapsed {}", prefix_, describe(), fmt_duration(in_point),
+                       fmt_duration(el)),
+           true);
+    }
+  }
+
+  const bool tty_;
+  const double interval_;
+  PointProgress progress_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false, in_point_ = false;
+  std::string prefix_;
+  std::chrono::steady_clock::time_point sweep_t0_, point_t0_, last_;
+  std::thread thread_;
+};
+
+}  // namespace
+
 std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>& points, const RunOptions& opt,
                                     WorkloadCache& cache, ResultsFile* out) {
   std::vector<PointRecord> rows;
@@ -487,56 +647,43 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   for (const Point* p : todo) ++uses[source_key(*p)];
   std::optional<ProfileCapture> capture;  // --profile: the measured region for Nsight
   if (opt.profile) capture.emplace(points, opt.quiet);
+  std::optional<ProgressLines> lines;
+  if (!opt.quiet && n > 0) lines.emplace(tty, opt.progress_interval_s > 0 ? opt.progress_interval_s : tty ? 1.0 : 30.0);
   for (std::size_t i = 0; i < n && !(opt.stop && *opt.stop); ++i) {
     const Point& p = *todo[i];
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!opt.quiet) {
+    const std::string prefix = fmt::format("[{}/{}] {}", i + 1, n, point_label(p, sweep.points.size()));
+    if (lines) {
       const std::string eta = i ? fmt_duration(el / static_cast<double>(i) * static_cast<double>(n - i)) : "?";
-      const std::string line = fmt::format("[{}/{}] {} | elapsed {} | ETA {}", i + 1, n, p.key == "-" ? "" : p.key,
-                                           fmt_duration(el), eta);
-      if (tty)
-        std::fprintf(stderr, "\r\033[K%s", line.c_str());
-      else
-        std::fprintf(stderr, "%s\n", line.c_str());
-      std::fflush(stderr);
+      lines->print(fmt::format("{} | elapsed {} | ETA {}", prefix, fmt_duration(el), eta), true);
+      lines->begin_point(prefix, t0);
     }
+    PointProgress* progress = lines ? &lines->progress() : nullptr;
     {
       IP_RANGE_MESSAGE(fmt::format("point {}: {}", p.index, p.key));  // one NVTX range per point
-      // Points of many requests report them: on a terminal in the progress line (at most 5 times a
-      // second), otherwise a line at most every 30 s.
-      auto last = std::chrono::steady_clock::now();
-      const auto on_request = [&](std::size_t done, std::size_t total, std::string_view unit) {
-        const auto now = std::chrono::steady_clock::now();
-        if (opt.quiet || total < 2 || done == total || now - last < std::chrono::milliseconds(tty ? 200 : 30000)) return;
-        last = now;
-        const double since = std::chrono::duration<double>(now - t0).count();
-        const std::string line = fmt::format("[{}/{}] {} | {} {}/{} | elapsed {}", i + 1, n, p.key == "-" ? "" : p.key,
-                                             unit, done, total, fmt_duration(since));
-        if (tty)
-          std::fprintf(stderr, "\r\033[K%s", line.c_str());
-        else
-          std::fprintf(stderr, "%s\n", line.c_str());
-        std::fflush(stderr);
-      };
-      rows.push_back(run_point(p, sweep.memory_limit, cache, on_request));
+      rows.push_back(run_point(p, sweep.memory_limit, cache, {}, progress));
       if (--uses[source_key(p)] == 0) cache.erase(source_key(p));
       if (out) {
         IP_RANGE(output);
+        if (progress) progress->stage = "writing the results file";
         out->append(rows.back());
         // The per-request details (step tables, saved tensors) are in the file now; keep the summary.
         std::vector<RequestDetail>().swap(rows.back().requests);
       }
     }
-    if (!opt.quiet && !tty && rows.back().summary.status != "ok")
-      std::fprintf(stderr, "[%zu/%zu] skipped: %s\n", i + 1, n, rows.back().summary.reason.c_str());
-    else if (!opt.quiet && !rows.back().summary.reason.empty())  // a point that ran, with a note
-      std::fprintf(stderr, "%s[%zu/%zu] note: %s\n", tty ? "\r\033[K" : "", i + 1, n,
-                   rows.back().summary.reason.c_str());
+    if (lines) {
+      lines->end_point();
+      if (!tty && rows.back().summary.status != "ok")
+        lines->print(fmt::format("[{}/{}] skipped: {}", i + 1, n, rows.back().summary.reason), false);
+      else if (!rows.back().summary.reason.empty())  // a point that ran, with a note
+        lines->print(fmt::format("[{}/{}] note: {}", i + 1, n, rows.back().summary.reason), false);
+    }
   }
   if (out) {
     IP_RANGE(output);
     out->flush();
   }
+  lines.reset();
   if (!opt.quiet) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "%s%zu points in %s\n", tty && n ? "\r\033[K" : "", rows.size(), fmt_duration(el).c_str());

@@ -1,7 +1,9 @@
 // Runs the points of a sweep, records each into the results file as it finishes, and summarizes.
 #pragma once
 
+#include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -23,6 +25,25 @@ struct RunOptions {
   // Set asynchronously (by a signal handler) to stop the sweep after the current point: run_points then
   // writes what `out` holds and returns the points run so far. Null: never stops early.
   const volatile std::sig_atomic_t* stop = nullptr;
+  // Seconds between progress lines within a point that runs longer than that (a self-updating line on a
+  // terminal, plain lines otherwise); 0: 1 s on a terminal, 30 s otherwise. INDEXPOOL_PROGRESS_INTERVAL
+  // sets it (progress_interval_from_env).
+  double progress_interval_s = 0;
+};
+
+// INDEXPOOL_PROGRESS_INTERVAL (seconds, > 0 and at most 3600), or 0 when unset; throws ip::Error naming the
+// variable for anything else (checked before any point runs).
+double progress_interval_from_env();
+
+// What the point under way is doing, for the progress line a separate thread prints: run_point sets the
+// stage and its counts between pieces of work (relaxed atomics, a few per decode step; nothing in a hot
+// loop), the printer only reads them.
+struct PointProgress {
+  std::atomic<const char*> stage{""};  // a string literal: "generating the workload", "decoding", ...
+  std::atomic<std::int64_t> requests_done{0}, requests{0};  // requests (or batched steps) finished, of
+  std::atomic<std::int64_t> steps_done{0}, steps{0};        // decode steps finished, summed over the requests
+  std::atomic<bool> batched{false};                         // requests_done counts batched decode steps
+  void reset();
 };
 
 // A source's requests, and the fidelity references (core/pipeline.h, StepReference) that its points on
@@ -58,13 +79,21 @@ void write_cache_trace(const Point& p, const cache::Trace& trace);
 // (unit "request"; with select.batched on the cuda backend: after each decode step of the whole batch,
 // unit "batched step").
 using ProgressFn = std::function<void(std::size_t done, std::size_t total, std::string_view unit)>;
-PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request = {});
+// `tracker`, when given, follows the point's stages and steps (PointProgress).
+PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request = {},
+                      PointProgress* tracker = nullptr);
+
+// How progress lines name a point: its key (the axis values), or "point i of n" (1-based) when the sweep has
+// no axes.
+std::string point_label(const Point& p, std::size_t sweep_points);
 
 // Runs `points` in order, skipping those `out` already holds, appending each result to `out` (if
 // any) as soon as it finishes (when it reaches the disk is out's FlushPolicy) and flushing `out` at the
 // end. A workload leaves `cache` after the last of these points that uses it. Progress on stderr unless
-// quiet: a self-updating line on a terminal, plain lines otherwise. Returns the records of the points
-// run now; with `out`, without their per-request details (those are in the file).
+// quiet: a self-updating line on a terminal, plain lines otherwise, and within a point that runs longer
+// than opt.progress_interval_s, its stage, requests and decode steps at that interval (from a thread that
+// only reads PointProgress). Returns the records of the points run now; with `out`, without their
+// per-request details (those are in the file).
 std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>& points, const RunOptions& opt,
                                     WorkloadCache& cache, ResultsFile* out);
 

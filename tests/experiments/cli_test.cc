@@ -176,6 +176,8 @@ TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
   const std::string merged = (dir_ / "merged.h5").string();
   const auto m = run("merge " + merged + inputs);
   ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("5 of the sweep's 5 points (complete)"), std::string::npos) << m.out;
+  EXPECT_EQ(m.out.find("warning"), std::string::npos) << m.out;
   ip::h5::File f(merged, "r");
   EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{5}));
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
@@ -290,6 +292,77 @@ TEST_F(CliTest, KilledRunResumesWithoutDuplicates) {
   for (int i = 0; i < 24; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
 }
 
+// A merge of some of the shards writes what it has (exit status 0) and says which of the sweep's points and
+// shards are missing; merging the partial file with the missing shard completes it.
+TEST_F(CliTest, MergeOfSomeShardsSaysWhichPointsAndShardsAreMissing) {
+  const auto cfg = file("part.ini", "[workload]\ntokens = 256\nsteps = 1\nindex_heads = 1\nattn_heads = 1\n"
+                                    "[pool]\ngroup_size = 1, 2, 4, 8, 16\n[select]\ntopk_tokens = 32\n");
+  const auto shard = [&](int i) {
+    const std::string out = (dir_ / fmt::format("p{}.h5", i)).string();
+    const auto r = run(fmt::format("run {} --quiet --shard {}/3 --set output.path={}", cfg, i, out));
+    EXPECT_EQ(r.code, 0) << r.out;
+    return out;
+  };
+  const std::string s0 = shard(0), s2 = shard(2);  // points 0, 3 and 2; shard 1/3 (points 1, 4) not run
+  const std::string partial = (dir_ / "partial.h5").string();
+  const auto m = run("merge " + partial + " " + s0 + " " + s2);
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("3 of the sweep's 5 points (partial)"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("warning: " + partial + " is partial: 2 of the sweep's 5 points are missing (point indexes "
+                       "1, 4); no input holds shard 1/3"),
+            std::string::npos)
+      << m.out;
+  {
+    ip::h5::File f(partial, "r");
+    EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{3}));
+    EXPECT_EQ(f.attr_string("/", "shard"), "0/3,2/3");
+  }
+  const std::string whole = (dir_ / "whole.h5").string();
+  const auto w = run("merge " + whole + " " + partial + " " + shard(1));
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_NE(w.out.find("5 of the sweep's 5 points (complete)"), std::string::npos) << w.out;
+  EXPECT_EQ(w.out.find("warning"), std::string::npos) << w.out;
+}
+
+// A shard with no points (a Slurm array larger than the sweep) says so, prints no table, writes no file and
+// exits 0.
+TEST_F(CliTest, EmptyShardSaysSoAndWritesNothing) {
+  const std::string h5 = (dir_ / "empty.h5").string();
+  const auto cfg = file("few.ini", "[workload]\ntokens = 256\nsteps = 1\n[pool]\ngroup_size = 2, 4\n"
+                                   "[select]\ntopk_tokens = 32\n[output]\npath = " + h5 + "\n");
+  const auto r = run("run " + cfg + " --shard 3/5");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("shard 3/5 has no points: the sweep has 2 points"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("idx B/tok"), std::string::npos) << "an empty table: " << r.out;
+  EXPECT_FALSE(fs::exists(h5));
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+}
+
+// A point that runs longer than the progress interval (INDEXPOOL_PROGRESS_INTERVAL, here 20 ms) reports what
+// it is doing while it runs, named by its axis values or, without axes, "point 1 of 1"; --quiet prints no
+// progress at all; a bad interval stops the run before any point.
+TEST_F(CliTest, LongPointReportsProgressWithinItAndQuietPrintsNone) {
+  const auto cfg = file("long.ini", "[workload]\ntokens = 64Ki\nsteps = 16\n[select]\ntopk_tokens = 256\n");
+  setenv("INDEXPOOL_PROGRESS_INTERVAL", "0.02", 1);
+  const auto r = run("run " + cfg);
+  const auto q = run("run " + cfg + " -q");
+  setenv("INDEXPOOL_PROGRESS_INTERVAL", "soon", 1);
+  const auto bad = run("run " + cfg);
+  unsetenv("INDEXPOOL_PROGRESS_INTERVAL");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[1/1] point 1 of 1 | elapsed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1/1] point 1 of 1 | decoding: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" of 16 decode steps done | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" s in this point | elapsed "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[1/1]  |"), std::string::npos) << "an empty label: " << r.out;
+  ASSERT_EQ(q.code, 0) << q.out;
+  EXPECT_EQ(q.out.find("in this point"), std::string::npos) << q.out;
+  EXPECT_EQ(q.out.find("[1/1]"), std::string::npos) << q.out;
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("INDEXPOOL_PROGRESS_INTERVAL = 'soon'"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("[1/"), std::string::npos) << "a point ran: " << bad.out;
+}
+
 // Starts `indexpool ARGS...` with stderr going to `err` and stdout to /dev/null; returns its pid.
 pid_t spawn(const std::vector<std::string>& args, const std::string& err) {
   const pid_t pid = fork();
@@ -367,6 +440,33 @@ TEST_F(CliTest, SecondInterruptStopsAtOnce) {
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the point finished before the second signal: " << slurp(err);
   EXPECT_EQ(WTERMSIG(status), SIGINT);
+}
+
+// The second signal also removes the results file's lock file and says so before the process dies by it.
+// (A lock file left behind by a SIGKILL blocks nothing: the lock is an flock, which dies with its process.)
+TEST_F(CliTest, SecondInterruptRemovesTheLockFileAndSaysSo) {
+  const std::string h5 = (dir_ / "twice.h5").string(), err = (dir_ / "twice_lock.err").string();
+  const auto cfg = file("twice_lock.ini", "[workload]\ntokens = 256Ki\nsteps = 32\n[select]\ntopk_tokens = 256\n"
+                                          "[output]\npath = " + h5 + "\n");
+  const pid_t pid = spawn({"run", cfg}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  ASSERT_TRUE(fs::exists(h5 + ".lock"));
+  kill(pid, SIGINT);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("stopping after the current point") != std::string::npos; }));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the point finished before the second signal: " << e;
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_NE(e.find("stopped at once by a second signal"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+  // A stale lock file (as a SIGKILL leaves) does not stop the next run.
+  std::ofstream(h5 + ".lock") << "";
+  const auto r = run("run " + cfg + " --quiet --overwrite --set workload.tokens=4096 --set workload.steps=2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
 }
 
 // A bad value that only a running point used to catch (pool.positional_bias against the group size of

@@ -495,6 +495,39 @@ TEST_F(ResultsTest, MergeJoinsShardsAndRefusesMismatches) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
 }
 
+// The merge summary: the sweep's points the output lacks, the shards no input holds (those that own a
+// missing point), and the inputs' shards that lack some of their own points (a run stopped early). Without
+// a shard attribute in every input, only the points.
+TEST_F(ResultsTest, MergeSummarySaysWhichPointsAndShardsAreMissing) {
+  const auto shard_file = [&](const std::string& name, const std::string& shard, std::vector<std::size_t> points) {
+    auto m = meta();
+    m.shard = shard;
+    ResultsFile f(path(name), m, false, false);
+    for (auto i : points) f.append(point(i, false, false));
+    return path(name);
+  };
+  const std::string s0 = shard_file("s0.h5", "0/5", {0}), s1 = shard_file("s1.h5", "1/5", {1, 6});
+  const auto sum = ip::exp::merge_results(path("m.h5"), {s0, s1});
+  EXPECT_EQ(sum.points, 3);
+  EXPECT_EQ(sum.points_total, 10);
+  EXPECT_EQ(sum.missing, (std::vector<std::int64_t>{2, 3, 4, 5, 7, 8, 9}));
+  EXPECT_EQ(sum.missing_shards, (std::vector<std::string>{"2/5", "3/5", "4/5"}));
+  EXPECT_EQ(sum.incomplete_shards, (std::vector<std::string>{"0/5"}));
+  EXPECT_EQ(ip::exp::describe_missing(sum),
+            "7 of the sweep's 10 points are missing (point indexes 2-5, 7-9); no input holds shards 2/5, 3/5, 4/5 "
+            "(run them with --shard, then merge again); shard 0/5 stopped before its last point (--resume with the "
+            "same --shard finishes it)");
+  EXPECT_EQ(ip::h5::File(path("m.h5"), "r").attr_string("/", "shard"), "0/5,1/5");
+  const std::string unknown = write("u.h5", {3});  // no shard attribute: only the points
+  const auto u = ip::exp::merge_results(path("mu.h5"), {s0, unknown});
+  EXPECT_EQ(u.missing.size(), 8u);
+  EXPECT_TRUE(u.missing_shards.empty());
+  EXPECT_TRUE(u.incomplete_shards.empty());
+  const auto whole = ip::exp::merge_results(path("w.h5"), {write("all.h5", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})});
+  EXPECT_TRUE(whole.missing.empty());
+  EXPECT_EQ(ip::exp::describe_missing(whole), "");
+}
+
 TEST_F(ResultsTest, InspectDescribesTheFile) {
   const std::string text = ip::exp::inspect_results(write("r.h5", {0, 1, 2}));
   EXPECT_HAS(text, "points: 3 of 10 (ok: 2, skipped: 1)");
