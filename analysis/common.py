@@ -1,5 +1,6 @@
 """What the figure families share: style, series labels, slicing, error bars, saving."""
 import os
+import re
 
 import matplotlib
 
@@ -182,6 +183,67 @@ def fix_others(df, keep, largest=("context",)):
     return df, ", ".join(notes)
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:\s?(?:[KMGT]iB|B|[KMGT]i)\b)?")
+_SCALE = {"B": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+
+
+def _number_value(text):
+    """'858.2 MiB' -> 858.2 * 2**20; '3' -> 3.0 (to order the numbers of several reasons)."""
+    m = re.match(r"(\d+(?:\.\d+)?)\s?([KMGT]i)?B?$", text.strip())
+    return float(m.group(1)) * _SCALE.get(m.group(2) or "B", 1) if m else float("nan")
+
+
+def reason_summary(reasons):
+    """The runner's reasons of several points, said once: reasons that differ only in their numbers become one
+    with each differing number as its range ('estimated memory 1.7 MiB–8.5 MiB exceeds the limit 3.0 MiB')."""
+    groups = {}
+    for r in reasons:
+        r = str(r).strip()
+        if not r:
+            continue
+        nums = _NUMBER.findall(r)
+        groups.setdefault(_NUMBER.sub("\0", r), []).append(nums)
+    out = []
+    for template, lists in groups.items():
+        pieces = template.split("\0")
+        text = pieces[0]
+        for i, piece in enumerate(pieces[1:]):
+            vals = sorted({nums[i] for nums in lists}, key=_number_value)
+            text += (vals[0] if len(vals) == 1 else f"{vals[0]}–{vals[-1]}") + piece
+        out.append(text)
+    return "; ".join(out)
+
+
+def skipped_note(res, drawn, axes=("context",), series=()):
+    """What the runner did not finish among the points a figure would have drawn: the points of the drawn files
+    and sweeps whose status is not "ok" and whose settings are among the drawn ones, except the figure's x axes
+    (`axes`, where the lost points are) and the keys it draws every value of as series (`series`). Returns
+    'Not drawn: 4 points skipped at T = 8Ki, 16Ki (estimated memory ... exceeds the limit ...).' or ''."""
+    pts = getattr(res, "points", None)
+    if pts is None or drawn is None or drawn.empty or "status" not in pts.columns or "file" not in drawn.columns:
+        return ""
+    sk = pts[(pts["status"] != "ok") & pts["file"].isin(drawn["file"].unique())]
+    SW = "attr.sweep_id"
+    if SW in sk.columns and SW in drawn.columns:
+        sk = sk[sk[SW].isin(drawn[SW].unique())]
+    for k in SLICE_KEYS:
+        if sk.empty:
+            break
+        if k in axes or k in series or k not in sk.columns or k not in drawn.columns:
+            continue
+        sk = sk[sk[k].isin(drawn[k].dropna().unique()) | (sk[k].isna() & drawn[k].isna().any())]
+    if sk.empty:
+        return ""
+    parts = []
+    for status, g in sk.groupby("status", sort=True):
+        at = "; ".join(f"{SHORT.get(a, a)} = {', '.join(fmt_value(a, v) for v in sorted(g[a].dropna().unique()))}"
+                       for a in axes if a in g.columns and g[a].notna().any())
+        why = reason_summary(g["reason"].fillna("")) if "reason" in g.columns else ""
+        parts.append(f"{len(g)} point{'s' if len(g) != 1 else ''} {status} by the runner" + (f" at {at}" if at else "")
+                     + (f" ({why})" if why else ""))
+    return "Not drawn: " + "; ".join(parts) + "."
+
+
 def constants(df, keys):
     """'k = 2048, precision = fp32' for the keys that are constant in df."""
     out = []
@@ -288,11 +350,12 @@ def errorbar(ax, x, s, **kw):
     return ax.errorbar(x, s["center"], yerr=yerr if has else None, capsize=2.5, lw=1.3, ms=4.5, **kw)
 
 
-def caption(fig, text, kinds=(), sources=""):
-    """A caption along the bottom edge: what the figure shows, what the error bars are, where the data came
-    from. finish() lays the axes out above it."""
+def caption(fig, text, kinds=(), sources="", skipped=""):
+    """A caption along the bottom edge: what the figure shows, the points the runner did not finish (skipped:
+    skipped_note's text), what the error bars are, where the data came from. finish() lays the axes out above
+    it."""
     import textwrap
-    parts = [text]
+    parts = [text.rstrip() + (" " + skipped if skipped else "")]
     if kinds:
         parts.append("Error bars: " + "; ".join(sorted(kinds)) + ".")
     if sources:

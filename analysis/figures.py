@@ -10,8 +10,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
 from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
-                     errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, sources, summarize,
-                     weighting_sort_key, LINESTYLES, MARKERS, SHORT)
+                     errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, skipped_note,
+                     sources, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -81,7 +81,8 @@ def fig_memory(res):
     b.legend(title="precision", loc="upper right")
     n = caption(fig, "Index sizes are exact byte counts (no error bars); pooled = any pooled weighting (all store "
                      "one composite per group); maxmin stores two rows per group. " + (f"Slice: {note}. " if note else "")
-                + "Index keys: " + constants(df, ["workload.dim", "workload.index_heads"]) + ".", (), sources(df))
+                + "Index keys: " + constants(df, ["workload.dim", "workload.index_heads"]) + ".", (), sources(df),
+                skipped=skipped_note(res, df, ("context",), (W, G, PREC)))
     handles = [h for h in a.get_legend_handles_labels()[0]]
     return finish(fig, "Index memory: exact vs pooled", n, (handles, a.get_legend_handles_labels()[1]), 4)
 
@@ -105,6 +106,14 @@ def stage_time_label(col, name):
     """The y label of a stage's time: pool_ms is the median over the steps that built or updated the index
     (experiments/results.cc), the others the median over decode steps."""
     return f"{name} time per index build or update (ms)" if col == "pool_ms" else f"{name} time per step (ms)"
+
+
+def attended_tokens(rows, context):
+    """Tokens the sparse attention reads per step at each context: the exact indexer's k = select.topk_tokens, a
+    pooled scheme's ceil(k/G) whole groups of G tokens; never more than the context (rows: one series)."""
+    k = float(rows[schema.TOPK].iloc[0])
+    g = 1 if rows[W].iloc[0] == schema.EXACT else float(rows[G].iloc[0])
+    return np.minimum(np.ceil(k / g) * g, np.asarray(context, dtype=float))
 
 
 def fig_latency(res):
@@ -134,12 +143,13 @@ def fig_latency(res):
                              label=lab)
                 x = dodge(s["context"], bi * len(ws) + wi, len(ws) * len(backends))
                 errorbar(axes[0, si], x, s, **style)
-                tput = s.assign(center=s["context"] / (s["center"] / 1e3), lo=s["context"] / (s["hi"] / 1e3),
-                                hi=s["context"] / (s["lo"] / 1e3))
+                # Attention reads only the selected tokens: its rate is of attended tokens, the others' of context.
+                tok = attended_tokens(d, s["context"]) if col == "attention_ms" else s["context"]
+                tput = s.assign(center=tok / (s["center"] / 1e3), lo=tok / (s["hi"] / 1e3), hi=tok / (s["lo"] / 1e3))
                 errorbar(axes[1, si], x, tput, **style)
         axes[0, si].set_title(f"{name}")
         axes[0, si].set_ylabel(stage_time_label(col, name))
-        axes[1, si].set_ylabel(f"{name} throughput (context tokens/s)")
+        axes[1, si].set_ylabel(f"{name} throughput ({'attended' if col == 'attention_ms' else 'context'} tokens/s)")
         for r in (0, 1):
             logy(axes[r, si])
             context_axis(axes[r, si], df["context"])
@@ -148,9 +158,12 @@ def fig_latency(res):
         raise NoData("latency: no stage time is positive")
     axes[0, 0].annotate("pooling: per index build or update", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
     n = caption(fig, "Times are medians over decode steps on the backend named (pooling: over the steps that built or "
-                     "updated the index); series at one T are offset sideways; throughput = context length T / "
-                     "stage time. " + (f"Slice: {note}. " if note else "")
-                + constants(df, [RUN, PREC, "select.topk_tokens"]), kinds, sources(df))
+                     "updated the index); series at one T are offset sideways. Throughput: pooling, scoring and "
+                     "top-k: context length T / stage time (they go over the whole index); attention: attended tokens "
+                     "/ attention time, the k = select.topk_tokens tokens it reads (pooled schemes: whole groups, "
+                     "⌈k/G⌉·G), not the context. " + (f"Slice: {note}. " if note else "")
+                + constants(df, [RUN, PREC, "select.topk_tokens"]), kinds, sources(df),
+                skipped=skipped_note(res, df, ("context",), (W,)))
     return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
 
 
@@ -186,7 +199,8 @@ def fig_backend_latency(res):
         context_axis(axes[si], df["context"])
     n = caption(fig, "Median over decode steps; series by the backend each point ran on (run_backend); CUDA times "
                      "from CUDA events. " + (f"Slice: {note}." if note else ""),
-                kinds, sources(df))
+                kinds, sources(df),
+                skipped=skipped_note(res, df, ("context",), (W, RUN)))
     return finish(fig, "Stage time per backend", n, _legend(fig), 6)
 
 
@@ -196,7 +210,9 @@ def fig_macs(res):
     df = ok_rows(res, "macs", ["macs_per_query", "exact_macs_per_query", "context", W, G])
     df, note = fix_others(df, keep=("context", W, G, "attr.sweep_id", "backend", RUN, PREC))
     df = df.drop_duplicates(subset=["context", W, G])
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.6))
+    pooled = (df[W] != schema.EXACT).any()  # without a pooled scheme there is no reduction to draw: panel (a) only
+    fig, axes = plt.subplots(1, 2 if pooled else 1, figsize=(11, 4.6) if pooled else (6.5, 4.6), squeeze=False)
+    a, b = axes[0][0], (axes[0][1] if pooled else None)
     ws = sorted(df[W].unique(), key=weighting_sort_key)
     gm = _g_marker(df[G].unique())
     ex = df.groupby("context")["exact_macs_per_query"].first()
@@ -214,8 +230,23 @@ def fig_macs(res):
     context_axis(a, df["context"])
     logy(a)
     a.set_ylabel("scoring multiply-adds per query (MAC)")
-    a.set_title("(a) multiply-adds per query vs context length")
+    a.set_title(("(a) " if pooled else "") + "multiply-adds per query vs context length")
     T = df["context"].max()
+    if pooled:
+        _macs_reduction(b, df, ws, T)
+    n = caption(fig, "Multiply-adds are exact counts of the scoring stage (no error bars); every pooled weighting "
+                     "does the same work, maxmin scores two rows per group. " +
+                ("" if pooled else "No panel of the reduction against the exact indexer: the results hold no pooled "
+                                   "scheme, only the exact indexer. ") +
+                (f"Slice: {note}. " if note else "") + constants(df, ["workload.dim", "workload.index_heads"]),
+                (), sources(df),
+                skipped=skipped_note(res, df, ("context",), (W, G)))
+    h, lab = a.get_legend_handles_labels()
+    return finish(fig, "Scoring work per query", n, (h, lab), 7)
+
+
+def _macs_reduction(b, df, ws, T):
+    """Panel (b) of fig_macs: each pooled scheme's reduction in multiply-adds against the exact indexer at T."""
     d = df[(df["context"] == T) & (df[W] != schema.EXACT)]
     gs = sorted(d[G].unique())
     pw = [w for w in ws if w != schema.EXACT]
@@ -234,12 +265,6 @@ def fig_macs(res):
     b.set_yticks(range(0, 101, 20))
     b.set_title(f"(b) reduction at T = {int(T):,} tokens (dashed: 1 − 1/G)")
     b.legend(loc="upper center", ncol=3)
-    n = caption(fig, "Multiply-adds are exact counts of the scoring stage (no error bars); every pooled weighting "
-                     "does the same work, maxmin scores two rows per group. " +
-                (f"Slice: {note}. " if note else "") + constants(df, ["workload.dim", "workload.index_heads"]),
-                (), sources(df))
-    h, lab = a.get_legend_handles_labels()
-    return finish(fig, "Scoring work per query", n, (h, lab), 7)
 
 
 # -------------------------------------------------------------------------------------------- ablation
@@ -252,6 +277,9 @@ def fig_ablation(res):
     """Heat maps of token recall, attention-mass recall and output error for every weighting x G."""
     df = ok_rows(res, "ablation", [W, G] + [m for m, _, _ in ABLATION_METRICS])
     df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
+    if not (df[W] != schema.EXACT).any():
+        raise NoData("ablation: no pooled scheme among the finished points, only the exact indexer (which does not "
+                     "pool: its recalls are 1 at every G, so there is no weighting × G to compare)")
     ws = sorted(df[W].unique(), key=weighting_sort_key)
     gs = sorted(df[G].unique())
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(ws) + 2.6))
@@ -288,7 +316,8 @@ def fig_ablation(res):
         cb.set_label(f"{unit}, {'lower' if lower_better else 'higher'} is better", fontsize=7)
     n = caption(fig, "Cells: value ± error bar (below); the exact indexer does not pool, "
                      "so its row repeats across G. " + (f"Slice: {note}. " if note else "") +
-                constants(df, ["context", PREC, "select.topk_tokens"]), kinds, sources(df))
+                constants(df, ["context", PREC, "select.topk_tokens"]), kinds, sources(df),
+                skipped=skipped_note(res, df, (W, G), ()))
     return finish(fig, "Ablation: weighting × group size", n)
 
 
@@ -309,7 +338,8 @@ def _finite(df, col):
 def fig_cache(res):
     """Hit rate per cache tier vs context length and vs concurrent requests, with Belady's OPT: the same
     hierarchy with OPT at every level (a reference, not a bound) and OPT on one cache of the total capacity
-    (the upper bound on the overall hit rate)."""
+    (the upper bound on the overall hit rate). The panel vs concurrent requests is left out when the slice has
+    one request count (it would repeat the first panel)."""
     df = ok_rows(res, "cache", ["context", "workload.requests", W, G, schema.CACHE_HIT_RATE])
     ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
     if ref is None:
@@ -317,20 +347,35 @@ def fig_cache(res):
     df = df[df[W] == ref]
     names = _tier_names(df)
     levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6), sharey=True)
-    kinds, notes, gs_used = set(), [], set()
+    B = "workload.requests"
+    panels = [("context", None, "(a) vs context length"),
+              (B, "concurrent requests B (requests)", "(b) vs concurrent requests")]
+    slices = [fix_others(df, keep=(x, W, "attr.sweep_id", "backend", RUN)) for x, _, _ in panels]
+    dropped = ""
+    if slices[1][0][B].nunique() <= 1:  # one request count: panel (b) would only repeat panel (a)
+        dropped = (f"No panel vs concurrent requests: every point of the slice has B = "
+                   f"{fmt_value(B, slices[1][0][B].iloc[0])}. ")
+        panels, slices = panels[:1], slices[:1]
+        panels[0] = ("context", None, "vs context length")
+    fig, axes = plt.subplots(1, len(panels), figsize=(11.5 if len(panels) > 1 else 8, 4.6),
+                             sharey=True, squeeze=False)
+    axes = axes[0]
+    kinds, gs_used, skipped = set(), set(), []
     drew_ref = drew_bound = False
-    for ax, x, xlabel in ((axes[0], "context", None), (axes[1], "workload.requests", "concurrent requests B (requests)")):
-        d, note = fix_others(df, keep=(x, W, "attr.sweep_id", "backend", RUN))
-        notes.append(note)
+    # Every series has its own sideways offset: per tier the measured rate, then its OPT reference; the bound last.
+    nslots = 2 * len(TIERS) + 1
+
+    def at(xs, slot):
+        return dodge(xs, slot, nslots, 0.06)
+
+    for ax, (x, xlabel, title), (d, note) in zip(axes, panels, slices):
         for ti, (col, tier) in enumerate(TIERS):
             dd = d.dropna(subset=[col])
             if dd.empty:
                 continue
             s, k = summarize(res, dd, [x], col)
             kinds |= k
-            errorbar(ax, dodge(s[x], ti, len(TIERS), 0.1), s, color=color_of(ti), marker=MARKERS[ti],
-                     label=names.get(tier, tier))
+            errorbar(ax, at(s[x], 2 * ti), s, color=color_of(ti), marker=MARKERS[ti], label=names.get(tier, tier))
             # Belady's OPT at every level of the same hierarchy (a reference, not a bound): per tier from
             # cache_levels, overall from the table.
             o = None
@@ -343,7 +388,7 @@ def fig_cache(res):
                 o = summarize(res, m, [x], schema.LEVEL_OPT_HIT_RATE)[0] if len(m) else None
             if o is not None and len(o):
                 drew_ref = True
-                ax.plot(dodge(o[x], ti, len(TIERS), 0.1), o["center"], color=color_of(ti), ls="--",
+                ax.plot(at(o[x], 2 * ti + 1), o["center"], color=color_of(ti), ls="--",
                         marker=MARKERS[ti], mfc="none", lw=1, ms=7, label=f"{tier} OPT hierarchy (reference)")
             # The true bound on the overall hit rate: OPT on one cache of all levels' capacity.
             if tier == "overall" and _finite(dd, schema.CACHE_OPT_SINGLE_HIT_RATE):
@@ -351,7 +396,7 @@ def fig_cache(res):
                                  schema.CACHE_OPT_SINGLE_HIT_RATE)
                 if len(b):
                     drew_bound = True
-                    ax.plot(dodge(b[x], ti, len(TIERS), 0.1), b["center"], color="black", ls=":", marker="_",
+                    ax.plot(at(b[x], nslots - 1), b["center"], color="black", ls=":", marker="_",
                             lw=1.3, ms=12, mew=2, label="overall upper bound (OPT, one cache of total capacity)")
         if x == "context":
             context_axis(ax, d[x])
@@ -361,67 +406,127 @@ def fig_cache(res):
         ax.set_ylabel("hit rate (fraction of accesses)")
         gs_used.update(d[G].unique())
         ax.set_ylim(0, 1.02)
-    axes[0].set_title("(a) vs context length" + (f" ({notes[0]})" if notes[0] else ""))
-    axes[1].set_title("(b) vs concurrent requests" + (f" ({notes[1]})" if notes[1] else ""))
+        ax.set_title(title + (f" ({note})" if note else ""))
+        sk = skipped_note(res, d, (x,), ())
+        if sk:
+            skipped.append((f"Panel {title.split()[0]}: " if len(panels) > 1 else "") + sk)
     single = [lab for ax, lab in zip(axes, ("context length", "request count")) if len(ax.get_xticks()) <= 1]
     opt = []
     if drew_ref:
         opt.append("dashed, hollow: the same hierarchy with Belady's OPT at every level, a reference and not a "
                    "bound (per-level OPT is not optimal for a hierarchy; other policies can beat it)")
     if drew_bound:
-        opt.append("black dotted: Belady's OPT on one cache of all tiers' total capacity, an upper bound on the "
-                   "overall hit rate for any policies")
+        opt.append("black bar (—) at each x, joined by a dotted line: Belady's OPT on one cache of all tiers' total "
+                   "capacity, an upper bound on the overall hit rate for any policies")
     n = caption(fig, f"Scheme: {ref} (G = {', '.join(str(g) for g in sorted(gs_used))}). Tier hit rate = "
                      "hits / accesses reaching that tier; overall = accesses that hit any tier"
-                + "".join(f"; {o}" for o in opt) + "; series at one x are offset sideways. Accesses: each "
-                "selected group's KV. "
-                + (f"Only one {' and one '.join(single)} in the data. " if single else ""), kinds, sources(df))
+                + "".join(f"; {o}" for o in opt) + "; every series at one x is offset sideways (the OPT reference "
+                "just right of its tier, the bound rightmost). Accesses: each selected group's KV. " + dropped
+                + (f"Only one {' and one '.join(single)} in the data. " if single else ""), kinds, sources(df),
+                skipped=" ".join(skipped))
     h, lab = _legend(fig)
     order = sorted(range(len(lab)), key=lambda i: (lab[i].split()[0].replace("overall", "L9"), "OPT" in lab[i],
                                                    "bound" in lab[i]))
-    return finish(fig, "Cache hierarchy hit rates", n, ([h[i] for i in order], [lab[i] for i in order]), 3)
+    return finish(fig, "Cache hierarchy hit rates", n, ([h[i] for i in order], [lab[i] for i in order]),
+                  3 if len(panels) > 1 else 2)
 
 
-def _object_bytes(row):
-    if row["cache.object"] != "kv":
-        return None
-    return row[G] * (row["workload.attn_dim"] + row["workload.value_dim"]) * row["cache.kv_bytes"]
+def _object_bytes(row, levels=None):
+    """Bytes of one cache object of the point's access trace (experiments/cache_model.cc): cache.object = kv: the
+    K and V of the tokens one selection unit covers, G tokens for a pooled scheme but one token for the exact
+    indexer, which selects tokens; index: the stored index entry of that unit. Where the point's
+    cache_levels hold the first level's bytes read from below over its misses, that measured size is used
+    for index objects (its scale bytes included). None when neither is known."""
+    g = 1 if row[W] == schema.EXACT else row[G]
+    if row["cache.object"] == "kv":
+        return float(g * (row["workload.attn_dim"] + row["workload.value_dim"]) * row["cache.kv_bytes"])
+    if levels is not None and len(levels) and "bytes_from_below" in levels.columns:
+        l1 = levels[(levels["file"] == row["file"]) & (levels["index"] == row["index"]) & (levels[schema.LEVEL] == 1)]
+        if len(l1) and float(l1["misses"].iloc[0]) > 0:
+            return float(l1["bytes_from_below"].iloc[0]) / float(l1["misses"].iloc[0])
+    b = row.get("index_bytes_per_token", np.nan)
+    return float(b * g) if np.isfinite(b) and b > 0 else None
+
+
+def bytes_label(v, _pos=None):
+    """Binary byte units: 512 -> '512 B', 16384 -> '16 KiB', 2**23 -> '8 MiB'."""
+    v = float(v)
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= n:
+            x = v / n
+            return f"{x:.0f} {unit}" if abs(x - round(x)) < 1e-9 else f"{x:.3g} {unit}"
+    return f"{v:.0f} B"
 
 
 def fig_mrc(res):
-    """Exact LRU miss-ratio curves of the selection traces, one panel per G, with the tier capacities."""
+    """Exact LRU miss-ratio curves of the selection traces, one panel per G, with the tier capacities; every
+    curve against the cache capacity in bytes (its object count times its own object size)."""
     df = ok_rows(res, "mrc", ["context", W, G])
     mrc = res.detail(schema.CACHE_MRC) if hasattr(res, "detail") else pd.DataFrame()
     if mrc.empty:
         raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset (cache.mrc = false?)")
+    levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
     df = df[df.set_index(["file", "index"]).index.isin(mrc.set_index(["file", "index"]).index.unique())]
     df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
     df = df[df["workload.seed"] == df["workload.seed"].min()]
+    exact_only = not (df[W] != schema.EXACT).any()
+    if exact_only:  # the exact indexer selects tokens whatever G says: one panel, not the same curve per G
+        df = df[df[G] == df[G].min()]
     gs = sorted(df[G].unique())
     fig, axes = plt.subplots(1, len(gs), figsize=(4.2 * len(gs) + 1, 4.3), sharey=True, squeeze=False)
+    sizes, unknown, xs_all = {}, [], []  # sizes: {G (None: exact): {weighting: object bytes}}
     for ax, g in zip(axes[0], gs):
         d = df[df[G] == g]
         for wi, w in enumerate(sorted(d[W].unique(), key=weighting_sort_key)):
             r = d[d[W] == w].iloc[0]
             c = mrc[(mrc["file"] == r["file"]) & (mrc["index"] == r["index"])]
-            ax.plot(c["capacity_entries"], c["miss_ratio"], color=color_of(wi, w), ls=LINESTYLES[wi % 4], lw=1.4,
-                    label=w)
-        ob = _object_bytes(d.iloc[0])
-        if ob:
-            total = 0
-            for i, spec in enumerate(str(d["cache.levels"].iloc[0]).split()):
-                total += parse_size(re.sub(r"B$", "", spec.split(":")[-1])) or 0
-                ax.axvline(total / ob, color="grey", lw=0.8, ls=":")
-                ax.text(total / ob, 0.98, f" L1..L{i + 1}", rotation=90, va="top", ha="right", fontsize=7,
-                        color="#444444", transform=ax.get_xaxis_transform())
-        ax.set_xscale("log")
-        ax.set_xlabel(f"LRU capacity (groups of {ob:,.0f} B)" if ob else "LRU capacity (objects)")
-        ax.set_title(f"G = {g}")
+            ob = _object_bytes(r, levels)
+            if not ob:
+                unknown.append(f"{w} G={g}")
+                continue
+            sizes.setdefault(None if w == schema.EXACT else g, {})[w] = ob
+            x = c["capacity_entries"].to_numpy(dtype=float) * ob
+            xs_all.extend(x[x > 0])
+            ax.plot(x, c["miss_ratio"], color=color_of(wi, w), ls=LINESTYLES[wi % 4], lw=1.4, label=w)
+        total = 0
+        for i, spec in enumerate(str(d["cache.levels"].iloc[0]).split()):
+            total += parse_size(re.sub(r"B$", "", spec.split(":")[-1])) or 0
+            xs_all.append(total)
+            ax.axvline(total, color="grey", lw=0.8, ls=":")
+            ax.text(total, 0.98, f" L1..L{i + 1}", rotation=90, va="top", ha="right", fontsize=7,
+                    color="#444444", transform=ax.get_xaxis_transform())
+        ax.set_xlabel("LRU capacity (bytes)")
+        ax.set_title("exact indexer (G does not apply)" if exact_only else f"G = {g}")
         ax.set_ylim(0, 1.02)
+    if not any(ax.lines for ax in axes[0]):
+        raise NoData("mrc: the size of the cache objects is unknown for every curve (" + ", ".join(unknown) + ")")
+    if xs_all:  # the same byte ticks in every panel, one per power of two from the smallest to the largest
+        lo, hi = int(np.floor(np.log2(min(xs_all)))), int(np.ceil(np.log2(max(xs_all))))
+        for ax in axes[0]:
+            log2_axis(ax, [2.0 ** e for e in range(lo, hi + 1)], bytes_label)
     axes[0, 0].set_ylabel("miss ratio (fraction of accesses)")
+    obj = []
+    for g, per in sorted(sizes.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        if g is None:
+            obj.append(f"exact indexer {bytes_label(per[schema.EXACT])}")
+        elif len(set(per.values())) == 1:
+            obj.append(f"G = {g}: {bytes_label(next(iter(per.values())))}")
+        else:
+            obj.append(f"G = {g}: " + ", ".join(f"{w} {bytes_label(b)}" for w, b in per.items()))
+    obj = "; ".join(obj)
+    kind = str(df["cache.object"].iloc[0])
+    what = ("the keys and values of the tokens it covers (cache.object = kv)" if kind == "kv" else
+            "its stored index entry (cache.object = index)")
     n = caption(fig, "Exact LRU miss-ratio curve of each point's access trace (one seed, every request interleaved "
-                     "step by step; the exact indexer's objects are single tokens, so its curve is the same in every panel); dotted: cumulative capacity of the configured tiers in objects. No error bars "
-                     "(one trace per curve). " + (f"Slice: {note}. " if note else ""), (), sources(df))
+                     "step by step). x: capacity in bytes, each curve's object count times its own object size: an "
+                     f"object is one selected unit's data, {what}; the exact indexer selects single tokens, the "
+                     f"pooled schemes groups of G tokens. Object sizes: {obj}. Dotted: cumulative capacity of the "
+                     "configured tiers (bytes). No error bars (one trace per curve). "
+                + ("Only the exact indexer in the results: one panel (its trace is the same at every G). "
+                   if exact_only else "")
+                + (f"Not drawn (object size unknown): {', '.join(unknown)}. " if unknown else "")
+                + (f"Slice: {note}. " if note else ""), (), sources(df),
+                skipped=skipped_note(res, df, (), (W, G)))
     return finish(fig, "Miss-ratio curves", n, _legend(fig), 7)
 
 
@@ -526,7 +631,8 @@ def fig_hybrid(res):
             f"layer only, not end-to-end; (b) is the ratio of the medians where both layers ran the budget. "
             f"Errors and recalls: mean over steps against dense softmax attention (an untrained local branch: "
             f"not perplexity).{cov_text} Series are offset sideways. " + (f"Slice: {note}." if note else ""))
-    n = caption(fig, text, kinds, sources(df))
+    n = caption(fig, text, kinds, sources(df),
+                skipped=skipped_note(res, df, (schema.TOPK, schema.HYBRID_WINDOW), (schema.HYBRID_ENABLED,)))
     return finish(fig, "Hybrid layer vs pure sparse attention at matched token budget", n, _legend(fig), 4)
 
 
@@ -575,7 +681,8 @@ def fig_repool(res):
             "over the decode steps after the first (repooled_fraction_mean). Dashed: the same weighting with full "
             "rebuilds every step (τ = −1), a reference at no τ. x axis linear below τ = "
             f"{lin:g}, logarithmic above. " + (f"Slice: {note}." if note else ""))
-    n = caption(fig, text, kinds, sources(df))
+    n = caption(fig, text, kinds, sources(df),
+                skipped=skipped_note(res, df, (schema.REPOOL_TAU,), (W,)))
     return finish(fig, "Re-pooled fraction vs τ", n, _legend(fig), 4)
 
 
@@ -756,7 +863,8 @@ def fig_batched(res):
     n = caption(fig, "select.batched on a GPU: each step is one score, one top-k and one attention launch for all B "
                      "requests (kernels/batched_decode.h); times are CUDA-event medians over decode steps, of the whole "
                      "batch. " + (f"Slice: {note}. " if note else "")
-                + constants(df, [RUN, "select.topk_tokens"]), kinds, sources(df))
+                + constants(df, [RUN, "select.topk_tokens"]), kinds, sources(df),
+                skipped=skipped_note(res, df, ("workload.requests",), (W, PREC)))
     return finish(fig, "Batched decode: step time and rate vs batch size", n, _legend(fig), 6)
 
 
@@ -816,7 +924,8 @@ def fig_forms(res):
     n = caption(fig, "Median over decode steps on the GPU backend, on the host clock around each stage's backend call "
                      "(its uploads, downloads and synchronization included); batched points: CUDA events of the "
                      "whole batch's launch. " + (f"Slice: {'; '.join(notes)}. " if notes else "")
-                + constants(sel, [RUN, PREC, "select.topk_tokens", "workload.index_heads"]), kinds, sources(sel))
+                + constants(sel, [RUN, PREC, "select.topk_tokens", "workload.index_heads"]), kinds, sources(sel),
+                skipped=skipped_note(res, sel, tuple(keys), (W,)))
     return finish(fig, "Stage time per kernel form", n, _legend(fig), 6)
 
 
@@ -829,7 +938,7 @@ FAMILIES = {
     "ablation": (fig_ablation, "recall, mass recall, output error for every weighting x G"),
     "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with the OPT "
                          "reference and the OPT bound"),
-    "mrc": (fig_mrc, "exact LRU miss-ratio curves"),
+    "mrc": (fig_mrc, "exact LRU miss-ratio curves vs cache capacity in bytes"),
     "hybrid": (fig_hybrid, "hybrid layer vs pure sparse attention at matched token budget (needs points with "
                            "hybrid.enabled = false and true: layer_ms, layer_output_error, layer_mass_recall)"),
     "repool": (fig_repool, "re-pooled fraction and token recall vs tau (needs pool.repool_tau >= 0 points: "

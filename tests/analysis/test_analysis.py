@@ -859,3 +859,189 @@ def test_cli_bad_paths_are_one_line_errors(files, tmp_path, capsys):
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a directory, not a results file" in err and "errno" not in err, err
+
+
+def test_mrc_capacity_is_in_bytes_per_curve(res):
+    # Every curve's x is its object count times its own object size: the exact indexer's objects are single
+    # tokens (K and V of one token: (32 + 32) x 2 B = 128 B), a pooled scheme's groups of G tokens; the tier
+    # lines are the tiers' cumulative capacities in bytes, valid for every curve alike.
+    fig = FAMILIES["mrc"][0](res)
+    mrc = res.detail(schema.CACHE_MRC)
+    token = (32 + 32) * 2
+    pts = res.ok
+    pts = pts[(pts["file"] == pts["file"].iloc[0]) & (pts["pool.precision"] == "fp32") & (pts["workload.seed"] == 0)
+              & (pts["context"] == 4096)]  # the slice the figure draws: fp32, one seed, the largest context
+    for ax in fig.axes:
+        if not ax.get_title().startswith("G = "):
+            continue
+        g = int(ax.get_title().split("= ")[1])
+        assert ax.get_xlabel() == "LRU capacity (bytes)"
+        curves = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
+        assert {"exact", "uniform", "tfidf"} <= set(curves), curves
+        for w, ln in curves.items():
+            unit = token if w == "exact" else g * token
+            m = mrc.merge(pts[(pts["pool.weighting"] == w) & (pts["pool.group_size"] == g)], on=["file", "index"])
+            xs = np.asarray(ln.get_xdata(), dtype=float)
+            assert m["index"].nunique() == 1 and xs.max() == pytest.approx(m["capacity_entries"].max() * unit), (w, g)
+            assert xs.min() == pytest.approx(unit), (w, g)
+        tiers = sorted({float(ln.get_xdata()[0]) for ln in ax.lines if ln.get_label().startswith("_")})
+        assert tiers == [16384.0, 16384.0 + 262144, 16384.0 + 262144 + 8 * 2 ** 20]
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "exact indexer 128 B" in cap and "G = 4: 512 B" in cap and "groups of" not in " ".join(labels(fig))
+
+
+def test_captions_say_which_points_were_skipped(tmp_path):
+    import matplotlib.pyplot as plt
+    # sweep.memory_limit skips the points estimated above it (exact and uniform at 8Ki and 16Ki tokens): the
+    # context axis stops at 4Ki, and every figure drawn against it says how many points are missing and why.
+    cfg = tmp_path / "sk.ini"
+    cfg.write_text(SWEEP_SKIP)
+    out = tmp_path / "sk.h5"
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--overwrite", "--set", "sweep.memory_limit=3Mi",
+                    "--set", f"output.path={out}"], check=True, capture_output=True, timeout=60)
+    r = load([str(out)])
+    skipped = r.points[r.points["status"] != "ok"]
+    assert len(skipped) == 4 and set(skipped["context"]) == {8192, 16384}, r.points[["status", "reason", "context"]]
+    assert skipped["reason"].str.contains("sweep.memory_limit").all()
+    for family, n in (("memory", 4), ("latency", 4), ("macs", 4), ("cache", 2)):
+        fig = FAMILIES[family][0](r)
+        cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+        assert f"Not drawn: {n} points skipped by the runner at T = 8Ki, 16Ki (estimated memory" in cap, (family, cap)
+        assert "exceeds the limit 3.0 MiB (sweep.memory_limit))" in cap, (family, cap)
+        plt.close(fig)
+    # A file without skipped points says nothing of the kind.
+    ok = load([str(run_sweep(tmp_path, "noskip", SWEEP_SKIP.replace("pow2:11..14", "pow2:11..12")))])
+    for family in ("memory", "latency", "macs", "cache"):
+        fig = FAMILIES[family][0](ok)
+        assert "Not drawn" not in " ".join(t.get_text() for t in fig.texts)
+        plt.close(fig)
+
+
+SWEEP_SKIP = """
+[workload]
+tokens = pow2:11..14
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 2
+
+[pool]
+weighting = exact, uniform
+group_size = 4
+
+[select]
+topk_tokens = 256
+"""
+
+
+def test_reason_summary_gives_ranges_of_differing_numbers():
+    from analysis.common import reason_summary
+    text = reason_summary(["estimated memory 263.2 MiB exceeds the limit 200.0 MiB (sweep.memory_limit)",
+                           "estimated memory 1.0 GiB exceeds the limit 200.0 MiB (sweep.memory_limit)",
+                           "estimated memory 214.7 MiB exceeds the limit 200.0 MiB (sweep.memory_limit)"])
+    assert text == "estimated memory 214.7 MiB–1.0 GiB exceeds the limit 200.0 MiB (sweep.memory_limit)"
+
+
+def test_memory_claim_is_in_mib_and_says_the_context_differs(res):
+    # One unit system (MiB) in the measured value and the reason; at 4Ki tokens the row says it was not measured
+    # at the article's 1M, what the ratio is, and what the measured bytes per token give at 1M.
+    import re
+    row = {x.id: x for x in claims.evaluate(res)}["memory"]
+    p = res.ok
+    ex = p.loc[(p["pool.precision"] == "fp32") & (p["context"] == 4096), "exact_bytes_per_token"].iloc[0]
+    for text in (row.measured, row.reason):
+        # never decimal MB for our own numbers (the article's "32 MB" is quoted as the article wrote it)
+        assert not re.search(r"\d(\.\d+)? MB\b", text.replace('"32 MB"', "")), text
+    assert "T = 4Ki tokens (not the article's 1M)" in row.measured, row.measured
+    assert f"at 1M tokens these bytes per token give {ex * 2 ** 20 / 2 ** 20:.1f} MiB" in row.measured, row.measured
+    assert "The claim is the ratio: exact / pooled bytes per token = 4.00×" in row.reason, row.reason
+    assert f"The exact index at 1M tokens is {ex:.1f} MiB here" in row.reason, row.reason
+    # At 2Mi tokens: still MiB, and the exact index at 1M from its bytes per token.
+    r = copy.copy(res)
+    r.points = res.points.assign(context=float(1 << 21))
+    row = {x.id: x for x in claims.evaluate(r)}["memory"]
+    for text in (row.measured, row.reason):
+        assert not re.search(r"\d(\.\d+)? MB\b", text.replace('"32 MB"', "")), text
+    assert f"index per request at T = 2Mi tokens (not the article's 1M): {ex * 2:.1f} MiB" in row.measured
+    assert f"The exact index at 1M tokens is {ex:.1f} MiB here" in row.reason, row.reason
+
+
+def test_exact_only_sweep_skips_what_needs_pooled_schemes(tmp_path):
+    # With only the exact indexer there is no reduction to draw (macs panel b), no weighting x G heat map, and its
+    # miss-ratio curve is the same at every G: one macs panel, the ablation family skipped saying why, one MRC panel.
+    import warnings
+    import matplotlib.pyplot as plt
+    text = GRID.replace("weighting = exact, uniform, tfidf", "weighting = exact").replace("seed = 0, 1", "seed = 0")
+    r = load([run_sweep(tmp_path, "exact_only", text)])
+    assert set(r.ok["pool.weighting"]) == {"exact"} and r.ok["pool.group_size"].nunique() == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = FAMILIES["macs"][0](r)
+    assert not [w for w in caught if "No artists with labels" in str(w.message)], [str(w.message) for w in caught]
+    assert len(fig.axes) == 1 and fig.axes[0].lines
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "No panel of the reduction against the exact indexer" in cap
+    plt.close(fig)
+    with pytest.raises(NoData) as e:
+        FAMILIES["ablation"][0](r)
+    assert str(e.value).startswith("ablation: no pooled scheme") and "only the exact indexer" in str(e.value)
+    fig = FAMILIES["mrc"][0](r)
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "exact indexer (G does not apply)"
+    plt.close(fig)
+
+
+def test_latency_attention_throughput_counts_attended_tokens(res):
+    # Attention reads only the k = select.topk_tokens selected tokens (k = 256 here; pooled at G = 4: 64 whole
+    # groups, also 256 tokens), so its rate is attended tokens / attention time; scoring goes over the context,
+    # so its rate stays T / scoring time.
+    fig = FAMILIES["latency"][0](res)
+    ax = {a.get_ylabel(): a for a in fig.axes}
+    att = ax["attention throughput (attended tokens/s)"]
+    assert "attention throughput (context tokens/s)" not in ax and "scoring throughput (context tokens/s)" in ax
+
+    def series(a):  # errorbar: the container carries the label, its first line the data
+        return {c.get_label(): c.lines[0] for c in a.containers}
+
+    for time_label, rate, tokens in (("attention time per step (ms)", att, lambda x: 256.0),
+                                     ("scoring time per step (ms)", ax["scoring throughput (context tokens/s)"],
+                                      lambda x: 2.0 ** np.round(np.log2(x)))):
+        times, rates = series(ax[time_label]), series(rate)
+        assert set(times) == set(rates) and {"exact", "tfidf G=4"} <= set(rates), rates
+        for lab, ln in rates.items():
+            x = np.asarray(ln.get_xdata(), dtype=float)
+            got = np.asarray(ln.get_ydata(), dtype=float) * np.asarray(times[lab].get_ydata(), dtype=float) / 1e3
+            assert np.allclose(got, tokens(x)), (time_label, lab, got)
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "attention: attended tokens / attention time, the k = select.topk_tokens tokens it reads" in cap
+
+
+def test_cache_figure_matches_its_caption(res, files):
+    import matplotlib.pyplot as plt
+    fig = FAMILIES["cache"][0](res)
+    a = fig.axes[0]
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    # The bound is drawn as the caption says: a black bar at each x, joined by a dotted line.
+    bound = [ln for ln in a.lines if ln.get_label().startswith("overall upper bound")]
+    assert bound and bound[0].get_marker() == "_" and bound[0].get_linestyle() == ":"
+    assert bound[0].get_color() == "black"
+    assert "black dotted:" not in cap and "black bar (—) at each x, joined by a dotted line" in cap
+    # "Series at one x are offset sideways": every series, the overall rate and its OPT reference included.
+    data = [c.lines[0] for c in a.containers] + [ln for ln in a.lines if not ln.get_label().startswith("_")]
+    labels_ = [c.get_label() for c in a.containers] + [ln.get_label() for ln in data[len(a.containers):]]
+    assert "overall" in labels_ and "overall OPT hierarchy (reference)" in labels_
+    xs = []
+    for ln in data:
+        x = np.asarray(ln.get_xdata(), dtype=float)
+        xs.append(float(x[np.argmin(np.abs(np.log2(x / 4096)))]))
+    assert len(set(np.round(xs, 6))) == len(xs), dict(zip(labels_, xs))
+    assert "every series at one x is offset sideways" in cap
+    assert len(fig.axes) == 2  # the requests file varies B: panel (b) is drawn
+    plt.close(fig)
+    # One request count (B = 1 only): panel (b) would repeat panel (a); it is left out, and the caption says so.
+    fig = FAMILIES["cache"][0](load(files[0]))
+    assert len(fig.axes) == 1 and fig.axes[0].get_xlabel() == "context length T (tokens)"
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "No panel vs concurrent requests: every point of the slice has B = 1." in cap
+    plt.close(fig)
