@@ -36,14 +36,19 @@ def color_of(i, key=None):
     return OKABE_ITO[i % len(OKABE_ITO)]
 
 
-def tokens_label(v, _pos=None):
-    """65536 -> '64Ki', 2097152 -> '2Mi'."""
+def binary_label(v, sep="", unit=""):
+    """A count in binary multiples: binary_label(65536) -> '64Ki', binary_label(2**23, ' ', 'B') -> '8 MiB'."""
     v = float(v)
-    for unit, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+    for prefix, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
         if v >= n:
             x = v / n
-            return f"{x:.0f}{unit}" if abs(x - round(x)) < 1e-9 else f"{x:.3g}{unit}"
-    return f"{v:.0f}"
+            return f"{x:.0f}{sep}{prefix}{unit}" if abs(x - round(x)) < 1e-9 else f"{x:.3g}{sep}{prefix}{unit}"
+    return f"{v:.0f}{sep}{unit}" if unit else f"{v:.0f}"
+
+
+def tokens_label(v, _pos=None):
+    """65536 -> '64Ki', 2097152 -> '2Mi'."""
+    return binary_label(v)
 
 
 def log2_axis(ax, values, fmt=tokens_label):

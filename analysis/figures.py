@@ -9,7 +9,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
-from .common import (dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
+from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
                      errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, skipped_note,
                      sources, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
@@ -450,12 +450,7 @@ def _object_bytes(row, levels=None):
 
 def bytes_label(v, _pos=None):
     """Binary byte units: 512 -> '512 B', 16384 -> '16 KiB', 2**23 -> '8 MiB'."""
-    v = float(v)
-    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= n:
-            x = v / n
-            return f"{x:.0f} {unit}" if abs(x - round(x)) < 1e-9 else f"{x:.3g} {unit}"
-    return f"{v:.0f} B"
+    return binary_label(v, " ", "B")
 
 
 def fig_mrc(res):

@@ -917,23 +917,8 @@ def test_captions_say_which_points_were_skipped(tmp_path):
         plt.close(fig)
 
 
-SWEEP_SKIP = """
-[workload]
-tokens = pow2:11..14
-dim = 32
-index_heads = 2
-attn_dim = 32
-attn_heads = 1
-value_dim = 32
-steps = 2
-
-[pool]
-weighting = exact, uniform
-group_size = 4
-
-[select]
-topk_tokens = 256
-"""
+SWEEP_SKIP = SWEEP_B.replace("tokens = pow2:9..14", "tokens = pow2:11..14")
+assert "pow2:11..14" in SWEEP_SKIP
 
 
 def test_reason_summary_gives_ranges_of_differing_numbers():
