@@ -63,13 +63,23 @@ extern "C" unsigned char __stop_cuemu_shared[] __attribute__((weak));
 // own. The only happens-before edges between the threads of a launch are those CUDA gives: the block
 // barrier (__syncthreads), the cluster barrier, __syncwarp among the lanes of its mask, and the start
 // and end of a block (blocks run one after another here, so one block's accesses come before the next
-// one's). Shuffles, votes and fences give none, and the atomics (emu/cuemu.h) are relaxed atomic
-// accesses: two threads' conflicting plain accesses to shared or device memory with none of those edges
-// between them are reported as a data race, whatever order the emulator ran them in -- a missing barrier
-// that the run order happened to hide. Resident blocks (CUEMU_RESIDENT) are refused: their static
-// __shared__ arrays take turns at the same addresses.
+// one's, unless several are resident), and between blocks running at once (resident blocks, a cluster's)
+// a device-memory atomic after a __threadfence (a release of its address) and a __threadfence after an
+// atomic or load_relaxed (an acquire of the addresses its thread read so, or a thread of its block before
+// a barrier this thread has passed: tsan_fence). Shuffles and votes give none, and the atomics (emu/cuemu.h)
+// are relaxed atomic accesses: two threads' conflicting plain accesses to shared or device memory with
+// none of those edges between them are reported as a data race, whatever order the emulator ran them in
+// -- a missing barrier or fence that the run order happened to hide. Resident blocks' static __shared__
+// arrays take turns at the same addresses: the check forgets those addresses' accesses at every swap.
+// What it lets through: a fence releases what its thread saw up to its next device atomic, not only what
+// came before the fence (exact snapshots per fence were tried: 8 times slower, and no race more found).
 #if defined(CUEMU_TSAN) && CUEMU_TSAN
 #include <sanitizer/tsan_interface.h>
+// The runtime's entry points for a Java heap, which GCC 12's libtsan exports: __tsan_java_free drops what
+// it keeps about a range (heap blocks, sync objects), __tsan_java_alloc then forgets its accesses, as for a
+// new allocation (they need no __tsan_java_init; its AnnotateNewMemory does nothing).
+extern "C" void __tsan_java_alloc(unsigned long ptr, unsigned long size);
+extern "C" void __tsan_java_free(unsigned long ptr, unsigned long size);
 #else
 #undef CUEMU_TSAN
 #define CUEMU_TSAN 0
@@ -95,8 +105,9 @@ const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 // Byte fills, copies and compares the sanitizer does not check: the emulator's own accesses to the static
 // __shared__ section, whose redzones (between the arrays) stay poisoned for the kernels. Under the
 // sanitizer, volatile loops, so the compiler does not turn them back into (checked) memset / memcpy calls;
+// so too in the race check (ThreadSanitizer's memcpy would count them as the host thread's accesses);
 // otherwise the library calls (resident blocks swap their arrays at every turn).
-#if CUEMU_ASAN
+#if CUEMU_ASAN || CUEMU_TSAN
 CUEMU_NO_ASAN void raw_fill(unsigned char* p, unsigned char v, std::size_t n) {
   volatile unsigned char* q = p;
   for (std::size_t i = 0; i < n; ++i) q[i] = v;
@@ -177,6 +188,7 @@ struct Fiber {
   std::uint32_t tsan_barriers = 0, tsan_clusters = 0;
   std::uint32_t tsan_masks[8] = {}, tsan_mask_calls[8] = {};
   unsigned tsan_n_masks = 0;
+  bool tsan_fenced = false;  // a __threadfence since the thread's last device atomic (its next one releases)
 };
 
 struct Stack {
@@ -267,6 +279,19 @@ struct Emu {
     unsigned char warp[64][32][8][2];      // by block slot, warp and a hash of the __syncwarp mask
   };
   TsanSync* tsan_sync = new TsanSync{};
+  // The strong reads of device memory a __threadfence may make acquires (tsan_fence), the last
+  // kTsanReads of each block slot: the address, the reading fiber and the barriers it had passed then.
+  struct TsanRead {
+    const void* p;
+    std::size_t fiber;
+    std::uint32_t syncs;
+  };
+  static constexpr unsigned kTsanReads = 32;
+  struct TsanReads {  // a ring (fixed storage: the fibers' own updates of a vector would be seen as races)
+    TsanRead r[kTsanReads];
+    unsigned n = 0, next = 0;
+  };
+  TsanReads tsan_reads[64];  // by block slot
 };
 
 Emu& emu() {
@@ -502,7 +527,7 @@ void yield_to_scheduler(Emu& e) {
 void fiber_main() {
   Emu& e = emu();
   asan_after_switch(nullptr);  // a fiber's first entry: no fake stack of its own yet
-  tsan_acquire(&e.tsan_sync->block_start);  // after what the host and the earlier blocks did
+  tsan_acquire(&e.tsan_sync->block_start);  // after what the host (and, one block at a time, the earlier blocks) did
   e.launch->body(e.launch->launch);
   tsan_release(&e.tsan_sync->block_end);
   e.cur->state = State::Done;
@@ -893,16 +918,71 @@ double set_preempt(double p) {
   return before;
 }
 
+namespace {
+// Device (or page-locked host) memory: what other blocks see, unlike shared memory or a stack.
+bool in_allocation(const Emu& e, const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = e.allocs.upper_bound(a);
+  if (it == e.allocs.begin()) return false;
+  --it;
+  return a < it->first + it->second.bytes;
+}
+
+// Barriers (block and cluster) the fiber has passed.
+[[maybe_unused]] std::uint32_t tsan_syncs(const Fiber& f) {
+  return f.tsan_barriers + f.tsan_clusters;
+}
+}  // namespace
+
+void tsan_strong_read(const void* p) {
+#if CUEMU_TSAN
+  Emu& e = emu();
+  if (!e.cur || !e.launch || e.launch->slots < 2 || !in_allocation(e, p)) return;
+  const Fiber& f = *e.cur;
+  const std::size_t me = static_cast<std::size_t>(&f - e.fibers.data());
+  Emu::TsanReads& reads = e.tsan_reads[f.slot];
+  for (unsigned i = 0; i < reads.n; ++i)
+    if (reads.r[i].p == p && reads.r[i].fiber == me) return;  // the earliest such read is the one barriers follow
+  reads.r[reads.next] = {p, me, tsan_syncs(f)};  // over the oldest once full
+  reads.next = (reads.next + 1) % Emu::kTsanReads;
+  if (reads.n < Emu::kTsanReads) ++reads.n;
+#else
+  (void)p;
+#endif
+}
+
+void tsan_atomic(const void* p) {
+#if CUEMU_TSAN
+  Emu& e = emu();
+  if (!e.cur || !e.launch || e.launch->slots < 2 || !in_allocation(e, p)) return;
+  Fiber& f = *e.cur;
+  if (f.tsan_fenced) {
+    __tsan_release(const_cast<void*>(p));
+    f.tsan_fenced = false;
+  }
+  tsan_strong_read(p);
+#else
+  (void)p;
+#endif
+}
+
+void tsan_fence() {
+#if CUEMU_TSAN
+  Emu& e = emu();
+  if (!e.cur || !e.launch || e.launch->slots < 2) return;
+  Fiber& f = *e.cur;
+  const std::size_t me = static_cast<std::size_t>(&f - e.fibers.data());
+  const Emu::TsanReads& reads = e.tsan_reads[f.slot];
+  for (unsigned i = 0; i < reads.n; ++i)
+    if (reads.r[i].fiber == me || reads.r[i].syncs < tsan_syncs(f)) __tsan_acquire(const_cast<void*>(reads.r[i].p));
+  f.tsan_fenced = true;
+#endif
+}
+
 void preempt_point(const void* p) {
   Emu& e = emu();
   if (!e.cur || !e.launch || e.launch->slots < 2) return;  // nothing else to run in between
-  if (p) {  // an atomic: only device (or page-locked host) memory is seen by other blocks
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    auto it = e.allocs.upper_bound(a);
-    if (it == e.allocs.begin()) return;
-    --it;
-    if (a >= it->first + it->second.bytes) return;
-  }
+  if (p && !in_allocation(e, p)) return;  // an atomic: only device memory is seen by other blocks
   // A draw in [0, 1) from the top 53 bits.
   if (static_cast<double>(next_random(e.preempt_state) >> 11) * 0x1.0p-53 >= g_preempt) return;
   ++e.counts.preemptions;
@@ -1024,6 +1104,21 @@ void find_static_regions(Emu& e) {
       std::fprintf(stderr, "cuemu: static __shared__ %s, %zu bytes at %p\n", g.name.c_str(), g.n, static_cast<void*>(g.p));
 }
 
+// (Race check) Forgets the accesses to [p, p + n): shared memory that another block is now to use, which
+// on a GPU it uses after the one before it (whole 8-byte cells, the unit of ThreadSanitizer's shadow: a
+// neighbour's accesses in the first and last cell are forgotten too).
+void tsan_forget(const void* p, std::size_t n) {
+#if CUEMU_TSAN
+  const unsigned long lo = reinterpret_cast<std::uintptr_t>(p) & ~7ul;
+  const unsigned long hi = (reinterpret_cast<std::uintptr_t>(p) + n + 7) & ~7ul;
+  if (hi == lo) return;
+  __tsan_java_free(lo, hi - lo);
+  __tsan_java_alloc(lo, hi - lo);
+#else
+  (void)p, (void)n;
+#endif
+}
+
 void fill_static(Emu& e) {
   for (const Emu::Region& g : e.static_regions) raw_fill(g.p, 0xFF, g.n);
 }
@@ -1042,6 +1137,7 @@ void own_static(Emu& e, unsigned r) {
   const unsigned char* load = e.static_copies[r].data();
   for (const Emu::Region& g : e.static_regions) {
     raw_copy(g.p, load, g.n);
+    tsan_forget(g.p, g.n);  // another block's arrays now
     load += g.n;
   }
   e.static_owner = static_cast<int>(r);
@@ -1234,10 +1330,6 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   e.fibers.assign(static_cast<std::size_t>(n) * slots, Fiber{});
   note_scheduler_stack(e);
 #if CUEMU_TSAN
-  if (slots > 1 && cluster == 1)
-    die("kernel %s (%s:%d): %u blocks resident (CUEMU_RESIDENT) in a race-check build: their static __shared__ "
-        "arrays take turns at the same addresses, which the check would take for races; run it with one",
-        site.kernel, site.file, site.line, slots);
   e.tsan_host = __tsan_get_current_fiber();
 #endif
   e.launch = &l;
@@ -1275,6 +1367,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
       f.slot = r;
       start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
     }
+    e.tsan_reads[r] = {};
   };
   if (slots > 1 && cluster == 1) {
     if (!e.symtab_read)
@@ -1288,17 +1381,24 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     const auto next_block = [&](unsigned r) {
       if (step == n_clusters) return false;
       l.block_idx = cluster_at(step++);
-      std::memset(l.smem + r * smem_span, 0xFF, smem);
+      raw_fill(l.smem + r * smem_span, 0xFF, smem);  // (not a memset the race check counts as the host's)
+      tsan_forget(l.smem + r * smem_span, smem);  // the block before it in this slot is done with it
       if (static_bytes) {
         std::fill(e.static_copies[r].begin(), e.static_copies[r].end(), 0xFF);
         if (e.static_owner == static_cast<int>(r)) e.static_owner = -1;  // the section's bytes are stale
       }
+      tsan_release(&e.tsan_sync->block_start);  // (race check) the fill comes before the block
       start_block(r, l.block_idx);
       return true;
     };
+    // (race check) The blocks come after the host's work and before its next, in no order among
+    // themselves: only device-memory atomics and fences order them (tsan_fence, tsan_atomic).
+    tsan_acquire(&e.tsan_sync->block_end);
+    tsan_release(&e.tsan_sync->block_start);
     for (unsigned r = 0; r < slots; ++r) next_block(r);
     set_order(e, n, slots);
     run_blocks(e, n, next_block);
+    tsan_acquire(&e.tsan_sync->block_end);
     e.static_copies.clear();
     e.static_owner = -1;
     e.launch = nullptr;

@@ -38,8 +38,12 @@
 // ThreadSanitizer fiber whose only happens-before edges are CUDA's (__syncthreads, the cluster barrier,
 // __syncwarp among its mask, block start and end; not shuffles, votes or fences; atomics are relaxed), so
 // two threads' conflicting accesses to shared or device memory without a barrier between them are
-// reported whatever the order. Blocks still run one after another there (no races between blocks are
-// checked) and resident blocks are refused.
+// reported whatever the order. Blocks run one after another there, each after the last, unless several are
+// resident (CUEMU_RESIDENT): then the blocks of a launch are unordered, as on a GPU, but for what
+// device-memory atomics and __threadfence give them (a fence then an atomic releases, an atomic or
+// load_relaxed then a fence acquires; tsan_atomic below), so a block that reads what another wrote without
+// that chain (a missing fence on either side, a plain read of a count) is reported. Blocks that follow one
+// another in a slot are one thread each to it (a race between just those goes unseen).
 #pragma once
 
 #define IP_CUEMU 1
@@ -127,6 +131,16 @@ void preempt_point(const void* p);
 inline void maybe_preempt(const void* p) {
   if (g_preempt > 0) preempt_point(p);
 }
+// The race check between resident blocks (ThreadSanitizer builds; no-ops elsewhere and with one block
+// resident, where blocks run one after another). CUDA orders two blocks' accesses only through device
+// memory: a __threadfence followed by a strong write (an atomic) is a release, a strong read (an atomic, a
+// relaxed or volatile load) followed by a __threadfence an acquire. tsan_atomic (at every atomic, right
+// after it): on device memory, a release of its address (the update included) when the thread has fenced
+// since its last device atomic, and a strong read. tsan_strong_read: the read, which a later tsan_fence (__threadfence) of the
+// same thread, or of a thread of its block that has since passed a barrier after it, acquires.
+void tsan_atomic(const void* p);
+void tsan_strong_read(const void* p);
+void tsan_fence();
 // The static __shared__ arrays the emulator fills with 0xFF at every block start and keeps per resident
 // block, as "name bytes": the section cuemu_shared, then the arrays of template functions by symbol.
 std::vector<std::string> static_shared_arrays();
@@ -233,6 +247,9 @@ inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
   ::cuemu::syncwarp(mask);
 }
 inline void __threadfence() {
+#if defined(__SANITIZE_THREAD__)
+  ::cuemu::tsan_fence();
+#endif
   ::cuemu::maybe_preempt(nullptr);
 }
 inline void __nanosleep(unsigned) {
@@ -316,12 +333,29 @@ T atomic_update(T* p, F f) {
   U* const q = reinterpret_cast<U*>(p);
   const T old = std::bit_cast<T>(__atomic_load_n(q, __ATOMIC_RELAXED));
   __atomic_store_n(q, std::bit_cast<U>(static_cast<T>(f(old))), __ATOMIC_RELAXED);
+  tsan_atomic(p);  // after the store: a release publishes the update itself too
 #else
   const T old = *p;
   *p = f(old);
 #endif
   maybe_preempt(p);  // after the update: other blocks may see it before this thread goes on
   return old;
+}
+
+// A strong (relaxed) load, as a spin-wait's volatile read of a count other blocks add to is on a GPU: in the
+// race-check build a relaxed atomic load (no race with the atomics that update it) that a later
+// __threadfence makes an acquire (tsan_fence); elsewhere a volatile load.
+template <class T>
+T load_relaxed(const T* p) {
+#if defined(__SANITIZE_THREAD__)
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  static_assert(sizeof(T) == sizeof(U), "relaxed loads of 4 or 8 bytes");
+  const T v = std::bit_cast<T>(__atomic_load_n(reinterpret_cast<const U*>(p), __ATOMIC_RELAXED));
+  tsan_strong_read(p);
+  return v;
+#else
+  return *reinterpret_cast<const volatile T*>(p);
+#endif
 }
 }  // namespace cuemu
 template <class T>

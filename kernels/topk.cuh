@@ -90,12 +90,26 @@ static_assert(sizeof(TopkRowState) == 64, "one row state per 64 bytes");
 // round trips at the start of every pass (SASS, 2026-12-04); it did the same with vector loads (split
 // into the fields used) and with inline-PTX vector loads. What keeps the loads together is the branch
 // depending on all of them: see the pass's first `return`.
+//
+// The four 16-byte loads take in done_blocks, slots, ccount and tcount, which other blocks of the row may
+// be adding to (atomics) while a pass or the gather starts: a race on those words, whose values the steps
+// use only when no block of the step updates them (ccount, read when a pass starts from the previous
+// pass's list) or not at all (the emulator's race check between resident blocks found it, 2026-12-06).
+// The race-check build reads those four as relaxed atomics (the same values) and the rest plainly, so
+// that the check still sees every other field's reads.
 __device__ __forceinline__ TopkRowState load_row_state(const TopkRowState* st) {
   TopkRowState r;
+#if defined(IP_CUEMU) && defined(__SANITIZE_THREAD__)
+  r = TopkRowState{st->prefix, st->mask, st->k_rem, st->bucket_count, st->take_all,
+                   ::cuemu::load_relaxed(&st->done_blocks), ::cuemu::load_relaxed(&st->slots), st->compact,
+                   ::cuemu::load_relaxed(&st->ccount), ::cuemu::load_relaxed(&st->tcount), st->sampled, st->lo,
+                   {0, 0, 0, 0}};
+#else
   const uint4* src = reinterpret_cast<const uint4*>(st);
   uint4* dst = reinterpret_cast<uint4*>(&r);
 #pragma unroll
   for (int i = 0; i < 4; ++i) dst[i] = src[i];
+#endif
   return r;
 }
 
@@ -825,7 +839,11 @@ __host__ __device__ __forceinline__ int topk_single_blocks(int step, int bpr, in
 __device__ __forceinline__ void topk_wait_count(const std::uint32_t* count, std::uint32_t want) {
   if (threadIdx.x == 0) {
     unsigned ns = 32;
+#if defined(IP_CUEMU)
+    while (::cuemu::load_relaxed(count) < want) {  // the emulator's race check sees a strong read
+#else
     while (*reinterpret_cast<const volatile std::uint32_t*>(count) < want) {
+#endif
       __nanosleep(ns);
       if (ns < 512) ns *= 2;
     }

@@ -350,7 +350,7 @@ __global__ void pair_wait_kernel(unsigned* next, unsigned* flag, int* out) {
     if (it % 2 == 1) {
       atomicExch(&flag[it], 1u);
     } else {
-      while (*reinterpret_cast<volatile unsigned*>(&flag[it + 1]) == 0) __nanosleep(64);
+      while (cuemu::load_relaxed(&flag[it + 1]) == 0) __nanosleep(64);
       __threadfence();
     }
   }
@@ -361,7 +361,7 @@ __global__ void pair_wait_kernel(unsigned* next, unsigned* flag, int* out) {
 // Every block waits for a flag nothing sets.
 __global__ void wait_forever_kernel(const unsigned* flag) {
   if (threadIdx.x == 0)
-    while (*reinterpret_cast<const volatile unsigned*>(flag) == 0) __nanosleep(64);
+    while (cuemu::load_relaxed(flag) == 0) __nanosleep(64);
   __syncthreads();
 }
 
@@ -520,7 +520,6 @@ TEST(CuemuDeathTest, OutOfBoundsReadsAreReportedWithTheSanitizer) {
 // With several blocks resident, blocks that wait for each other run to the end, each with its own static
 // shared memory, at every number of resident blocks and block order (CUEMU_SEED varies the order).
 TEST(Cuemu, ResidentBlocksWaitForEachOther) {
-  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
   for (unsigned k : {2u, 3u, 5u, 16u}) {
     SCOPED_TRACE(::testing::Message() << k << " blocks resident");
     const unsigned before = cuemu::set_resident_blocks(k);
@@ -538,7 +537,6 @@ TEST(CuemuDeathTest, AWaitOnAnotherBlockWithOneBlockResidentIsReported) {
 }
 
 TEST(CuemuDeathTest, AWaitForWhatNoBlockDoesIsReported) {
-  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const unsigned before = cuemu::set_resident_blocks(4);
   unsigned* flag;
@@ -553,9 +551,9 @@ TEST(CuemuDeathTest, AWaitForWhatNoBlockDoesIsReported) {
 
 // Each block adds its threads' values into one device-memory sum (reps additions a thread, block 1 doing
 // `slow` times as many), takes a ticket, and the block that takes the last ticket copies the sum out.
-// In order (signal_first false): additions, fence, barrier, ticket. Out of order (true): the ticket first
-// (then a barrier, so that every block's additions wait for its ticket), so the last block may copy the sum
-// while another block is still adding to it.
+// In order (signal_first false): additions, fence, barrier, ticket; the last block's thread 0 fences and
+// reads the sum. Out of order (true): the ticket first (then a barrier, so that every block's additions
+// wait for its ticket), so the last block may copy the sum while another block is still adding to it.
 __global__ void ticket_sum_kernel(unsigned long long* sum, unsigned* ticket, unsigned long long* out, int reps,
                                   int slow, bool signal_first) {
   __shared__ bool last;
@@ -571,7 +569,58 @@ __global__ void ticket_sum_kernel(unsigned long long* sum, unsigned* ticket, uns
     if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  if (last && threadIdx.x == 0) *out = *reinterpret_cast<volatile unsigned long long*>(sum);
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    *out = *sum;
+  }
+}
+
+// Each thread writes its value into the block's row of `data` (plain stores), the block takes a ticket,
+// and every thread of the block with the last ticket sums its column over the rows into out. In order:
+// the writes, a fence (writer_fence), a barrier, the ticket; in the last block a fence (reader_fence,
+// every thread) after the barrier that tells it it is last. Out of order (signal_first): the ticket
+// before the writes. The race check reports a missing fence on either side, or the early ticket, whatever
+// order the blocks ran in: each element is written once, by another block than the one that reads it.
+__global__ void ticket_gather_kernel(int* data, unsigned* ticket, int* out, bool signal_first, bool writer_fence,
+                                     bool reader_fence) {
+  __shared__ bool last;
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  if (signal_first) {
+    if (t == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+  }
+  data[blockIdx.x * n + t] = static_cast<int>(blockIdx.x * 1000 + t);
+  if (!signal_first) {
+    if (writer_fence) __threadfence();
+    __syncthreads();
+    if (t == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  if (reader_fence) __threadfence();
+  int total = 0;
+  for (unsigned b = 0; b < gridDim.x; ++b) total += data[b * n + t];
+  out[t] = total;
+}
+
+// One launch of ticket_gather_kernel, 4 blocks of 64 threads, all resident; the sums it wrote.
+std::vector<int> ticket_gather(bool signal_first, bool writer_fence, bool reader_fence) {
+  int *data, *out;
+  unsigned* ticket;
+  cudaMalloc(reinterpret_cast<void**>(&data), 4 * 64 * sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&ticket), sizeof *ticket);
+  cudaMemset(ticket, 0, sizeof *ticket);
+  const unsigned before = cuemu::set_resident_blocks(4);
+  IP_LAUNCH(4, 64, 0, nullptr, ticket_gather_kernel)(data, ticket, out, signal_first, writer_fence, reader_fence);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cuemu::set_resident_blocks(before);
+  std::vector<int> got(64);
+  cudaMemcpy(got.data(), out, got.size() * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(data);
+  cudaFree(out);
+  cudaFree(ticket);
+  return got;
 }
 
 // The copied sum of each of `launches` launches of 4 blocks of 64 threads, all 4 resident.
@@ -606,7 +655,9 @@ constexpr unsigned long long kTicketSum = 2080ull * (3 * 2 + 16);
 // turn before the last block's copy, so a ticket taken too early goes unseen there. With CUEMU_PREEMPT a device
 // atomic may end the block's turn, and the last block copies the sum before block 1 has added all of it.
 TEST(Cuemu, PreemptionAtAtomicsShowsATicketTakenTooEarly) {
-  if (kRaceCheck) GTEST_SKIP() << "resident blocks are not run in the race-check build";
+  if (kRaceCheck)
+    GTEST_SKIP() << "the race-check build reports the early ticket as a race instead "
+                    "(RacesBetweenResidentBlocksAreReportedByTheRaceCheck)";
   const double before = cuemu::set_preempt(0);
   const std::uint64_t preemptions0 = cuemu::counts().preemptions;
   for (unsigned long long v : ticket_sums(true, 8)) EXPECT_EQ(v, kTicketSum);  // unseen without preemption
@@ -720,6 +771,31 @@ TEST(CuemuDeathTest, RacesWithoutABarrierAreReportedByTheRaceCheck) {
   else
     unsetenv("TSAN_OPTIONS");
   cudaFree(d);
+}
+
+// Blocks resident at once are unordered in the race-check build but for device-memory atomics and fences:
+// a ticket taken before the writes, or a missing fence on the writers' or the reader's side, is reported
+// whatever order the blocks ran in and without preemption (the plain build shows an early ticket only when
+// a turn ends at the right atomic, PreemptionAtAtomicsShowsATicketTakenTooEarly, and a missing fence
+// never). With both fences in place nothing is reported and the sums are whole.
+TEST(CuemuDeathTest, RacesBetweenResidentBlocksAreReportedByTheRaceCheck) {
+  const std::vector<int> got = ticket_gather(false, true, true);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(got[t], 6000 + 4 * t) << t;
+  for (unsigned long long v : ticket_sums(false, 4)) EXPECT_EQ(v, kTicketSum);
+  if (!kRaceCheck) GTEST_SKIP() << "needs the race-check build (make test-race)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const double preempt = cuemu::set_preempt(0);
+  const char* old = std::getenv("TSAN_OPTIONS");
+  const std::string saved = old ? old : "";
+  setenv("TSAN_OPTIONS", (saved + " halt_on_error=1").c_str(), 1);
+  EXPECT_DEATH(ticket_gather(true, true, true), "ThreadSanitizer: data race.*ticket_gather_kernel");
+  EXPECT_DEATH(ticket_gather(false, /*writer_fence=*/false, true), "ThreadSanitizer: data race.*ticket_gather_kernel");
+  EXPECT_DEATH(ticket_gather(false, true, /*reader_fence=*/false), "ThreadSanitizer: data race.*ticket_gather_kernel");
+  if (old)
+    setenv("TSAN_OPTIONS", saved.c_str(), 1);
+  else
+    unsetenv("TSAN_OPTIONS");
+  cuemu::set_preempt(preempt);
 }
 
 }  // namespace
