@@ -284,7 +284,7 @@ int cmd_list(const std::vector<std::string>& args) {
   const auto vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << "Prints the exact points a run of CONFIG would execute (after --set and --shard), one per line,\n"
-                 "with the host memory estimate (GiB), for backend = cuda or auto the device memory estimate (per\n"
+                 "with the host memory estimate (KiB, MiB or GiB), for backend = cuda or auto the device memory estimate (per\n"
                  "request, or for the whole batch with select.batched), and the reason for any point already known\n"
                  "to be skipped; runs nothing.\n\n"
               << opts;
@@ -299,7 +299,7 @@ int cmd_list(const std::vector<std::string>& args) {
   for (const auto& p : points) {
     references = std::max(references, estimate_reference_bytes(p));
     const double mem = estimate_point_bytes(p);
-    std::string note = fmt::format("host ~{:.2f} GiB", mem / (1 << 30));
+    std::string note = fmt::format("host ~{}", format_bytes(mem));
     if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
     ip::Index64 shortest = p.workload.tokens + p.workload.append_per_step;  // the shortest request at its first step
     for (int r = 0; p.source == "synthetic" && r < p.workload.requests; ++r)
@@ -313,9 +313,9 @@ int cmd_list(const std::vector<std::string>& args) {
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
   }
   if (references > 0)
-    std::cout << fmt::format("# and on the cpu up to {:.2f} GiB of fidelity references a workload keeps for its later "
+    std::cout << fmt::format("# and on the cpu up to {} of fidelity references a workload keeps for its later "
                              "points (only while within sweep.memory_limit)\n",
-                             references / (1 << 30));
+                             format_bytes(references));
   return 0;
 }
 

@@ -141,6 +141,12 @@ TEST_F(CliTest, ListPrintsTheDeviceEstimateOfCudaPoints) {
   const auto cpu = run("list " + cfg);
   EXPECT_EQ(cpu.code, 0) << cpu.out;
   EXPECT_NE(cpu.out.find("host ~"), std::string::npos) << cpu.out;
+  // The host estimate in a unit that shows it (a 16Ki-token point is some MiB, not "0.00 GiB").
+  EXPECT_NE(cpu.out.find(fmt::format("host ~{}", ip::exp::format_bytes(ip::exp::estimate_point_bytes(
+                                                    ip::exp::load_sweep(cfg, {}).points[0])))),
+            std::string::npos)
+      << cpu.out;
+  EXPECT_EQ(cpu.out.find("GiB"), std::string::npos) << cpu.out;
   EXPECT_EQ(cpu.out.find("device ~"), std::string::npos) << cpu.out;  // backend = cpu: no device
   const auto r = run("list " + cfg + " --set backend=cuda");
   EXPECT_EQ(r.code, 0) << r.out;
