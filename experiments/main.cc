@@ -108,7 +108,8 @@ constexpr const char* kUsage =
     "  inspect FILE     describe a results file\n"
     "  cache-sim        replay a trace file through a cache hierarchy (--help for the options)\n"
     "\n"
-    "'indexpool <command> --help' describes a command; 'indexpool run --help-config' lists every config key.\n";
+    "'indexpool <command> --help' (or 'indexpool help <command>') describes a command; 'indexpool run\n"
+    "--help-config' lists every config key.\n";
 
 // Fails before any work when the results file cannot be written; writes nothing.
 void check_writable(const std::string& path) {
@@ -185,9 +186,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
                  "are written to that HDF5 file as they finish (held briefly when rewriting a large file would\n"
                  "dominate; the end of the run writes all). The first Ctrl-C or SIGTERM stops the sweep after\n"
                  "the point under way, with every finished point written (exit status 130 or 143), a second one\n"
-                 "at once; --resume continues a stopped or killed run. A point that cannot run (no CUDA build\n"
-                 "or device for backend = cuda, not enough memory) is recorded as skipped with its reason; the\n"
-                 "exit status is still 0.\n\n"
+                 "at once (removing the lock file); --resume continues a stopped or killed run. A point that\n"
+                 "cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
+                 "skipped with its reason; the exit status is still 0.\n\n"
               << opts
               << "\nexamples:\n  indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n"
                  "  indexpool run configs/ablation_weighting.ini --shard 3/8 --set output.path=results/abl_3.h5\n";
