@@ -335,6 +335,14 @@ def _finite(df, col):
     return col in df.columns and np.isfinite(pd.to_numeric(df[col], errors="coerce")).any()
 
 
+def _cache_accesses(df):
+    """What one access of the cache trace is, by the points' cache.object (experiments/cache_model.cc)."""
+    what = {"kv": "each selected group's keys and values (cache.object = kv)",
+            "index": "each selected group's stored index entry (cache.object = index)"}
+    kinds = sorted(set(df["cache.object"].astype(str))) if "cache.object" in df.columns else ["kv"]
+    return "; ".join(what.get(k, f"cache.object = {k}") for k in kinds)
+
+
 def fig_cache(res):
     """Hit rate per cache tier vs context length and vs concurrent requests, with Belady's OPT: the same
     hierarchy with OPT at every level (a reference, not a bound) and OPT on one cache of the total capacity
@@ -421,7 +429,7 @@ def fig_cache(res):
     n = caption(fig, f"Scheme: {ref} (G = {', '.join(str(g) for g in sorted(gs_used))}). Tier hit rate = "
                      "hits / accesses reaching that tier; overall = accesses that hit any tier"
                 + "".join(f"; {o}" for o in opt) + "; every series at one x is offset sideways (the OPT reference "
-                "just right of its tier, the bound rightmost). Accesses: each selected group's KV. " + dropped
+                "just right of its tier, the bound rightmost). Accesses: " + _cache_accesses(df) + ". " + dropped
                 + (f"Only one {' and one '.join(single)} in the data. " if single else ""), kinds, sources(df),
                 skipped=" ".join(skipped))
     h, lab = _legend(fig)

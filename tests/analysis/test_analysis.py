@@ -1022,8 +1022,13 @@ def test_cache_figure_matches_its_caption(res, files):
         xs.append(float(x[np.argmin(np.abs(np.log2(x / 4096)))]))
     assert len(set(np.round(xs, 6))) == len(xs), dict(zip(labels_, xs))
     assert "every series at one x is offset sideways" in cap
+    assert "Accesses: each selected group's keys and values (cache.object = kv)." in cap
     assert len(fig.axes) == 2  # the requests file varies B: panel (b) is drawn
     plt.close(fig)
+    # cache.object = index: the caption says what an access is then.
+    from analysis.figures import _cache_accesses
+    assert _cache_accesses(pd.DataFrame({"cache.object": ["index"]})) == \
+        "each selected group's stored index entry (cache.object = index)"
     # One request count (B = 1 only): panel (b) would repeat panel (a); it is left out, and the caption says so.
     fig = FAMILIES["cache"][0](load(files[0]))
     assert len(fig.axes) == 1 and fig.axes[0].get_xlabel() == "context length T (tokens)"
