@@ -110,14 +110,14 @@ struct SweepRange {
   prof::ScopedRange range{Stage::sweep};
 };
 
-ProfileCapture::ProfileCapture(const std::vector<Point>& points, bool quiet)
+ProfileCapture::ProfileCapture(const std::vector<Point>& points)
     : range_(std::make_unique<SweepRange>()) {
   bool cuda = false;
   for (const auto& p : points) cuda = cuda || p.backend == "cuda" || p.backend == "auto";
 #if IP_HAVE_CUDA
   if (cuda && has_device()) started_ = cuda::profiler_start();
 #endif
-  if (!started_ && !quiet)
+  if (!started_)  // a warning, not progress: printed with --quiet too
     std::fprintf(stderr,
                  "--profile: no cudaProfilerStart (%s), so nsys --capture-range=cudaProfilerApi captures nothing;\n"
                  "  capture the NVTX range instead: nsys profile --trace=nvtx,osrt --capture-range=nvtx "

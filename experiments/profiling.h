@@ -46,7 +46,7 @@ std::string apply_profile_mode(std::vector<Point>& points);
 // to capture with NVTX instead. Either way one NVTX "sweep" range spans it.
 class ProfileCapture {
  public:
-  ProfileCapture(const std::vector<Point>& points, bool quiet);
+  explicit ProfileCapture(const std::vector<Point>& points);
   ~ProfileCapture();
   ProfileCapture(const ProfileCapture&) = delete;
   ProfileCapture& operator=(const ProfileCapture&) = delete;

@@ -646,7 +646,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   std::map<std::string, std::size_t> uses;
   for (const Point* p : todo) ++uses[source_key(*p)];
   std::optional<ProfileCapture> capture;  // --profile: the measured region for Nsight
-  if (opt.profile) capture.emplace(points, opt.quiet);
+  if (opt.profile) capture.emplace(points);
   std::optional<ProgressLines> lines;
   if (!opt.quiet && n > 0) lines.emplace(tty, opt.progress_interval_s > 0 ? opt.progress_interval_s : tty ? 1.0 : 30.0);
   for (std::size_t i = 0; i < n && !(opt.stop && *opt.stop); ++i) {

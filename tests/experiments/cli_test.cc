@@ -569,6 +569,18 @@ TEST_F(CliTest, HelpCommandDescribesTheCommand) {
   EXPECT_EQ(run("help nothing").code, 2);
 }
 
+// --profile on the cpu backend (or without a device) captures nothing with nsys's cudaProfilerApi range:
+// the run says so and how to capture instead, with --quiet too (a warning, not a progress line).
+TEST_F(CliTest, ProfileWithoutCaptureWarnsEvenWhenQuiet) {
+  const auto cfg = file("prof.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 64\n");
+  for (const char* quiet : {"", " --quiet"}) {
+    const auto r = run("run " + cfg + " --profile" + quiet);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("captures nothing"), std::string::npos) << quiet << r.out;
+    EXPECT_NE(r.out.find("--capture-range=nvtx"), std::string::npos) << quiet << r.out;
+  }
+}
+
 // Sizes in a skip reason show their value (1 KiB printed as "0.0 GiB"); a growing context's budget is held
 // against the context at the first decode step, and a point past it is skipped like a short request, not
 // an error that stops the sweep after the points before it ran.
