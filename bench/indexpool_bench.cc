@@ -22,8 +22,10 @@
 
 #include "bench/bench_util.h"
 #include "core/backend.h"
+#include "core/error.h"
 #include "core/parallel.h"
 #include "core/pipeline.h"
+#include "core/quant.h"
 #include "core/workload.h"
 
 namespace po = boost::program_options;
@@ -36,6 +38,19 @@ using Clock = std::chrono::steady_clock;
 using ip::bench::median_seconds;
 
 double gbps(double bytes, double s) { return bytes / s / 1e9; }
+
+// Medians of `reps` runs of a() and of b(), run alternately so that both see the same machine conditions.
+template <class A, class B>
+std::pair<double, double> alternating_medians(int reps, A&& a, B&& b) {
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    ta.push_back(median_seconds(1, a));
+    tb.push_back(median_seconds(1, b));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+}
 
 // Peak RSS of one full pipeline point (generation, index, scoring, attention, fidelity), in a child
 // process so that nothing else this program allocates is counted. Returns {peak bytes, input bytes}.
@@ -77,6 +92,7 @@ int main(int argc, char** argv) {
   Index64 tokens = 1 << 20;
   int dim = 128, group = 4, reps = 7;
   std::vector<int> heads_list{1, 8, 64};
+  std::vector<std::string> precision_names{"fp32", "fp16", "bf16", "int8", "fp8"};
   bool skip_memory = false;
   // clang-format off
   opts.add_options()
@@ -86,6 +102,8 @@ int main(int argc, char** argv) {
     ("group-size", po::value(&group)->default_value(group), "G")
     ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
     ("heads", po::value(&heads_list)->multitoken(), "indexer heads H for the scoring rows (default 1 8 64)")
+    ("precisions", po::value(&precision_names)->multitoken(),
+     "index precisions of the encode / decode / scoring rows (default fp32 fp16 bf16 int8 fp8; none: skip them)")
     ("skip-memory", po::bool_switch(&skip_memory), "skip the peak-memory point");
   // clang-format on
   po::variables_map vm;
@@ -105,6 +123,16 @@ int main(int argc, char** argv) {
   if (tokens < 1 || dim < 1 || group < 1 || reps < 1) {
     std::fprintf(stderr, "indexpool_bench: --tokens, --dim, --group-size and --reps must be >= 1\n");
     return 2;
+  }
+  std::vector<Precision> precisions;
+  for (const std::string& name : precision_names) {
+    if (name == "none") continue;
+    try {
+      precisions.push_back(parse_precision(name));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "indexpool_bench: --precisions: %s\n", e.what());
+      return 2;
+    }
   }
 
   std::printf("IndexPool CPU benchmark: T = %lld tokens, D = %d, G = %d, fp32, median of %d reps\n",
@@ -172,14 +200,8 @@ int main(int argc, char** argv) {
       score_index(idx, q, out.data());
       score_tokens(keys, q, out.data());
       // Compressed and exact runs alternate, so both see the same machine conditions.
-      std::vector<double> tcs, tes;
-      for (int r = 0; r < reps; ++r) {
-        tcs.push_back(median_seconds(1, [&] { score_index(idx, q, out.data()); }));
-        tes.push_back(median_seconds(1, [&] { score_tokens(keys, q, out.data()); }));
-      }
-      std::sort(tcs.begin(), tcs.end());
-      std::sort(tes.begin(), tes.end());
-      const double tc = tcs[tcs.size() / 2], te = tes[tes.size() / 2];
+      const auto [tc, te] = alternating_medians(
+          reps, [&] { score_index(idx, q, out.data()); }, [&] { score_tokens(keys, q, out.data()); });
       const double bc = static_cast<double>(idx.bytes()), be = key_bytes;
       std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms, %.1f GFLOP/s)\n",
                   fmt::format("score compressed H={}", H).c_str(), gbps(bc, tc), 100.0 * gbps(bc, tc) / copy_bw,
@@ -190,10 +212,49 @@ int main(int argc, char** argv) {
       std::printf("  %-34s %8.2fx  (byte ratio %.2fx)\n", fmt::format("compressed vs exact speedup H={}", H).c_str(),
                   te / tc, be / bc);
     }
+
+    // Index precisions: encoding the T keys (quantize_row: reads 4 B, writes the element and the row's
+    // scale), decoding them (dequantize_row: the reverse), and compressed scoring of a uniform index
+    // stored at that precision (it decodes blocks of rows before the dot products), at the largest H,
+    // against the fp32 index scored in the same run.
+    const int Hmax = *std::max_element(heads_list.begin(), heads_list.end());
+    const IndexQuery qmax{w.index_queries.slice(0).rows_range(0, Hmax), w.head_weights.data()};
+    for (Precision p : precisions) {
+      QuantizedMatrix q;
+      resize(q, p, tokens, dim);
+      auto encode = [&] {
+        parallel_for(tokens, 4096, [&](Index64 b, Index64 e) {
+          for (Index64 r = b; r < e; ++r) quantize_row(keys.row(r), r, q);
+        });
+      };
+      encode();  // warm-up, touches the pages
+      const double te = median_seconds(reps, encode);
+      const double td = median_seconds(reps, [&] {
+        parallel_for(tokens, 4096, [&](Index64 b, Index64 e) {
+          for (Index64 r = b; r < e; ++r) dequantize_row(q, r, dst.data() + r * dim);
+        });
+      });
+      const double moved = key_bytes + static_cast<double>(q.bytes());
+      for (const auto& [what, t] : {std::pair{"encode", te}, std::pair{"decode", td}})
+        std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms)\n",
+                    fmt::format("{} keys {}", what, to_string(p)).c_str(), gbps(moved, t),
+                    100.0 * gbps(moved, t) / copy_bw, t * 1e3);
+      PoolParams pq;
+      pq.group_size = group;
+      pq.precision = p;
+      const PooledIndex idx_p = build_index(keys, pq, nullptr, nullptr);
+      score_index(idx_p, qmax, out.data());
+      const auto [score_fp32, ts] = alternating_medians(
+          reps, [&] { score_index(idx, qmax, out.data()); }, [&] { score_index(idx_p, qmax, out.data()); });
+      std::printf("  %-34s %8.2f ms    = %5.2fx the fp32 index's time (%.2f ms)\n",
+                  fmt::format("score compressed H={} {}", Hmax, to_string(p)).c_str(), ts * 1e3, ts / score_fp32,
+                  score_fp32 * 1e3);
+    }
     std::printf("\n");
   }
   std::printf("GB/s = 1e9 bytes per second; pooling counts keys read + composites written, scoring counts the\n"
-              "index bytes read, memcpy counts bytes read + written. Targets (issue 2): pooling and compressed\n"
-              "scoring >= 50%% of memcpy on one core; compressed scoring >= 3.5x faster than exact at G = 4.\n");
+              "index bytes read, memcpy counts bytes read + written, encode and decode count fp32 keys plus the\n"
+              "stored bytes (elements and scales). Targets (issue 2): pooling and compressed scoring >= 50%% of\n"
+              "memcpy on one core; compressed scoring >= 3.5x faster than exact at G = 4.\n");
   return 0;
 }
