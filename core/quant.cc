@@ -6,6 +6,7 @@
 
 #include "core/numeric.h"
 #include "core/parallel.h"
+#include "core/quant_lanes.h"
 #include "core/quant_math.h"
 
 namespace ip {
@@ -50,6 +51,24 @@ void resize(QuantizedMatrix& q, Precision p, Index64 rows, Index64 cols) {
   q.scales.resize(scale_bytes(p) ? static_cast<std::size_t>(rows) : 0);
 }
 
+// The row loops of the CPU backend: the element math of core/numeric.h and core/quant_math.h, or where
+// its branches keep the compiler from vectorizing a row, the branch-free forms of core/quant_lanes.h.
+namespace {
+
+// max_i |x_i| as abs_max folds it: NaN skipped (here: taken as 0, which cannot raise a maximum that
+// starts at 0), so the maximum is order-free and the compiler may keep it in vector lanes.
+float row_abs_max(const float* x, Index64 n) {
+  float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+  for (Index64 i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    amax = abs_max(amax, ax == ax ? ax : 0.0f);
+  }
+  return amax;
+}
+
+}  // namespace
+
 void quantize_row(const float* x, Index64 r, QuantizedMatrix& q) {
   const Index64 n = q.cols;
   std::uint8_t* dst = q.row_bytes(r);
@@ -69,13 +88,15 @@ void quantize_row(const float* x, Index64 r, QuantizedMatrix& q) {
     }
     case Precision::int8:
     case Precision::fp8: {
-      float amax = 0.0f;
-      for (Index64 i = 0; i < n; ++i) amax = abs_max(amax, x[i]);
       const bool is_int8 = q.precision == Precision::int8;
-      const float scale = row_scale(amax, is_int8);
+      const float scale = row_scale(row_abs_max(x, n), is_int8);
       q.scales[r] = scale;
       const float inv = inverse_scale(scale);
-      for (Index64 i = 0; i < n; ++i) dst[i] = encode_scaled(x[i], inv, is_int8);
+      // encode_scaled(x[i], inv, is_int8), one loop per format.
+      if (is_int8)
+        for (Index64 i = 0; i < n; ++i) dst[i] = static_cast<std::uint8_t>(int8_from_scaled(x[i] * inv));
+      else
+        for (Index64 i = 0; i < n; ++i) dst[i] = lanes::fp8e4m3_from_float(x[i] * inv);
       return;
     }
   }
@@ -90,7 +111,7 @@ void dequantize_row(const QuantizedMatrix& q, Index64 r, float* out) {
       return;
     case Precision::fp16: {
       auto* s = reinterpret_cast<const std::uint16_t*>(src);
-      for (Index64 i = 0; i < n; ++i) out[i] = fp16_to_float(s[i]);
+      for (Index64 i = 0; i < n; ++i) out[i] = lanes::fp16_to_float(s[i]);
       return;
     }
     case Precision::bf16: {
@@ -106,7 +127,7 @@ void dequantize_row(const QuantizedMatrix& q, Index64 r, float* out) {
     }
     case Precision::fp8: {
       const float scale = q.scales[r];
-      for (Index64 i = 0; i < n; ++i) out[i] = fp8e4m3_to_float(src[i]) * scale;
+      for (Index64 i = 0; i < n; ++i) out[i] = lanes::fp8e4m3_to_float(src[i]) * scale;
       return;
     }
   }

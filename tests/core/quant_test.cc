@@ -1,12 +1,16 @@
 // QuantizedMatrix: layout, scales, and round-trip error bounds per format on random data.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/numeric.h"
 #include "core/quant.h"
+#include "core/quant_lanes.h"
 #include "core/quant_math.h"
 #include "tests/core/test_helpers.h"
 
@@ -204,5 +208,132 @@ TEST(Quant, QuantizeRowEqualsTheRowMath) {
     }
   }
 }
+
+namespace lanes_checks {
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+float from_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// The branch-free fp16 decoder of the CPU's rows gives the bits of the shared one for all 65,536 codes
+// (NaN payloads included), and dequantize_row uses it.
+TEST(QuantLanes, Fp16DecoderEqualsTheSharedOneForEveryCode) {
+  ip::QuantizedMatrix q;
+  ip::resize(q, Precision::fp16, 1, 65536);
+  for (int c = 0; c < 65536; ++c) {
+    const auto h = static_cast<std::uint16_t>(c);
+    ASSERT_EQ(bits_of(ip::lanes::fp16_to_float(h)), bits_of(ip::fp16_to_float(h))) << std::hex << c;
+    std::memcpy(q.row_bytes(0) + 2 * c, &h, 2);
+  }
+  std::vector<float> out(65536);
+  ip::dequantize_row(q, 0, out.data());
+  for (int c = 0; c < 65536; ++c)
+    ASSERT_EQ(bits_of(out[c]), bits_of(ip::fp16_to_float(static_cast<std::uint16_t>(c)))) << std::hex << c;
+}
+
+// The branch-free fp8 decoder gives the shared one's bits for every code, and dequantize_row of fp8 rows
+// gives fp8e4m3_to_float(code) * scale, bit for bit, for every code and a few scales (0, subnormal,
+// ordinary, huge), in a row of odd length.
+TEST(QuantLanes, Fp8RowsDecodeAsTheSharedFunctionForEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    ASSERT_EQ(bits_of(ip::lanes::fp8e4m3_to_float(code)), bits_of(ip::fp8e4m3_to_float(code))) << c;
+  }
+  constexpr int n = 259;
+  for (float scale : {1.0f, 0.0f, 0.3712f, 1e-40f, 3.0e37f}) {
+    ip::QuantizedMatrix q;
+    ip::resize(q, Precision::fp8, 2, n);
+    for (int r = 0; r < 2; ++r) {
+      q.scales[r] = scale;
+      for (int i = 0; i < n; ++i) q.row_bytes(r)[i] = static_cast<std::uint8_t>((i * 7 + r) & 0xFF);
+    }
+    std::vector<float> out(n);
+    for (int r = 0; r < 2; ++r) {
+      ip::dequantize_row(q, r, out.data());
+      for (int i = 0; i < n; ++i) {
+        const std::uint8_t c = q.row_bytes(r)[i];
+        ASSERT_EQ(bits_of(out[i]), bits_of(ip::fp8e4m3_to_float(c) * scale)) << scale << " code " << int{c};
+      }
+    }
+  }
+}
+
+// Every float whose e4m3 code a rounding decision could change: each code's value and the midpoint to
+// the next, 8 ulps either side, both signs; then the zeros, float subnormals, the subnormal/normal and
+// saturation borders, infinities and NaNs, and every 997th bit pattern. The branch-free encoder of the
+// CPU's rows gives the shared function's byte for each.
+TEST(QuantLanes, Fp8EncoderEqualsTheSharedOneAtEveryRoundingBoundary) {
+  std::vector<float> probes;
+  auto around = [&](float v) {
+    const std::uint32_t b = bits_of(v);
+    for (std::uint32_t d = 0; d <= 8; ++d) {
+      if (b >= d) probes.push_back(from_bits(b - d));
+      probes.push_back(from_bits(b + d));
+    }
+  };
+  for (int c = 0; c <= 0x7E; ++c) {
+    const float v = ip::fp8e4m3_to_float(static_cast<std::uint8_t>(c));
+    const float next = c < 0x7E ? ip::fp8e4m3_to_float(static_cast<std::uint8_t>(c + 1)) : 512.0f;
+    around(v);
+    around(0.5f * (v + next));  // exact: both are multiples of a power of two well inside float's range
+  }
+  for (float v : {0.0f, 1e-45f, 1e-40f, 1.1754942e-38f, 1.17549435e-38f, 0.015625f, 0.0146484375f, 448.0f,
+                  464.0f, 480.0f, 1e30f, 3.4028235e38f, std::numeric_limits<float>::infinity()})
+    around(v);
+  for (std::uint32_t b : {0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu, 0x7FA00000u}) probes.push_back(from_bits(b));
+  for (std::uint64_t b = 0; b <= 0x7FFFFFFFu; b += 997) probes.push_back(from_bits(static_cast<std::uint32_t>(b)));
+  const std::size_t n = probes.size();
+  for (std::size_t i = 0; i < n; ++i) probes.push_back(-probes[i]);
+  for (float v : probes)
+    ASSERT_EQ(ip::lanes::fp8e4m3_from_float(v), ip::fp8e4m3_from_float(v)) << std::hexfloat << v;
+}
+
+// quantize_row's scale is the abs_max fold (NaN skipped, -0 and infinity as there) and its bytes are
+// encode_scaled's, for rows of odd length holding NaNs, zeros, subnormals and a saturating element.
+TEST(QuantLanes, QuantizedRowsWithSpecialValuesAreTheRowMath) {
+  constexpr int n = 37;
+  std::vector<std::vector<float>> rows;
+  rows.push_back(std::vector<float>(n, 0.0f));
+  rows.push_back(std::vector<float>(n, -0.0f));
+  rows.push_back(std::vector<float>(n, std::nanf("")));
+  std::vector<float> mixed = normal_data(1, n, 3);
+  mixed[0] = std::nanf("");
+  mixed[5] = -std::nanf("");
+  mixed[9] = 1e-41f;
+  mixed[36] = -0.0f;
+  rows.push_back(mixed);
+  mixed[17] = -std::numeric_limits<float>::infinity();
+  rows.push_back(mixed);
+  std::vector<float> tiny(n);
+  for (int i = 0; i < n; ++i) tiny[i] = (i % 2 ? -1.0f : 1.0f) * 1e-42f * static_cast<float>(i);
+  rows.push_back(tiny);
+  for (Precision p : {Precision::int8, Precision::fp8}) {
+    const bool i8 = p == Precision::int8;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::vector<float>& x = rows[k];
+      ip::QuantizedMatrix q;
+      ip::resize(q, p, 1, n);
+      ip::quantize_row(x.data(), 0, q);
+      float amax = 0.0f;
+      for (float v : x) amax = ip::abs_max(amax, v);
+      const float scale = ip::row_scale(amax, i8);
+      ASSERT_EQ(bits_of(q.scales[0]), bits_of(scale)) << ip::to_string(p) << " row " << k;
+      const float inv = ip::inverse_scale(scale);
+      for (int i = 0; i < n; ++i) {
+        if (i8 && std::isnan(x[i] * inv)) continue;  // int8 of NaN: the cast is undefined, no byte to compare
+        ASSERT_EQ(q.row_bytes(0)[i], ip::encode_scaled(x[i], inv, i8)) << ip::to_string(p) << " row " << k << " " << i;
+      }
+    }
+  }
+}
+
+}  // namespace lanes_checks
 
 }  // namespace
