@@ -377,6 +377,21 @@ enabled = false
 """
 
 
+def test_matched_speedup_takes_both_layers_from_one_sweep():
+    # Sweep A ran pure sparse at budgets 256 and 512 but the hybrid at 512 only; sweep B ran both at 256.
+    # At 256 the ratio is B's (2.0): A's sparse points are not repeats of B's (pooled, the median was 5.0).
+    from analysis.figures import matched_speedup
+    rows = [("A", False, 256, 5.0), ("A", False, 256, 5.0), ("A", False, 512, 8.0), ("A", True, 512, 2.0),
+            ("A", True, 512, 2.0), ("B", False, 256, 2.0), ("B", True, 256, 1.0)]
+    df = pd.DataFrame(rows, columns=["attr.sweep_id", schema.HYBRID_ENABLED, schema.TOKEN_BUDGET, schema.LAYER_MS])
+    sp = matched_speedup(df)
+    assert sp.to_dict() == {256: 2.0, 512: 4.0}
+    # Where both sweeps ran both layers at a budget, the sweep with more points is taken, not a pooled median.
+    more = pd.DataFrame([("B", False, 512, 3.0), ("B", True, 512, 1.0)], columns=df.columns)
+    assert matched_speedup(pd.concat([df, more], ignore_index=True))[512] == 4.0
+    assert matched_speedup(df.drop(columns="attr.sweep_id")).to_dict() == {256: 5.0, 512: 4.0}
+
+
 def test_hybrid_and_repool_from_runner_files(tmp_path):
     hf, rf = run_sweep(tmp_path, "hybrid", HYBRID), run_sweep(tmp_path, "repool", REPOOL)
     r = load([hf, rf])
