@@ -32,8 +32,21 @@ const char* trace_format_name(TraceFormat f) {
   return "?";
 }
 
+void require_trace_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  IP_REQUIRE(st.type() != fs::file_type::not_found, "trace '{}': no such file", path);
+  IP_REQUIRE(!ec, "trace '{}': cannot open: {}", path, ec.message());
+  IP_REQUIRE(!fs::is_directory(st), "trace '{}': a directory, not a trace file", path);
+  // Character devices too: /dev/stdin of a pipe reads as a FIFO, of a terminal as a device.
+  IP_REQUIRE(fs::is_regular_file(st) || fs::is_fifo(st) || fs::is_character_file(st),
+             "trace '{}': not a regular file or a FIFO", path);
+}
+
 Trace stream_trace(const std::string& path, TraceFormat format, const AccessSink& sink, std::size_t chunk) {
   IP_REQUIRE(chunk > 0, "stream_trace: chunks of 0 accesses");
+  require_trace_file(path);
   Trace t = format == TraceFormat::oracle ? detail::stream_oracle_trace(path, sink, chunk)
                                           : detail::stream_text_trace(path, format == TraceFormat::csv, sink, chunk);
   t.source = path;

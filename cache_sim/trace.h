@@ -43,6 +43,10 @@ struct Trace {
 
 Trace read_trace(const std::string& path, TraceFormat format);
 
+// Throws ip::Error ("trace 'PATH': no such file", "...: a directory, not a trace file", "...: not a
+// regular file or a FIFO") unless `path` can be opened as a trace. Every reader below checks it first.
+void require_trace_file(const std::string& path);
+
 // Reads a trace without keeping it whole: `sink(accesses, n)` receives it in order, in chunks of at
 // most `chunk` accesses (the last may be shorter), with the checks and messages of read_trace. For
 // traces too long for memory (`indexpool cache-sim --stream`). The returned Trace holds no accesses,

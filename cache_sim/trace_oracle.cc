@@ -1,6 +1,7 @@
 // libCacheSim's oracleGeneral binary traces: packed little-endian 24-byte records
 // (u32 time, u64 id, u32 size, i64 next access index, -1: none).
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -19,7 +20,7 @@ constexpr std::size_t kRecord = 24;
 
 Trace stream_oracle_trace(const std::string& path, const AccessSink& sink, std::size_t chunk) {
   std::ifstream in(path, std::ios::binary);
-  IP_REQUIRE(in.good(), "trace '{}': cannot open", path);
+  IP_REQUIRE(in.good(), "trace '{}': cannot open: {}", path, std::strerror(errno));
   std::vector<char> data(chunk * kRecord);
   std::vector<Access> out(chunk);
   std::size_t i = 0;  // index of the next record

@@ -1,4 +1,5 @@
 // Text traces: txt ("id [size [score]]") and csv (named columns).
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -87,7 +88,7 @@ std::vector<std::string_view> split(std::string_view line, bool csv) {
 Trace stream_text_trace(const std::string& path, bool csv, const AccessSink& sink, std::size_t chunk,
                         std::size_t block) {
   std::ifstream in(path, std::ios::binary);
-  IP_REQUIRE(in.good(), "trace '{}': cannot open", path);
+  IP_REQUIRE(in.good(), "trace '{}': cannot open: {}", path, std::strerror(errno));
 
   Trace t;
   std::vector<Access> out;

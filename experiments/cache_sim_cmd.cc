@@ -374,8 +374,7 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
                  o.shards);
     }
     if (o.stream) {
-      IP_REQUIRE(std::filesystem::is_regular_file(o.trace) || std::filesystem::is_fifo(o.trace),
-                 "trace '{}': cannot open", o.trace);
+      cache::require_trace_file(o.trace);
       for (std::size_t i = 0; i < o.levels.size(); ++i)
         IP_REQUIRE(!make_level(o.levels[i])->needs_future(),
                    "--level '{}': {} needs the whole trace (next uses) and cannot run with --stream", o.level_texts[i],

@@ -174,7 +174,7 @@ TEST(CacheSimCli, StreamedTraceGivesTheSameCounts) {
   EXPECT_TRUE(opt.out.empty());
   const CmdResult missing = run({"--trace", "/nonexistent/t.bin", "--stream"});
   EXPECT_EQ(missing.rc, 1);
-  EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("trace '/nonexistent/t.bin': no such file"), std::string::npos) << missing.err;
 }
 
 TEST(CacheSimCli, CsvGivesPerRequestAndPerStep) {
@@ -196,6 +196,7 @@ TEST(CacheSimCli, CsvGivesPerRequestAndPerStep) {
 TEST(CacheSimCli, BadInputFailsBeforeSimulating) {
   const std::string good = temp_file("good.txt", "1\n2\n");
   const std::string bad = temp_file("bad.txt", "1\n2\nthree\n");
+  const std::string dir = std::filesystem::path(good).parent_path().string();
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -206,7 +207,9 @@ TEST(CacheSimCli, BadInputFailsBeforeSimulating) {
       {{"--trace", good, "--level", "lru:12XB"}, "unknown unit 'XB'"},
       {{"--trace", good, "--level", "lru"}, "--level 'lru': expected POLICY:CAPACITY"},
       {{"--trace", bad, "--level", "lru:10"}, bad + ":3: id 'three'"},
-      {{"--trace", good + ".none", "--level", "lru:10"}, good + ".none"},
+      {{"--trace", good + ".none", "--level", "lru:10"}, "trace '" + good + ".none': no such file"},
+      {{"--trace", dir, "--level", "lru:10"}, "trace '" + dir + "': a directory, not a trace file"},
+      {{"--trace", dir, "--stream"}, "trace '" + dir + "': a directory, not a trace file"},
       {{"--trace", good, "--mode", "both"}, "--mode 'both'"},
       {{"--trace", good, "--format", "xml"}, "--format 'xml'"},
       {{"--trace", good, "--shards", "2"}, "--shards 2"},
