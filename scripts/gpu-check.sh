@@ -15,7 +15,9 @@
 #   9. the profiling check (scripts/gpu-profile-check.sh: CUPTI counters vs declared bytes),
 # and prints a final table (step, status, time, key figures). Everything (logs, JSON, results, and
 # kernel_resources.txt: ptxas's registers and spills of the build that ran) goes to the output directory.
-# Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise.
+# Exit status: 0 when every step passed or was skipped for a stated reason, 1 otherwise, 124 when a
+# signal (TERM, INT, HUP: e.g. a `timeout` around it) stopped it: it then stops the running step's
+# programs and still writes the table, the step it stopped marked "stopped".
 #
 # usage: scripts/gpu-check.sh [OUTPUT_DIR]      (default: $OUT, else ./gpu-check-out)
 # environment:
@@ -99,11 +101,12 @@ STEP_NAMES=() STEP_STATUS=() STEP_TIMES=() STEP_FIGS=()
 record() { STEP_NAMES+=("$1"); STEP_STATUS+=("$2"); STEP_TIMES+=("$3"); STEP_FIGS+=("$4"); }
 now() { date +%s; }
 left() { echo $((BUDGET - ($(now) - START))); }
-say() { printf '\n=== gpu-check: %s ===\n' "$*"; }
+CURRENT=""  # the step running now (for the table when a signal stops the check)
+say() { CURRENT="$*"; printf '\n=== gpu-check: %s ===\n' "$*"; }
 
 final_table() {
   local failed=0 i
-  for i in "${!STEP_STATUS[@]}"; do [[ "${STEP_STATUS[$i]}" == FAIL ]] && failed=1; done
+  for i in "${!STEP_STATUS[@]}"; do [[ "${STEP_STATUS[$i]}" == FAIL || "${STEP_STATUS[$i]}" == stopped ]] && failed=1; done
   {
     printf '\n%-22s %-8s %8s  %s\n' "step" "status" "time" "key figures"
     printf '%s\n' "--------------------------------------------------------------------------------------------"
@@ -115,6 +118,36 @@ final_table() {
     if ((failed)); then echo "gpu-check: FAILED"; else echo "gpu-check: passed"; fi
   } | tee "$OUT_DIR/summary.txt"
   return "$failed"
+}
+
+# A signal (the device call's wrapper `timeout`, Ctrl-C) stops the check with its table: the programs of
+# the step it interrupted are stopped, the step is recorded as stopped, and summary.txt and the logs so far
+# are there for the archive that follows. Steps run their boxed programs through boxed(): bash runs a trap
+# only once its foreground command has ended, and `timeout` keeps its command in a process group of its
+# own, which a signal to ours does not reach.
+kill_tree() {  # TERM to a process and all its descendants, the descendants first
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill -TERM "$1" 2>/dev/null
+}
+on_signal() {
+  trap - TERM INT HUP
+  trap '' PIPE
+  exec >>"$LOG" 2>&1  # the tee behind stdout may have had the signal too: write to the log directly
+  local c
+  for c in $(pgrep -P $$ 2>/dev/null) $(jobs -p); do kill_tree "$c"; done
+  record "${CURRENT:-start}" stopped 0 "stopped by SIG$1 after $(($(now) - START)) s (the wrapper's time box?)"
+  final_table
+  exit 124
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+trap 'on_signal HUP' HUP
+
+# Runs a command (a `timeout` box) in the background and waits for it, so that on_signal runs at once.
+boxed() {
+  "$@" &
+  wait $!
 }
 
 # Records the remaining steps as not run and exits with the table.
@@ -242,7 +275,7 @@ build_from_source() {
   targets=("${gpu_targets[@]}" kernel_bench indexpool)
   echo "targets: ${targets[*]}"
   box=$(($(left) > 60 ? $(left) - 60 : 1))
-  timeout "$box" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1
+  boxed timeout "$box" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1
   rc=$?
   if ((rc != 0)); then
     grep -E 'error|Error' "$OUT_DIR/build.log" | head -20
@@ -331,9 +364,13 @@ t0=$(now)
 if [[ "${GPU_CHECK_TESTS:-1}" == 0 ]]; then
   record gpu-tests skip 0 "GPU_CHECK_TESTS=0 (not asked for)"
 else
-  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout "$CTEST_TIMEOUT" \
+  # Boxed by what is left of the budget (at least 60 s): per-test timeouts alone let several stuck tests
+  # take a multiple of --timeout.
+  box=$(($(left) > 60 ? $(left) : 60))
+  boxed timeout -k 10 "$box" ctest --test-dir "$BUILD" -L gpu --output-on-failure -j "$CTEST_JOBS" --timeout "$CTEST_TIMEOUT" \
     --output-junit "$OUT_DIR/ctest-gpu.xml" >"$OUT_DIR/ctest-gpu.log" 2>&1
   rc=$?
+  ((rc == 124 || rc == 137)) && echo "gpu-check: the GPU tests did not finish within ${box} s (stopped)" | tee -a "$OUT_DIR/ctest-gpu.log"
   tail -25 "$OUT_DIR/ctest-gpu.log"
   total=$(grep -oE 'out of [0-9]+' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '[0-9]+')
   nfail=$(grep -oE '[0-9]+ tests failed' "$OUT_DIR/ctest-gpu.log" | tail -1 | grep -oE '^[0-9]+')
@@ -381,7 +418,7 @@ else
     if ((box < 10)) || (($(left) < 150)); then notrun=$((notrun + 1)); continue; fi
     name=$(basename "$b")
     (
-      timeout "$box" "$san" "${SAN_TOOL_ARGS[@]}" --error-exitcode 86 --print-limit 20 \
+      boxed timeout "$box" "$san" "${SAN_TOOL_ARGS[@]}" --error-exitcode 86 --print-limit 20 \
         "$b" --gtest_filter="$SAN_FILTER" --gtest_brief=1 >"$OUT_DIR/sanitizer-$name.log" 2>&1
       echo $? >"$OUT_DIR/sanitizer-$name.rc"
     ) &
@@ -416,7 +453,7 @@ else
   box=$(($(left) - 60))
   ((box > 300)) && box=300
   ((box < 30)) && box=30
-  timeout "$box" "$BUILD/bench/kernel_bench" --json "$OUT_DIR/kernel_bench.json" "${bench_args[@]}" \
+  boxed timeout "$box" "$BUILD/bench/kernel_bench" --json "$OUT_DIR/kernel_bench.json" "${bench_args[@]}" \
     >"$OUT_DIR/kernel_bench.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/kernel_bench.txt"
@@ -460,14 +497,14 @@ fi
 # ---- 8. runner with backend = cuda ------------------------------------------------------------------
 say "8/9 indexpool run with backend = cuda"
 t0=$(now)
-timeout $(($(left) > 90 ? 90 : 30)) "$BUILD/experiments/indexpool" run "$ROOT/configs/quickstart.ini" --quiet --overwrite \
+boxed timeout $(($(left) > 90 ? 90 : 30)) "$BUILD/experiments/indexpool" run "$ROOT/configs/quickstart.ini" --quiet --overwrite \
   --set backend=cuda --set pool.group_size=4 --set output.path="$OUT_DIR/runner_cuda.h5" \
   >"$OUT_DIR/runner_cuda.txt" 2>&1
 rc=$?
 cat "$OUT_DIR/runner_cuda.txt"
 nskip=$(grep -c 'skipped:' "$OUT_DIR/runner_cuda.txt")
 # The batched decoder through the runner (select.batched): 1 and 64 requests of up to 32Ki tokens.
-timeout $(($(left) > 60 ? 60 : 20)) "$BUILD/experiments/indexpool" run "$ROOT/configs/batched.ini" --quiet --overwrite \
+boxed timeout $(($(left) > 60 ? 60 : 20)) "$BUILD/experiments/indexpool" run "$ROOT/configs/batched.ini" --quiet --overwrite \
   --set workload.requests=1,64 --set output.path="$OUT_DIR/runner_batched.h5" >"$OUT_DIR/runner_batched.txt" 2>&1
 brc=$?
 cat "$OUT_DIR/runner_batched.txt"
@@ -485,7 +522,7 @@ fi
 say "9/9 profiling (scripts/gpu-profile-check.sh)"
 t0=$(now)
 box=$(($(left) > 150 ? 150 : ($(left) > 30 ? $(left) : 30)))
-timeout "$box" bash "$ROOT/scripts/gpu-profile-check.sh" "$BUILD" >"$OUT_DIR/profile_check.txt" 2>&1
+boxed timeout "$box" bash "$ROOT/scripts/gpu-profile-check.sh" "$BUILD" >"$OUT_DIR/profile_check.txt" 2>&1
 rc=$?
 cat "$OUT_DIR/profile_check.txt"
 ratio=$(grep -m1 -oE 'ratio [0-9.]+' "$OUT_DIR/profile_check.txt")
@@ -499,7 +536,7 @@ if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
   say "ncu summary (scripts/gpu-ncu-summary.sh; GPU_CHECK_NCU=1)"
   t0=$(now)
   read -r -a ncu_groups <<<"${GPU_CHECK_NCU_GROUPS:-topk score}"
-  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" "${ncu_groups[@]}" \
+  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) boxed bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" "${ncu_groups[@]}" \
     >"$OUT_DIR/ncu_summary.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/ncu_summary.txt"
@@ -515,7 +552,7 @@ if [[ "${GPU_CHECK_NSIGHT:-0}" == 1 ]]; then
   say "Nsight lines of the README (scripts/gpu-nsight-check.sh; GPU_CHECK_NSIGHT=1)"
   t0=$(now)
   nbox=${NSIGHT_BOX_S:-$(($(left) > 300 ? 60 : 30))}
-  NSIGHT_BOX_S=$nbox timeout -k 10 $((5 * nbox)) bash "$ROOT/scripts/gpu-nsight-check.sh" "$BUILD" "$OUT_DIR" \
+  NSIGHT_BOX_S=$nbox boxed timeout -k 10 $((5 * nbox)) bash "$ROOT/scripts/gpu-nsight-check.sh" "$BUILD" "$OUT_DIR" \
     >"$OUT_DIR/nsight_check.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/nsight_check.txt"
@@ -532,7 +569,7 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
   say "claims at 1Mi tokens (configs/claims_1m.ini on cuda, then python3 -m analysis report; GPU_CHECK_CLAIMS=1)"
   t0=$(now)
   box=$(($(left) > 210 ? 150 : ($(left) > 90 ? $(left) - 60 : 30)))
-  timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/claims_1m.ini" --quiet --overwrite \
+  boxed timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/claims_1m.ini" --quiet --overwrite \
     --set backend=cuda --set output.path="$OUT_DIR/claims_1m.h5" >"$OUT_DIR/claims_1m.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/claims_1m.txt"
@@ -552,7 +589,7 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
   # the scoring time and the hidden part of the asynchronous update (pool_hidden_ms).
   for c in hybrid edge; do
     t1=$(now)
-    timeout 60 "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
+    boxed timeout 60 "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
       --set output.path="$OUT_DIR/$c.h5" >"$OUT_DIR/$c.txt" 2>&1
     rc=$?
     tsv="$OUT_DIR/$c.points.tsv"
@@ -580,7 +617,7 @@ if [[ "${GPU_CHECK_FORMS:-0}" == 1 ]]; then
     [[ $c == batched ]] && args=(--set workload.requests=64 --set kernels.attention=tiles,lanes
       --set kernels.topk=chain,block)
     box=$(($(left) > 150 ? 90 : ($(left) > 40 ? $(left) - 30 : 10)))
-    timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
+    boxed timeout "$box" "$BUILD/experiments/indexpool" run "$ROOT/configs/$c.ini" --quiet --overwrite --set backend=cuda \
       "${args[@]}" --set output.path="$OUT_DIR/forms_$c.h5" >"$OUT_DIR/forms_$c.txt" 2>&1
     rc=$?
     tsv="$OUT_DIR/forms_$c.points.tsv"
