@@ -11,7 +11,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from . import schema
 from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
                      errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, skipped_note,
-                     sources, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
+                     sources, step_groups, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -319,6 +319,105 @@ def fig_ablation(res):
                 constants(df, ["context", PREC, "select.topk_tokens"]), kinds, sources(df),
                 skipped=skipped_note(res, df, (W, G), ()))
     return finish(fig, "Ablation: weighting × group size", n)
+
+
+# ------------------------------------------------------------------------------------------- precision
+PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "fp8"]
+
+
+def _paired_change(res, d, base, p, metric):
+    """Per-step change of `metric` at precision p against precision `base`, over the decode steps both ran: for
+    each point of d at p, the point at `base` with the same seed (and sweep), their steps matched by request and
+    step. Returns the differences (empty when no point pairs)."""
+    steps = step_groups(res)
+    keys = [k for k in (*schema.REPLICATE_KEYS, "attr.sweep_id") if k in d.columns]
+    out = []
+    for _, r in d[d[PREC] == p].iterrows():
+        m = d[d[PREC] == base]
+        for k in keys:
+            m = m[m[k] == r[k]]
+        a = steps.get((r["file"], r["index"]))
+        b = None if m.empty else steps.get((m["file"].iloc[0], m["index"].iloc[0]))
+        if a is None or b is None or metric not in a.columns:
+            continue
+        j = a[["request", "step", metric]].merge(b[["request", "step", metric]], on=["request", "step"],
+                                                 suffixes=("", "_base"))
+        out.append((j[metric] - j[metric + "_base"]).astype(float).dropna())
+    return pd.concat(out) if out else pd.Series(dtype=float)
+
+
+def fig_precision(res):
+    """Selection quality against stored bytes for every index precision: token recall, attention-mass recall and
+    output error vs the index's bytes per context token (top row), and their change against the same scheme at
+    the widest precision, paired over the same decode steps (bottom row); one series per weighting and G, a point
+    per precision."""
+    df = ok_rows(res, "precision", [W, G, PREC, "index_bytes_per_token"] + [m for m, _, _ in ABLATION_METRICS])
+    df, note = fix_others(df, keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))
+    precs = sorted(df[PREC].unique(), key=lambda p: PRECISION_ORDER.index(p) if p in PRECISION_ORDER else 9)
+    if len(precs) < 2:
+        raise NoData(f"precision: the finished points have one index precision ({', '.join(precs)}); a sweep over "
+                     f"{PREC} (e.g. configs/precision.ini) draws this figure")
+    base = precs[0]
+    # The exact indexer does not pool: one series at its smallest G, not the same points for every G.
+    ex = df[df[W] == schema.EXACT]
+    df = pd.concat([ex[ex[G] == ex[G].min()], df[df[W] != schema.EXACT]])
+    series = [(w, g) for w in sorted(df[W].unique(), key=weighting_sort_key)
+              for g in sorted(df.loc[df[W] == w, G].unique())]
+    gm = _g_marker(df.loc[df[W] != schema.EXACT, G].unique())
+    several_g = df.loc[df[W] != schema.EXACT, G].nunique() > 1
+    xs = df["index_bytes_per_token"].astype(float)
+    ticks = [2.0 ** e for e in range(int(np.floor(np.log2(xs.min()))), int(np.ceil(np.log2(xs.max()))) + 1)]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.4), sharex=True)
+    kinds, changes = set(), 0
+    for col, (m, label, lower_better) in enumerate(ABLATION_METRICS):
+        top, bottom = axes[0, col], axes[1, col]
+        for si, (w, g) in enumerate(series):
+            d = df[(df[W] == w) & (df[G] == g)]
+            s, k = summarize(res, d, [PREC], m)
+            kinds |= k
+            nbytes = d.groupby(PREC)["index_bytes_per_token"].first()
+            s = s.assign(bytes=s[PREC].map(nbytes)).sort_values(["bytes", PREC], ascending=[False, True])
+            # Precisions of equal size (bf16 and fp16, int8 and fp8) side by side, not on top of each other.
+            same = s.groupby("bytes")[PREC].transform(lambda c: list(range(len(c))))
+            count = s.groupby("bytes")[PREC].transform("size")
+            s = s.assign(x=[dodge([b], i, n, 0.12)[0] for b, i, n in zip(s["bytes"], same, count)], side=same,
+                         pair=count).sort_values("x")
+            style = dict(color=color_of(si, w), marker="o" if w == schema.EXACT else gm[g], ls=LINESTYLES[si % 4],
+                         label=w if w == schema.EXACT or not several_g else f"{w} G={g}")
+            errorbar(top, s["x"], s, **style)
+            for _, r in s.iterrows():  # of a side-by-side pair, the left one's name to its left
+                left = r["pair"] > 1 and r["x"] < r["bytes"]
+                top.annotate(r[PREC], (r["x"], r["center"]), textcoords="offset points", xytext=(-3 if left else 3, 3),
+                             ha="right" if left else "left", fontsize=6.5, color=style["color"])
+            ch = []
+            for _, r in s.iterrows():
+                if r[PREC] == base:
+                    ch.append((r["x"], 0.0, 0.0, 0.0))
+                    continue
+                diff = _paired_change(res, d, base, r[PREC], m)
+                if len(diff):
+                    sd = float(diff.std(ddof=1)) if len(diff) > 1 else 0.0
+                    ch.append((r["x"], float(diff.mean()), float(diff.mean()) - sd, float(diff.mean()) + sd))
+                    changes = max(changes, len(diff))
+            if len(ch) > 1:
+                c = pd.DataFrame(ch, columns=["x", "center", "lo", "hi"])
+                errorbar(bottom, c["x"], c, **style)
+        bottom.axhline(0, color="grey", lw=0.8)
+        for ax in (top, bottom):
+            log2_axis(ax, ticks, bytes_label)
+        top.set_ylabel(label)
+        top.set_title(f"{label.split(' (')[0]} ({'lower' if lower_better else 'higher'} is better)")
+        bottom.set_ylabel(f"change vs {base} ({label[label.index('(') + 1:-1]})")
+        bottom.set_xlabel("index bytes per context token (B)")
+    n = caption(fig, "Each point is one stored precision of the index (named beside it; precisions of equal size "
+                     "are set side by side): x is the index's bytes per context token (payload and per-row scales, an "
+                     "exact count), y the selection's quality against the fidelity reference, the exact indexer on the "
+                     f"unquantized fp32 keys and dense attention. Bottom row: the change against the same scheme and G "
+                     f"stored at {base}, per decode step over the steps both ran (same seed, request and step), mean "
+                     "± 1 s.d. of those differences: the differences the top row's bars hide. "
+                     + (f"Slice: {note}. " if note else "") + constants(df, ["context", "select.topk_tokens"]),
+                kinds, sources(df), skipped=skipped_note(res, df, (PREC,), (W, G)))
+    return finish(fig, "Index precision: selection quality vs stored bytes", n, _legend(fig), 6)
 
 
 # ----------------------------------------------------------------------------------------------- cache
@@ -949,6 +1048,8 @@ FAMILIES = {
     "backends": (fig_backend_latency, "stage time CPU vs CUDA backend (needs points with run_backend = cuda)"),
     "macs": (fig_macs, "scoring multiply-adds per query"),
     "ablation": (fig_ablation, "recall, mass recall, output error for every weighting x G"),
+    "precision": (fig_precision, "recall, mass recall, output error vs index bytes per token for every stored "
+                                 "precision (needs points with several pool.precision values)"),
     "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with the OPT "
                          "reference and the OPT bound"),
     "mrc": (fig_mrc, "exact LRU miss-ratio curves vs cache capacity in bytes"),

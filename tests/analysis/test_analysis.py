@@ -178,7 +178,7 @@ def labels(fig):
 
 
 # Families the runner writes today: from the real files.
-REAL = ["memory", "latency", "macs", "ablation", "cache", "mrc"]
+REAL = ["memory", "latency", "macs", "ablation", "precision", "cache", "mrc"]
 # Families the CPU-only test files above hold no data for: GPU backend points and counters (the runner writes
 # them on a GPU machine), the hybrid layer and re-pooling (these sweeps leave hybrid.enabled and
 # pool.repool_tau at their defaults; test_hybrid_and_repool_from_runner_files runs sweeps that set them).
@@ -216,6 +216,41 @@ def test_figure_contents(res):
     assert any("reference" in t for t in legend) and any("upper bound" in t for t in legend)
     cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
     assert "a reference and not a bound" in cap and "an upper bound on the overall hit rate" in cap
+
+
+def test_precision_figure_pairs_each_precision_with_the_widest(res, files):
+    from analysis.common import G, PREC, RUN, W, fix_others
+    from analysis.figures import _paired_change
+    fig = FAMILIES["precision"][0](res)
+    top, bottom = fig.axes[:3], fig.axes[3:6]
+    assert [ax.get_ylabel() for ax in bottom] == ["change vs fp32 (fraction)", "change vs fp32 (fraction)",
+                                                   "change vs fp32 (relative L2)"]
+    assert all(ax.get_xlabel() == "index bytes per context token (B)" for ax in bottom)
+    # Series: exact (at its smallest G only), tfidf and uniform at G = 2 and 4; each precision named at its point.
+    names = [t.get_text() for t in top[0].texts]
+    assert names.count("fp32") == 5 and names.count("fp8") == 5
+    # The bottom row's fp8 point of a series is the mean of the per-step differences against the fp32 point of
+    # the same seed, computed here by hand from the steps table for uniform G = 4's attention-mass recall (the
+    # exact indexer's fp32 token recall is 1 at every step, so it would not show a wrong pairing).
+    d = fix_others(res.ok, keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))[0]
+    un = d[(d[W] == "uniform") & (d[G] == 4)]
+    steps = res.detail(schema.STEPS)
+    want = []
+    for seed in sorted(un["workload.seed"].unique()):
+        a, b = (un[(un[PREC] == p) & (un["workload.seed"] == seed)].iloc[0] for p in ("fp8", "fp32"))
+        sa = steps[(steps["file"] == a["file"]) & (steps["index"] == a["index"])].set_index(["request", "step"])
+        sb = steps[(steps["file"] == b["file"]) & (steps["index"] == b["index"])].set_index(["request", "step"])
+        want.extend((sa["mass_recall"] - sb["mass_recall"]).dropna())
+    got = _paired_change(res, un, "fp32", "fp8", "mass_recall")
+    assert len(got) == len(want) == 2 * 4
+    assert np.isclose(got.mean(), np.mean(want)) and np.mean(want) != 0
+    ys = [y for line in bottom[1].lines for y in line.get_ydata()]
+    assert any(np.isclose(y, np.mean(want)) for y in ys)
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "stored at fp32, per decode step" in cap and "unquantized fp32 keys" in cap
+    # One precision: no figure, and the reason names the key.
+    with pytest.raises(NoData, match="one index precision .fp32.; a sweep over pool.precision"):
+        FAMILIES["precision"][0](load(files[1]))
 
 
 def test_run_columns_fallback_for_older_files(files, tmp_path):
