@@ -249,10 +249,13 @@ def skipped_note(res, drawn, axes=("context",), series=()):
     return "Not drawn: " + "; ".join(parts) + "."
 
 
-def constants(df, keys):
-    """'k = 2048, precision = fp32' for the keys that are constant in df."""
+def constants(df, keys, besides=""):
+    """'k = 2048, precision = fp32' for the keys that are constant in df, except those `besides` (a slice note
+    such as fix_others gives) already names."""
     out = []
     for k in keys:
+        if f"{SHORT.get(k, k)} = " in besides:
+            continue
         if k in df.columns and df[k].nunique(dropna=False) == 1:
             out.append(f"{SHORT.get(k, k)} = {fmt_value(k, df[k].iloc[0])}")
     return ", ".join(out)

@@ -162,7 +162,7 @@ def fig_latency(res):
                      "top-k: context length T / stage time (they go over the whole index); attention: attended tokens "
                      "/ attention time, the k = select.topk_tokens tokens it reads (pooled schemes: whole groups, "
                      "⌈k/G⌉·G), not the context. " + (f"Slice: {note}. " if note else "")
-                + constants(df, [RUN, PREC, "select.topk_tokens"]), kinds, sources(df),
+                + constants(df, [RUN, PREC, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, ("context",), (W,)))
     return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
 
@@ -316,7 +316,7 @@ def fig_ablation(res):
         cb.set_label(f"{unit}, {'lower' if lower_better else 'higher'} is better", fontsize=7)
     n = caption(fig, "Cells: value ± error bar (below); the exact indexer does not pool, "
                      "so its row repeats across G. " + (f"Slice: {note}. " if note else "") +
-                constants(df, ["context", PREC, "select.topk_tokens"]), kinds, sources(df),
+                constants(df, ["context", PREC, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, (W, G), ()))
     return finish(fig, "Ablation: weighting × group size", n)
 
@@ -415,7 +415,7 @@ def fig_precision(res):
                      f"unquantized fp32 keys and dense attention. Bottom row: the change against the same scheme and G "
                      f"stored at {base}, per decode step over the steps both ran (same seed, request and step), mean "
                      "± 1 s.d. of those differences: the differences the top row's bars hide. "
-                     + (f"Slice: {note}. " if note else "") + constants(df, ["context", "select.topk_tokens"]),
+                     + (f"Slice: {note}. " if note else "") + constants(df, ["context", "select.topk_tokens"], note),
                 kinds, sources(df), skipped=skipped_note(res, df, (PREC,), (W, G)))
     return finish(fig, "Index precision: selection quality vs stored bytes", n, _legend(fig), 6)
 
@@ -975,7 +975,7 @@ def fig_batched(res):
     n = caption(fig, "select.batched on a GPU: each step is one score, one top-k and one attention launch for all B "
                      "requests (kernels/batched_decode.h); times are CUDA-event medians over decode steps, of the whole "
                      "batch. " + (f"Slice: {note}. " if note else "")
-                + constants(df, [RUN, "select.topk_tokens"]), kinds, sources(df),
+                + constants(df, [RUN, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, ("workload.requests",), (W, PREC)))
     return finish(fig, "Batched decode: step time and rate vs batch size", n, _legend(fig), 6)
 
@@ -1036,7 +1036,8 @@ def fig_forms(res):
     n = caption(fig, "Median over decode steps on the GPU backend, on the host clock around each stage's backend call "
                      "(its uploads, downloads and synchronization included); batched points: CUDA events of the "
                      "whole batch's launch. " + (f"Slice: {'; '.join(notes)}. " if notes else "")
-                + constants(sel, [RUN, PREC, "select.topk_tokens", "workload.index_heads"]), kinds, sources(sel),
+                + constants(sel, [RUN, PREC, "select.topk_tokens", "workload.index_heads"], "; ".join(notes)), kinds,
+                sources(sel),
                 skipped=skipped_note(res, sel, tuple(keys), (W,)))
     return finish(fig, "Stage time per kernel form", n, _legend(fig), 6)
 

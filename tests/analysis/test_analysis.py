@@ -891,6 +891,14 @@ def test_latency_claim_is_the_median_over_seeds_with_range(res):
     assert "3 seeds (times: median over them" in row.source
 
 
+def test_captions_name_a_sliced_setting_once(res):
+    # The grid has fp32 and fp8: the heat maps and the latency figure take fp32, said once (the slice note), not
+    # again among the settings the caption lists as constant.
+    for family in ("ablation", "latency"):
+        cap = " ".join(t.get_text() for t in FAMILIES[family][0](res).texts).replace("\n", " ")
+        assert cap.count("precision = fp32") == 1, (family, cap)
+
+
 def test_latency_figure_pooling_label_says_per_build(res):
     fig = FAMILIES["latency"][0](res)
     assert fig.axes[0].get_ylabel() == "pooling time per index build or update (ms)"
