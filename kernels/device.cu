@@ -20,6 +20,15 @@ std::string describe_devices() {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
+    if (err == cudaErrorInsufficientDriver) {  // the runtime's words for "no driver" too: say which it is
+      int driver = 0, runtime = 0;
+      if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+      if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+      if (driver == 0) return "no CUDA device (no NVIDIA driver is installed)";
+      return fmt::format("no CUDA device (the NVIDIA driver supports CUDA {}.{}, older than this build's runtime, "
+                         "CUDA {}.{}: update the driver)",
+                         driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    }
     return fmt::format("no CUDA device ({})", cudaGetErrorString(err));
   }
   std::string out;
