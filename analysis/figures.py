@@ -321,6 +321,58 @@ def fig_ablation(res):
     return finish(fig, "Ablation: weighting × group size", n)
 
 
+# --------------------------------------------------------------------------------------------- quality
+QUALITY_AXES = (("context", "context length T (tokens)"),
+                ("select.topk_tokens", "selection budget k = select.topk_tokens (tokens)"))
+
+
+def fig_quality(res):
+    """Selection quality vs context length and vs selection budget: token recall, attention-mass recall and output
+    error, one row per axis the results vary (T, k), one series per weighting at the reference G."""
+    df0 = ok_rows(res, "quality", [W, G] + [m for m, _, _ in ABLATION_METRICS])
+    axes_present = [(a, lab) for a, lab in QUALITY_AXES if a in df0.columns and df0[a].nunique() > 1]
+    if not axes_present:
+        raise NoData("quality: the finished points have one context length and one select.topk_tokens; a sweep over "
+                     "workload.tokens (e.g. configs/context_scaling.ini) or select.topk_tokens (configs/hybrid.ini) "
+                     "draws this figure")
+    g = _reference_g(df0)
+    fig, axes = plt.subplots(len(axes_present), 3, figsize=(13, 3.9 * len(axes_present) + 0.6), squeeze=False)
+    kinds, notes, used = set(), [], []
+    for row, (axis, xlabel) in enumerate(axes_present):
+        # The other axis at its largest value (the budget a sweep over T runs at is usually its default, 2048).
+        df, note = fix_others(_at_g(df0, g), keep=(axis, W, G, "attr.sweep_id", "backend", RUN),
+                              largest=("context", "select.topk_tokens"))
+        if df[axis].nunique() < 2:
+            raise NoData(f"quality: {axis} takes one value in the slice drawn ({note})")
+        used.append(df)
+        if note:
+            notes.append(f"{SHORT.get(axis, axis)} row: {note}")
+        ws = sorted(df[W].unique(), key=weighting_sort_key)
+        for col, (m, label, lower_better) in enumerate(ABLATION_METRICS):
+            ax = axes[row, col]
+            for wi, w in enumerate(ws):
+                s, k = summarize(res, df[df[W] == w], [axis], m)
+                kinds |= k
+                errorbar(ax, dodge(s[axis], wi, len(ws)), s, color=color_of(wi, w), marker=MARKERS[wi % len(MARKERS)],
+                         ls=LINESTYLES[wi % 4], label=w + ("" if w == schema.EXACT else f" G={g}"))
+            log2_axis(ax, df[axis].astype(float))
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(label)
+            if row == 0:
+                ax.set_title(f"{label.split(' (')[0]} ({'lower' if lower_better else 'higher'} is better)")
+    sel = pd.concat(used)
+    what = " and ".join({"context": "context length", "select.topk_tokens": "selection budget"}[a] for a, _ in axes_present)
+    grows = " and as ".join({"context": "the context grows", "select.topk_tokens": "the selection budget k grows"}[a]
+                            for a, _ in axes_present)
+    fixed = [k for k in ("context", "select.topk_tokens") if k not in [a for a, _ in axes_present]]
+    n = caption(fig, "Selection quality against the fidelity reference (the exact indexer on fp32 keys and dense "
+                     f"attention, per decode step) as {grows}; pooled schemes at G = {g}, series offset sideways. "
+                     + (f"Slice: {'; '.join(notes)}. " if notes else "")
+                + constants(sel, [*fixed, PREC, RUN], "; ".join(notes)), kinds, sources(sel),
+                skipped=skipped_note(res, sel, tuple(a for a, _ in axes_present), (W,)))
+    return finish(fig, f"Selection quality vs {what}", n, _legend(fig), 6)
+
+
 # ------------------------------------------------------------------------------------------- precision
 PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "fp8"]
 
@@ -1049,6 +1101,8 @@ FAMILIES = {
     "backends": (fig_backend_latency, "stage time CPU vs CUDA backend (needs points with run_backend = cuda)"),
     "macs": (fig_macs, "scoring multiply-adds per query"),
     "ablation": (fig_ablation, "recall, mass recall, output error for every weighting x G"),
+    "quality": (fig_quality, "recall, mass recall, output error vs context length T and vs the selection budget k "
+                             "(needs points at several T or k)"),
     "precision": (fig_precision, "recall, mass recall, output error vs index bytes per token for every stored "
                                  "precision (needs points with several pool.precision values)"),
     "cache": (fig_cache, "hit rate per tier vs context length and vs concurrent requests, with the OPT "

@@ -178,7 +178,7 @@ def labels(fig):
 
 
 # Families the runner writes today: from the real files.
-REAL = ["memory", "latency", "macs", "ablation", "precision", "cache", "mrc"]
+REAL = ["memory", "latency", "macs", "ablation", "quality", "precision", "cache", "mrc"]
 # Families the CPU-only test files above hold no data for: GPU backend points and counters (the runner writes
 # them on a GPU machine), the hybrid layer and re-pooling (these sweeps leave hybrid.enabled and
 # pool.repool_tau at their defaults; test_hybrid_and_repool_from_runner_files runs sweeps that set them).
@@ -425,6 +425,22 @@ def test_matched_speedup_takes_both_layers_from_one_sweep():
     more = pd.DataFrame([("B", False, 512, 3.0), ("B", True, 512, 1.0)], columns=df.columns)
     assert matched_speedup(pd.concat([df, more], ignore_index=True))[512] == 4.0
     assert matched_speedup(df.drop(columns="attr.sweep_id")).to_dict() == {256: 5.0, 512: 4.0}
+
+
+def test_quality_figure_rows_follow_the_axes_that_vary(res, files, tmp_path):
+    # The grid varies T (2Ki, 4Ki) at one k: one row, against T.
+    fig = FAMILIES["quality"][0](res)
+    assert len(fig.axes) == 3 and fig.axes[0].get_xlabel() == "context length T (tokens)"
+    assert fig._suptitle.get_text() == "Selection quality vs context length"
+    # The hybrid sweep varies k (128, 256) at one T: one row, against k, drawn from its pure sparse points.
+    r = load(run_sweep(tmp_path, "hybrid", HYBRID))
+    fig = FAMILIES["quality"][0](r)
+    assert [ax.get_xlabel() for ax in fig.axes] == ["selection budget k = select.topk_tokens (tokens)"] * 3
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "hybrid.enabled = false" in cap or "hybrid = false" in cap, cap
+    # Both at one value: no figure, saying which keys to sweep.
+    with pytest.raises(NoData, match="one context length and one select.topk_tokens"):
+        FAMILIES["quality"][0](load(files[1]))
 
 
 def test_hybrid_and_repool_from_runner_files(tmp_path):
