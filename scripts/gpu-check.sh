@@ -72,7 +72,10 @@ mkdir -p "$OUT_DIR" || { echo "gpu-check: cannot create the output directory '$O
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 LOG="$OUT_DIR/gpu-check.log"
 : >"$LOG"
+exec 3>&1  # the call's own output, for the table when a signal stops the check (on_signal)
 exec > >(tee -a "$LOG") 2>&1
+BOXED_PIDS="$OUT_DIR/.boxed-pids"  # the boxes running (boxed()), for on_signal; removed at the end
+: >"$BOXED_PIDS"
 
 BUDGET=${GPU_CHECK_BUDGET_S:-480}
 SAN_BOX=${GPU_CHECK_SANITIZER_S:-150}
@@ -98,14 +101,23 @@ SETTINGS="${SETTINGS% }"
 SETTINGS="${SETTINGS:-none (the defaults)}; started $(date -u '+%Y-%m-%dT%H:%M:%SZ') on $(hostname)"
 
 STEP_NAMES=() STEP_STATUS=() STEP_TIMES=() STEP_FIGS=()
-record() { STEP_NAMES+=("$1"); STEP_STATUS+=("$2"); STEP_TIMES+=("$3"); STEP_FIGS+=("$4"); }
+record() {
+  STEP_NAMES+=("$1"); STEP_STATUS+=("$2"); STEP_TIMES+=("$3"); STEP_FIGS+=("$4")
+  CURRENT="between steps (after $1)"
+}
 now() { date +%s; }
 left() { echo $((BUDGET - ($(now) - START))); }
-CURRENT=""  # the step running now (for the table when a signal stops the check)
-say() { CURRENT="$*"; printf '\n=== gpu-check: %s ===\n' "$*"; }
+CURRENT="start"  # the step running now (for the table when a signal stops the check)
+say() {
+  CURRENT="$*"
+  CURRENT="${CURRENT#*/9 }"  # "5/9 GPU tests (ctest -L gpu)" -> "GPU tests"
+  CURRENT="${CURRENT%% (*}"
+  printf '\n=== gpu-check: %s ===\n' "$*"
+}
 
 final_table() {
   local failed=0 i
+  rm -f "$BOXED_PIDS"
   for i in "${!STEP_STATUS[@]}"; do [[ "${STEP_STATUS[$i]}" == FAIL || "${STEP_STATUS[$i]}" == stopped ]] && failed=1; done
   {
     printf '\n%-22s %-8s %8s  %s\n' "step" "status" "time" "key figures"
@@ -133,21 +145,29 @@ kill_tree() {  # TERM to a process and all its descendants, the descendants firs
 on_signal() {
   trap - TERM INT HUP
   trap '' PIPE
-  exec >>"$LOG" 2>&1  # the tee behind stdout may have had the signal too: write to the log directly
+  exec >>"$LOG" 2>&1  # the tee behind stdout had the signal too (it is in our process group)
   local c
+  # The boxes first: a box started in a background subshell (the sanitizer step) is no child of ours
+  # once the signal has ended that subshell, and `timeout` passes the TERM on to its own process group.
+  while read -r c; do kill_tree "$c"; done <"$BOXED_PIDS"
   for c in $(pgrep -P $$ 2>/dev/null) $(jobs -p); do kill_tree "$c"; done
-  record "${CURRENT:-start}" stopped 0 "stopped by SIG$1 after $(($(now) - START)) s (the wrapper's time box?)"
+  local name="${CURRENT:0:22}"
+  record "$name" stopped 0 "stopped by SIG$1 during ${CURRENT} after $(($(now) - START)) s; later steps not run"
   final_table
+  cat "$OUT_DIR/summary.txt" >&3 2>/dev/null
   exit 124
 }
 trap 'on_signal TERM' TERM
 trap 'on_signal INT' INT
 trap 'on_signal HUP' HUP
 
-# Runs a command (a `timeout` box) in the background and waits for it, so that on_signal runs at once.
+# Runs a command (a `timeout` box) in the background and waits for it, so that on_signal runs at once;
+# its PID goes to $BOXED_PIDS for on_signal to stop it.
 boxed() {
   "$@" &
-  wait $!
+  local pid=$!
+  echo "$pid" >>"$BOXED_PIDS"
+  wait "$pid"
 }
 
 # Records the remaining steps as not run and exits with the table.
@@ -536,8 +556,9 @@ if [[ "${GPU_CHECK_NCU:-0}" == 1 ]]; then
   say "ncu summary (scripts/gpu-ncu-summary.sh; GPU_CHECK_NCU=1)"
   t0=$(now)
   read -r -a ncu_groups <<<"${GPU_CHECK_NCU_GROUPS:-topk score}"
-  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) boxed bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" "${ncu_groups[@]}" \
-    >"$OUT_DIR/ncu_summary.txt" 2>&1
+  # Boxed as a whole too, so that a signal reaches its ncu runs (each in a `timeout` box of its own).
+  NCU_BOX_S=$(($(left) > 120 ? 60 : 30)) boxed timeout -k 10 $(($(left) > 60 ? $(left) : 60)) \
+    bash "$ROOT/scripts/gpu-ncu-summary.sh" "$BUILD" "$OUT_DIR" "${ncu_groups[@]}" >"$OUT_DIR/ncu_summary.txt" 2>&1
   rc=$?
   cat "$OUT_DIR/ncu_summary.txt"
   if ((rc == 0)); then record ncu ok $(($(now) - t0)) "per-kernel summary in ncu_summary.txt"

@@ -95,7 +95,7 @@ def draft(d, data, tag):
     summary = read(d, "summary.txt")
     cases = [c for c in data["cases"] if c.get("runs", 0) > 0]
     steps = [line for line in summary.splitlines()
-             if re.match(r"^.{22} (ok|FAIL|skip|partial|not run) ", line)]
+             if re.match(r"^.{22} (ok|FAIL|skip|partial|not run|stopped) ", line)]
     settings = next((line[len("settings: "):] for line in summary.splitlines() if line.startswith("settings: ")),
                     "not recorded (gpu-check.sh before 2026-12-05)")
     total = next((line for line in summary.splitlines() if line.startswith("total ")), "total: not recorded")

@@ -24,6 +24,7 @@ bundle                 ok             2s  commit 7432f91cb604, sm_90, made 2026-
 gpu-tests              ok            84s  100 tests, 0 failed, 0 skipped
 sanitizer              partial       40s  2 programs: 1 clean, 0 with errors, 1 timed out, 0 not run (time box)
 forms: kernel_forms    ok            31s  0 of 16 points skipped; per point in forms_kernel_forms.points.tsv
+claims at 1Mi tokens   stopped        0s  stopped by SIGTERM during claims at 1Mi tokens after 168 s; later steps not run
 
 total 169s (budget 420s); output in /tmp/gc
 settings: GPU_CHECK_BUDGET_S=420 GPU_CHECK_SANITIZER_S=40; started 2026-12-06T10:00:00Z on dev
@@ -61,6 +62,7 @@ def test_the_draft_carries_the_runs_figures(tmp_path, capsys):
     assert "total 169s (budget 420s)" in out and "gpu-check: passed" in out
     assert "  - sanitizer partial 40s 2 programs: 1 clean" in out
     assert "  - forms: kernel_forms ok 31s 0 of 16 points skipped" in out
+    assert "  - claims at 1Mi tokens stopped 0s stopped by SIGTERM" in out  # a step a signal stopped (exit 124)
     assert "nvidia-smi: name, driver_version NVIDIA H100 80GB HBM3, 580.1" in out
     # the figures DEVICE_RUNS.md quotes for this run
     assert "pooling T=1Mi D=128 G=4 bf16 uniform: 111.1 us, 71.1% of copy" in out
