@@ -330,23 +330,30 @@ def fig_quality(res):
     """Selection quality vs context length and vs selection budget: token recall, attention-mass recall and output
     error, one row per axis the results vary (T, k), one series per weighting at the reference G."""
     df0 = ok_rows(res, "quality", [W, G] + [m for m, _, _ in ABLATION_METRICS])
-    axes_present = [(a, lab) for a, lab in QUALITY_AXES if a in df0.columns and df0[a].nunique() > 1]
-    if not axes_present:
-        raise NoData("quality: the finished points have one context length and one select.topk_tokens; a sweep over "
-                     "workload.tokens (e.g. configs/context_scaling.ini) or select.topk_tokens (configs/hybrid.ini) "
-                     "draws this figure")
     g = _reference_g(df0)
-    fig, axes = plt.subplots(len(axes_present), 3, figsize=(13, 3.9 * len(axes_present) + 0.6), squeeze=False)
-    kinds, notes, used = set(), [], []
-    for row, (axis, xlabel) in enumerate(axes_present):
-        # The other axis at its largest value (the budget a sweep over T runs at is usually its default, 2048).
-        df, note = fix_others(_at_g(df0, g), keep=(axis, W, G, "attr.sweep_id", "backend", RUN),
-                              largest=("context", "select.topk_tokens"))
-        if df[axis].nunique() < 2:
-            raise NoData(f"quality: {axis} takes one value in the slice drawn ({note})")
-        used.append(df)
+    rows, notes, skipped_rows = [], [], []
+    for axis, xlabel in QUALITY_AXES:
+        if axis not in df0.columns or df0[axis].nunique() < 2:
+            continue
+        other = next(a for a, _ in QUALITY_AXES if a != axis)
+        # The other axis at its largest value among those this axis varies at (the budget a sweep over T runs at
+        # is usually its default, 2048; a T sweep and a k sweep may come from different files).
+        d = _where_varies(_at_g(df0, g), axis, other)
+        d, note = fix_others(d, keep=(axis, W, G, "attr.sweep_id", "backend", RUN),
+                             largest=("context", "select.topk_tokens"))
+        if d[axis].nunique() < 2:
+            skipped_rows.append(f"{SHORT.get(axis, axis)} takes one value in the slice ({note})")
+            continue
+        rows.append((axis, xlabel, d))
         if note:
             notes.append(f"{SHORT.get(axis, axis)} row: {note}")
+    if not rows:
+        raise NoData("quality: the finished points have one context length and one select.topk_tokens; a sweep over "
+                     "workload.tokens (e.g. configs/context_scaling.ini) or select.topk_tokens (configs/hybrid.ini) "
+                     "draws this figure" + (f" ({'; '.join(skipped_rows)})" if skipped_rows else ""))
+    fig, axes = plt.subplots(len(rows), 3, figsize=(13, 3.9 * len(rows) + 0.6), squeeze=False)
+    kinds = set()
+    for row, (axis, xlabel, df) in enumerate(rows):
         ws = sorted(df[W].unique(), key=weighting_sort_key)
         for col, (m, label, lower_better) in enumerate(ABLATION_METRICS):
             ax = axes[row, col]
@@ -360,16 +367,18 @@ def fig_quality(res):
             ax.set_ylabel(label)
             if row == 0:
                 ax.set_title(f"{label.split(' (')[0]} ({'lower' if lower_better else 'higher'} is better)")
-    sel = pd.concat(used)
-    what = " and ".join({"context": "context length", "select.topk_tokens": "selection budget"}[a] for a, _ in axes_present)
+    sel = pd.concat([d for _, _, d in rows])
+    drawn = [a for a, _, _ in rows]
+    what = " and ".join({"context": "context length", "select.topk_tokens": "selection budget"}[a] for a in drawn)
     grows = " and as ".join({"context": "the context grows", "select.topk_tokens": "the selection budget k grows"}[a]
-                            for a, _ in axes_present)
-    fixed = [k for k in ("context", "select.topk_tokens") if k not in [a for a, _ in axes_present]]
+                            for a in drawn)
+    fixed = [k for k in ("context", "select.topk_tokens") if k not in drawn]
     n = caption(fig, "Selection quality against the fidelity reference (the exact indexer on fp32 keys and dense "
                      f"attention, per decode step) as {grows}; pooled schemes at G = {g}, series offset sideways. "
                      + (f"Slice: {'; '.join(notes)}. " if notes else "")
+                     + (f"Not drawn: {'; '.join(skipped_rows)}. " if skipped_rows else "")
                 + constants(sel, [*fixed, PREC, RUN], "; ".join(notes)), kinds, sources(sel),
-                skipped=skipped_note(res, sel, tuple(a for a, _ in axes_present), (W,)))
+                skipped=skipped_note(res, sel, tuple(drawn), (W,)))
     return finish(fig, f"Selection quality vs {what}", n, _legend(fig), 6)
 
 
@@ -379,17 +388,23 @@ PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "fp8"]
 
 def _paired_change(res, d, base, p, metric):
     """Per-step change of `metric` at precision p against precision `base`, over the decode steps both ran: for
-    each point of d at p, the point at `base` with the same seed (and sweep), their steps matched by request and
-    step. Returns the differences (empty when no point pairs)."""
+    each point of d at p, the one point at `base` with every other setting equal (seed, context, backend, the
+    config keys of schema.KEY_DEFAULTS), their steps matched by request and step; points of one sweep only, the
+    sweep with the most points in d (as summarize() draws). Returns the differences (empty when no point pairs)."""
     steps = step_groups(res)
-    keys = [k for k in (*schema.REPLICATE_KEYS, "attr.sweep_id") if k in d.columns]
+    SW = "attr.sweep_id"
+    if SW in d.columns and d[SW].nunique() > 1:
+        d = d[d[SW] == max(d[SW].unique(), key=lambda sw: (int((d[SW] == sw).sum()), str(sw)))]
+    keys = [k for k in dict.fromkeys((*schema.KEY_DEFAULTS, "context", RUN, SW)) if k in d.columns and k != PREC]
+    bases = d[d[PREC] == base]
     out = []
     for _, r in d[d[PREC] == p].iterrows():
-        m = d[d[PREC] == base]
+        m = bases
         for k in keys:
-            m = m[m[k] == r[k]]
-        a = steps.get((r["file"], r["index"]))
-        b = None if m.empty else steps.get((m["file"].iloc[0], m["index"].iloc[0]))
+            m = m[m[k].isna()] if pd.isna(r[k]) else m[m[k] == r[k]]
+        if len(m) != 1:  # none, or several that differ in a setting not listed: no pair rather than a wrong one
+            continue
+        a, b = steps.get((r["file"], r["index"])), steps.get((m["file"].iloc[0], m["index"].iloc[0]))
         if a is None or b is None or metric not in a.columns:
             continue
         j = a[["request", "step", metric]].merge(b[["request", "step", metric]], on=["request", "step"],
@@ -398,13 +413,23 @@ def _paired_change(res, d, base, p, metric):
     return pd.concat(out) if out else pd.Series(dtype=float)
 
 
+def _where_varies(df, axis, key):
+    """df at the largest value of `key` among those at which `axis` takes several values (df itself when `key`
+    is not a column or no value of it qualifies): the slice a figure over `axis` can draw."""
+    if key not in df.columns or axis not in df.columns:
+        return df
+    n = df.groupby(key)[axis].nunique()
+    ok = n[n > 1].index
+    return df[df[key] == max(ok)] if len(ok) else df
+
+
 def fig_precision(res):
     """Selection quality against stored bytes for every index precision: token recall, attention-mass recall and
     output error vs the index's bytes per context token (top row), and their change against the same scheme at
     the widest precision, paired over the same decode steps (bottom row); one series per weighting and G, a point
     per precision."""
     df = ok_rows(res, "precision", [W, G, PREC, "index_bytes_per_token"] + [m for m, _, _ in ABLATION_METRICS])
-    df, note = fix_others(df, keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))
+    df, note = fix_others(_where_varies(df, PREC, "context"), keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))
     precs = sorted(df[PREC].unique(), key=lambda p: PRECISION_ORDER.index(p) if p in PRECISION_ORDER else 9)
     if len(precs) < 2:
         raise NoData(f"precision: the finished points have one index precision ({', '.join(precs)}); a sweep over "
@@ -754,11 +779,13 @@ def fig_hybrid(res):
     axes = axes.ravel()
     kinds = set()
     names = {False: "pure sparse (k tokens)", True: "hybrid (k − W sparse + W local)"}
-    for mi, mode in enumerate((False, True)):
-        d = df[df[schema.HYBRID_ENABLED].astype(bool) == mode]
-        for ax, m in zip(axes[[0, 2, 3]], (schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR, schema.LAYER_MASS_RECALL)):
-            s, k = summarize(res, d, [schema.TOKEN_BUDGET], m)
-            kinds |= k
+    df = df.assign(**{schema.HYBRID_ENABLED: df[schema.HYBRID_ENABLED].astype(bool)})
+    for ax, m in zip(axes[[0, 2, 3]], (schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR, schema.LAYER_MASS_RECALL)):
+        # Both layers summarized together: where several sweeps ran a budget, both curves take the same one.
+        both, k = summarize(res, df, [schema.TOKEN_BUDGET, schema.HYBRID_ENABLED], m)
+        kinds |= k
+        for mi, mode in enumerate((False, True)):
+            s = both[both[schema.HYBRID_ENABLED] == mode]
             errorbar(ax, dodge(s[schema.TOKEN_BUDGET], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
                      ls=LINESTYLES[mi], label=names[mode])
     sp = matched_speedup(df)

@@ -77,6 +77,14 @@ def run_sweep(tmp, name, text):
     return str(out)
 
 
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Every figure a test made is closed after it (pyplot keeps them open, and warns past 20)."""
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
 @pytest.fixture(scope="session")
 def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("results")
@@ -251,6 +259,49 @@ def test_precision_figure_pairs_each_precision_with_the_widest(res, files):
     # One precision: no figure, and the reason names the key.
     with pytest.raises(NoData, match="one index precision .fp32.; a sweep over pool.precision"):
         FAMILIES["precision"][0](load(files[1]))
+
+
+def test_paired_change_pairs_within_the_main_sweep_and_backend(res):
+    from analysis.common import G, PREC, RUN, W, fix_others, step_groups
+    from analysis.figures import _paired_change
+    d = fix_others(res.ok, keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))[0]
+    un = d[(d[W] == "uniform") & (d[G] == 4)]
+    want = _paired_change(res, un, "fp32", "fp8", "mass_recall")
+    steps = step_groups(res)
+    # A second sweep with fewer points whose fp8 steps differ by +1: not the main sweep, so not in the pairs.
+    other = un[~((un[PREC] == "fp32") & (un["workload.seed"] == 1))].assign(**{"attr.sweep_id": "zzz-other"})
+    other = other.assign(index=other["index"] + 50_000)
+    for _, o in other.iterrows():
+        st = steps[(o["file"], o["index"] - 50_000)].copy()
+        st["mass_recall"] += 1.0 if o[PREC] == "fp8" else 0.0
+        steps[(o["file"], o["index"])] = st
+    got = _paired_change(res, pd.concat([un, other]), "fp32", "fp8", "mass_recall")
+    assert len(got) == len(want) and np.isclose(got.mean(), want.mean())
+    # The same points run on another backend pair among themselves, never with the cpu ones.
+    cuda = un.assign(**{RUN: "cuda", "index": un["index"] + 60_000})
+    for _, o in cuda.iterrows():
+        st = steps[(o["file"], o["index"] - 60_000)].copy()
+        st["mass_recall"] += 0.5 if o[PREC] == "fp8" else 0.0
+        steps[(o["file"], o["index"])] = st
+    both = _paired_change(res, pd.concat([un, cuda]), "fp32", "fp8", "mass_recall")
+    assert len(both) == 2 * len(want)
+    assert np.isclose(both.mean(), want.mean() + 0.25)  # half the pairs are cuda's, +0.5 each; none mixed
+
+
+def test_precision_and_quality_figures_find_their_slice_across_files(tmp_path):
+    # A T sweep (2Ki, 4Ki at k = 256, fp32) beside a precision sweep (fp32, fp8) and a k sweep (128, 512), both at
+    # T = 2Ki: the largest T holds one precision and one k, which must not hide the other files' axes.
+    base = "[workload]\ndim = 32\nindex_heads = 2\nattn_dim = 32\nattn_heads = 1\nvalue_dim = 32\nsteps = 2\n"
+    t = run_sweep(tmp_path, "t", base + "tokens = 2Ki, 4Ki\n[pool]\nweighting = uniform\n[select]\ntopk_tokens = 256\n")
+    p = run_sweep(tmp_path, "p", base + "tokens = 2Ki\n[pool]\nweighting = uniform\nprecision = fp32, fp8\n"
+                  "[select]\ntopk_tokens = 256\n")
+    k = run_sweep(tmp_path, "k", base + "tokens = 2Ki\n[pool]\nweighting = uniform\n[select]\ntopk_tokens = 128, 512\n")
+    r = load([t, p, k])
+    fig = FAMILIES["precision"][0](r)
+    assert sorted({t.get_text() for t in fig.axes[0].texts}) == ["fp32", "fp8"]
+    fig = FAMILIES["quality"][0](r)
+    assert [ax.get_xlabel() for ax in fig.axes[::3]] == ["context length T (tokens)",
+                                                         "selection budget k = select.topk_tokens (tokens)"]
 
 
 def test_run_columns_fallback_for_older_files(files, tmp_path):
