@@ -596,7 +596,7 @@ if [[ "${GPU_CHECK_CLAIMS:-0}" == 1 ]]; then
   cat "$OUT_DIR/claims_1m.txt"
   if ((rc != 0)); then
     record claims FAIL $(($(now) - t0)) "indexpool run exit $rc (see claims_1m.txt)"
-  elif ! (cd "$ROOT" && timeout 60 python3 -m analysis report "$OUT_DIR/claims_1m.h5" --out "$OUT_DIR/report") \
+  elif ! (cd "$ROOT" && boxed timeout 60 python3 -m analysis report "$OUT_DIR/claims_1m.h5" --out "$OUT_DIR/report") \
     >"$OUT_DIR/claims_report.txt" 2>&1; then
     cat "$OUT_DIR/claims_report.txt"
     record claims partial $(($(now) - t0)) "run ok (claims_1m.h5); the report failed here (see claims_report.txt)"
