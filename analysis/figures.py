@@ -29,13 +29,19 @@ def _legend(fig):
     return list(seen.values()), list(seen.keys())
 
 
+PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "fp8"]  # widest first
+
+
+def precision_sort_key(p):
+    return PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER)
+
+
 # ---------------------------------------------------------------------------------------------- memory
 def fig_memory(res):
     """Index memory vs context length: the exact index and pooled indexes, every precision and G."""
     df = ok_rows(res, "memory", ["index_bytes_per_token", "exact_bytes_per_token", "context", W, G, PREC])
     df, note = fix_others(df, keep=("context", W, G, PREC, "workload.requests", "attr.sweep_id"))
-    precs = sorted(df[PREC].unique(), key=lambda p: ["fp32", "bf16", "fp16", "int8", "fp8"].index(p)
-                   if p in ["fp32", "bf16", "fp16", "int8", "fp8"] else 9)
+    precs = sorted(df[PREC].unique(), key=precision_sort_key)
     kind = np.where(df[W] == schema.EXACT, "exact", np.where(df[W] == "maxmin", "maxmin", "pooled"))
     df = df.assign(kind=kind)
     series = []  # (label, frame of context -> bytes/token, colour, marker, style)
@@ -383,7 +389,6 @@ def fig_quality(res):
 
 
 # ------------------------------------------------------------------------------------------- precision
-PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "fp8"]
 
 
 def _paired_change(res, d, base, p, metric):
@@ -430,7 +435,7 @@ def fig_precision(res):
     per precision."""
     df = ok_rows(res, "precision", [W, G, PREC, "index_bytes_per_token"] + [m for m, _, _ in ABLATION_METRICS])
     df, note = fix_others(_where_varies(df, PREC, "context"), keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))
-    precs = sorted(df[PREC].unique(), key=lambda p: PRECISION_ORDER.index(p) if p in PRECISION_ORDER else 9)
+    precs = sorted(df[PREC].unique(), key=precision_sort_key)
     if len(precs) < 2:
         raise NoData(f"precision: the finished points have one index precision ({', '.join(precs)}); a sweep over "
                      f"{PREC} (e.g. configs/precision.ini) draws this figure")
