@@ -5,7 +5,6 @@ import re
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from . import schema
@@ -999,7 +998,7 @@ def fig_counters(res):
                          "not against the *_ms stage times, which include the counter replay passes.")
         else:
             texts.append("DRAM: bytes per stage call (the stage's bytes over its calls), in GB (10⁹ B); no GB/s "
-                         f"because no kernel records (profile.kernel_records) give the stage's kernel time, and "
+                         "because no kernel records (profile.kernel_records) give the stage's kernel time, and "
                          "the *_ms stage times include the counter replay passes.")
     texts.append(f"Bars: mean over the {npts} point{'s' if npts != 1 else ''} of the slice"
                  + (", error ±1 s.d. over them." if sd_used else "."))
