@@ -161,8 +161,8 @@ trap 'on_signal TERM' TERM
 trap 'on_signal INT' INT
 trap 'on_signal HUP' HUP
 
-# Runs a command (a `timeout` box) in the background and waits for it, so that on_signal runs at once;
-# its PID goes to $BOXED_PIDS for on_signal to stop it.
+# Runs a command (a `timeout` box, the configure step, the bundle's unpacking) in the background and
+# waits for it, so that on_signal runs at once; its PID goes to $BOXED_PIDS for on_signal to stop it.
 boxed() {
   "$@" &
   local pid=$!
@@ -268,7 +268,7 @@ build_from_source() {
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   [[ -f "$BUILD/CMakeCache.txt" ]] && gen=()  # keep the generator of an existing build directory
-  if ! cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  if ! boxed cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     -DINDEXPOOL_CUDA=ON -DINDEXPOOL_TESTS=ON -DINDEXPOOL_BENCH=ON >"$OUT_DIR/configure.log" 2>&1; then
     tail -30 "$OUT_DIR/configure.log"
     libs=()
@@ -317,7 +317,7 @@ build_from_source() {
 unpack_bundle() {
   local dest=${GPU_CHECK_BUNDLE_DIR:-${TMPDIR:-/tmp}/indexpool-bundle-run} m f bad=() try err libs
   rm -rf "$dest" && mkdir -p "$dest" || { bundle_why="cannot create $dest"; return 1; }
-  if ! tar -C "$dest" -xJf "$BUNDLE" 2>"$OUT_DIR/bundle.log"; then bundle_why="cannot unpack $BUNDLE (see bundle.log)"; return 1; fi
+  if ! boxed tar -C "$dest" -xJf "$BUNDLE" 2>"$OUT_DIR/bundle.log"; then bundle_why="cannot unpack $BUNDLE (see bundle.log)"; return 1; fi
   B=$dest/indexpool-bundle
   m=$B/MANIFEST.txt
   [[ -f "$m" ]] || { bundle_why="$BUNDLE has no MANIFEST.txt"; return 1; }
