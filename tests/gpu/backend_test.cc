@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -16,6 +18,8 @@
 #include "core/attention.h"
 #include "core/backend.h"
 #include "core/pipeline.h"
+#include "core/pool.h"
+#include "core/stats.h"
 #include "core/topk.h"
 #include "core/workload.h"
 #include "kernels/batched_decode.h"
@@ -40,14 +44,35 @@ WorkloadSpec small_spec(Index64 tokens, int requests = 1) {
   return s;
 }
 
-// True when the k best CPU scores are separated from the rest (and among themselves) by more than
-// a relative margin, so any correct implementation selects the same ids in the same order.
-bool well_separated(std::vector<float> s, Index64 k) {
-  std::sort(s.begin(), s.end(), std::greater<>());
-  const float scale = std::max(1e-6f, std::fabs(s.front()));
-  for (Index64 i = 0; i < k && i + 1 < static_cast<Index64>(s.size()); ++i)
-    if (s[i] - s[i + 1] <= 1e-4f * scale) return false;
-  return true;
+// Checks a selection against the CPU scores it was made from, allowing for near ties: every selected
+// id scores at least the k-th best score less a margin, and every id that scores more than the k-th
+// best plus the margin is selected (the GPU's sums may order near-equal scores differently). Returns
+// whether the selection is the CPU's as a set, when the step's metrics must agree closely.
+bool check_selection(const std::vector<float>& scores, const std::int32_t* cpu, const std::int32_t* gpu, Index64 k,
+                     Index64 step) {
+  std::vector<float> sorted(scores);
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const float kth = sorted[static_cast<size_t>(k - 1)];
+  const float margin = 1e-4f * std::max(1e-6f, std::fabs(sorted.front()));
+  const auto n = static_cast<std::int32_t>(scores.size());
+  for (Index64 i = 0; i + 1 < k; ++i)  // best first, up to near ties
+    if (gpu[i] >= 0 && gpu[i] < n && gpu[i + 1] >= 0 && gpu[i + 1] < n) {
+      EXPECT_LE(scores[gpu[i + 1]], scores[gpu[i]] + margin) << "step " << step << ": place " << i + 1 << " out of order";
+    }
+  std::vector<std::int32_t> a(cpu, cpu + k), b(gpu, gpu + k);
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_TRUE(std::adjacent_find(b.begin(), b.end()) == b.end()) << "step " << step << ": an id selected twice";
+  for (std::int32_t id : b) {
+    EXPECT_TRUE(id >= 0 && id < n) << "step " << step << ": id " << id;
+    if (id < 0 || id >= n) return false;
+    EXPECT_GE(scores[id], kth - margin) << "step " << step << ": selected id " << id << " scores below the k-th";
+  }
+  for (std::int32_t id = 0; id < n; ++id)
+    if (scores[id] > kth + margin) {
+      EXPECT_TRUE(std::binary_search(b.begin(), b.end(), id)) << "step " << step << ": id " << id << " not selected";
+    }
+  return a == b;
 }
 
 TEST(CudaBackend, WithoutDeviceThrows) {
@@ -76,19 +101,26 @@ TEST(CudaBackend, PipelineMatchesCpu) {
     ASSERT_EQ(rc.steps.size(), rg.steps.size());
     const bool stateless = !uses_stats(scheme);
     std::vector<float> scores(rc.groups);
-    for (Index64 q = 0; q < w.steps(); ++q) {
-      if (!stateless && q > 0) break;  // tfidf: later indexes depend on the history; step 0 has none
+    int same = 0;  // steps whose selection is the CPU's as a set
+    // tfidf: step 0 has no history, so its index is built with w = 1 (rc.index is the last step's);
+    // later indexes depend on the history, which near ties may have made differ.
+    const AccessStats none(w.tokens(), p.stats_decay);
+    const PooledIndex first = stateless ? PooledIndex{} : build_index(w.index_keys.mat(), p.pool, &none, nullptr);
+    for (Index64 q = 0; q < (stateless ? w.steps() : 1); ++q) {
       const IndexQuery iq{w.index_queries.slice(q), w.head_weights.data() + q * w.index_heads()};
-      score_index(rc.index, iq, scores.data());
-      if (!well_separated(scores, rc.k_groups)) continue;
-      const auto b = rc.selected.begin() + q * rc.k_groups, g = rg.selected.begin() + q * rc.k_groups;
-      ASSERT_TRUE(std::equal(b, b + rc.k_groups, g)) << "step " << q;
+      score_index(stateless ? rc.index : first, iq, scores.data());
+      if (!check_selection(scores, rc.selected.data() + q * rc.k_groups, rg.selected.data() + q * rc.k_groups,
+                           rc.k_groups, q))
+        continue;  // a near tie went the other way: the step's metrics may differ by its tokens
+      ++same;
       const StepRecord &sc = rc.steps[q], &sg = rg.steps[q];
       EXPECT_NEAR(sg.mass_recall, sc.mass_recall, 1e-4) << "step " << q;
       EXPECT_NEAR(sg.output_error, sc.output_error, 1e-4 + 1e-3 * sc.output_error) << "step " << q;
       EXPECT_NEAR(sg.token_recall, sc.token_recall, 0.01) << "step " << q;
       EXPECT_NEAR(sg.block_recall, sc.block_recall, 0.01) << "step " << q;
     }
+    std::printf("%s: steps selecting the CPU's groups: %d\n", std::string(to_string(scheme)).c_str(), same);
+    EXPECT_GE(same, stateless ? 3 : 1) << "too few steps selected the CPU's groups";
     if (stateless) {
       const Tensor<float> a = dequantize(rc.index.rows), b = dequantize(rg.index.rows);
       ASSERT_EQ(a.size(), b.size());
@@ -314,7 +346,7 @@ struct BatchInputs {
 };
 
 // One decode step of spec.requests requests in one launch sequence against per-request CPU results:
-// the selected groups (where the CPU scores are well separated), the attention output and probabilities.
+// the selected groups (up to near ties: check_selection), the attention output and probabilities.
 void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Index64 expect_k_groups) {
   const BatchInputs in(spec, topk_tokens);
   const std::vector<Workload>& ws = in.ws;
@@ -356,6 +388,7 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
     ctx.request_values = std::span<const float* const>(in.vv.data(), in.vv.size() - 1);
     EXPECT_THROW(per.load(ctx), Error);
   }
+  int same = 0;  // requests whose selection is the CPU's as a set
   for (int b = 0; b < spec.requests; ++b) {
     SCOPED_TRACE(testing::Message() << "request " << b);
     const Workload& w = ws[b];
@@ -363,9 +396,8 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
     std::vector<float> scores(idx.groups());
     score_index(idx, {w.index_queries.slice(0), w.head_weights.data()}, scores.data());
     const std::vector<std::int32_t> gsel(st.selected.begin() + b * kg, st.selected.begin() + (b + 1) * kg);
-    if (well_separated(scores, kg)) {
-      EXPECT_EQ(gsel, topk(scores.data(), idx.groups(), kg));
-    }
+    const std::vector<std::int32_t> csel = topk(scores.data(), idx.groups(), kg);
+    same += check_selection(scores, csel.data(), gsel.data(), kg, 0);
     // Attention over the GPU's own selection, against the CPU reference.
     const auto toks = tokens_of_groups(gsel, static_cast<int>(G), w.tokens());
     const auto ref = attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), toks, true);
@@ -383,6 +415,8 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
       for (; i < len; ++i) EXPECT_EQ(row[i], 0.0f);
     }
   }
+  std::printf("requests selecting the CPU's groups: %d of %d\n", same, spec.requests);
+  EXPECT_GE(same, spec.requests) << "requests whose selection is the CPU's as a set";
 }
 
 std::size_t free_device_bytes() {
