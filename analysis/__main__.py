@@ -7,12 +7,18 @@ import sys
 from . import schema
 
 
+def _warn_incomplete(res, command):
+    for line in res.incomplete():
+        print(f"analysis {command}: warning: {line} (shards missing, or a run stopped early)", file=sys.stderr)
+
+
 def _figures(args):
     from .common import save
     from .figures import FAMILIES
     from .load import NoData, load
 
     res = load(args.results)
+    _warn_incomplete(res, "figures")
     names = args.only or list(FAMILIES)
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
@@ -39,6 +45,7 @@ def _report(args):
     from .load import load
 
     res = load(args.results)
+    _warn_incomplete(res, "report")
     rows, paths = write_report(res, args.results, args.out)
     for r in rows:
         print(f"{r.verdict:>14}  {r.claim}: {r.measured}")

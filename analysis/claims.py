@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .common import G, PREC, W, fix_others, fmt_value, per_request_times, tokens_label
+from .common import G, PREC, W, fix_others, fmt_value, per_request_times, step_groups, tokens_label
 from .load import NoData
 
 SUPPORTED, NOT_SUPPORTED, PARTIALLY, NOT_MEASURED = "supported", "not supported", "partially", "not measured"
@@ -113,7 +113,30 @@ def _slice(res, weightings, need, g=REF_G, keep=(), per_request=False, both=()):
     if both and T < largest:
         note = "; ".join(x for x in (note, f"the largest T at which {' and '.join(both)} both have points in one "
                                            f"sweep (the results go up to {tokens_label(largest)})") if x)
-    return df, T, "; ".join(x for x in (note, bnote) if x)
+    df, pnote = _paired_seeds(df, both)
+    return df, T, "; ".join(x for x in (note, pnote, bnote) if x)
+
+
+def _paired_seeds(df, both):
+    """The rows of the compared weightings `both` at the seeds they all have (a comparison of two schemes is
+    one of the same workloads: a partial set of shards may hold a seed's point of one scheme only). Returns
+    (rows, note); NoData when they share no seed."""
+    S = "workload.seed"
+    if len(both) < 2 or S not in df.columns:
+        return df, ""
+    seeds = {w: set(df.loc[df[W] == w, S].dropna()) for w in both}
+    common = set.intersection(*seeds.values())
+    if not common:
+        have = "; ".join(f"{w}: seed{'s' if len(v) != 1 else ''} {', '.join(str(x) for x in sorted(v))}"
+                         for w, v in seeds.items())
+        raise NoData(f"{' and '.join(both)} share no workload seed ({have}); a comparison of different workloads "
+                     f"is not made")
+    if all(v == common for v in seeds.values()):
+        return df, ""
+    left = sorted(set().union(*seeds.values()) - common)
+    df = df[~df[W].isin(both) | df[S].isin(common)]
+    return df, (f"paired by workload seed: {', '.join(str(x) for x in sorted(common))} (seed{'s' if len(left) != 1 else ''} "
+                f"{', '.join(str(x) for x in left)} left out: not every compared scheme has a point there)")
 
 
 def _at_context(df, both):
@@ -149,7 +172,7 @@ def _where(res, rows, T, note, extra=""):
         s += f"; {extra}"
     n = rows["workload.seed"].nunique() if "workload.seed" in rows.columns else 1
     if n > 1:
-        s += f"; {n} seeds (times: median over them; other values: mean)"
+        s += f"; {n} seeds{' each' if rows[W].nunique() > 1 else ''} (times: median over them; other values: mean)"
     return s + "; " + res.provenance(rows)
 
 
@@ -167,11 +190,16 @@ def memory(res):
     parts, ratios = [], []
     at_1m = T == ONE_M
     where = f"T = {tokens_label(T)} tokens" + ("" if at_1m else " (not the article's 1M)")
+    Tr = _mean(rows, "tokens") if "tokens" in rows.columns else T  # the requests' measured mean length
+    if not np.isfinite(Tr) or Tr <= 0:
+        Tr = T
+    elif abs(Tr - T) > 0.005 * T:
+        where += f", requests of {Tr:.0f} tokens on average"
     for p, d in rows.groupby(PREC):
         ex, po = _mean(d, "exact_bytes_per_token"), _mean(d, "index_bytes_per_token")
         ratios.append(ex / po)
         part = (f"{p}: {ex:.0f} → {po:.0f} B/token = {ex / po:.2f}× smaller; index per request at {where}: "
-                f"{_mib(ex * T)} → {_mib(po * T)}")
+                f"{_mib(ex * Tr)} → {_mib(po * Tr)}")
         if not at_1m:
             part += f"; at 1M tokens these bytes per token give {_mib(ex * ONE_M)} → {_mib(po * ONE_M)}"
         parts.append(part)
@@ -303,6 +331,24 @@ def latency(res):
     return r
 
 
+def _rate(res, rows, col):
+    """Tokens per second of stage `col` over rows: per point, the median over its decode steps of the step's
+    context tokens / its time (steps with a time > 0: pooling only where the step built or updated the index),
+    so requests of different lengths (workload.length_spread) count at their own lengths; then the median
+    over the points. A point without its steps table: its mean context (`tokens`) / its median time."""
+    groups = step_groups(res)
+    rates = []
+    for _, r in rows.iterrows():
+        st = groups.get((r.get("file"), r.get("index")))
+        if st is not None and col in st.columns and "context_tokens" in st.columns:
+            st = st[st[col] > 0]
+            if len(st):
+                rates.append(float(np.median(st["context_tokens"].astype(float) / (st[col].astype(float) / 1e3))))
+                continue
+        rates.append(float(r["tokens"]) / (float(r[col]) / 1e3))
+    return float(np.median(rates))
+
+
 def throughput(res):
     r = _row("throughput")
     ref = _ref(res)
@@ -313,10 +359,10 @@ def throughput(res):
     use = gpu if len(gpu) else rows
     parts = []
     for be, d in use.groupby(RUN):
-        pool, score = float(np.median(d["pool_ms"])), float(np.median(d["score_ms"]))
-        seeds = f" (medians of {len(d)} points' times)" if len(d) > 1 else ""
-        parts.append(f"{be}: index build {T / (pool / 1e3) / 1e6:.2f} M tokens/s (T / pool_ms); scoring scan "
-                     f"{T / (score / 1e3) / 1e6:.1f} M tokens/s (T / score_ms){seeds}")
+        pool, score = _rate(res, d, "pool_ms"), _rate(res, d, "score_ms")
+        seeds = f" (medians over {len(d)} points)" if len(d) > 1 else ""
+        parts.append(f"{be}: index build {pool / 1e6:.2f} M tokens/s (context tokens / pool_ms); scoring scan "
+                     f"{score / 1e6:.1f} M tokens/s (context tokens / score_ms){seeds}")
     r.measured = "; ".join(parts)
     r.source = _where(res, use, T, note, f"{ref} G = {REF_G}")
     interp = ("The article does not define the quantity; taken here as the index-build (pooling) rate, "
@@ -327,7 +373,7 @@ def throughput(res):
                     "judged). Needs points run with backend = cuda. " + interp)
         return r
     d = gpu
-    rate = T / (float(np.median(d["pool_ms"])) / 1e3)
+    rate = _rate(res, d, "pool_ms")
     devs = sorted(set(d[DEVICE].astype(str)))  # the device the points ran on (run_device)
     dev = "; ".join(devs) or "an unnamed device"
     notes = [] if devs and all("A100" in x for x in devs) else [f"Measured on {dev}, not an A100."]
@@ -511,6 +557,10 @@ def _inputs(res):
     return res.file_provenance() if hasattr(res, "file_provenance") else []
 
 
+def _incomplete(res):
+    return res.incomplete() if hasattr(res, "incomplete") else []
+
+
 def _now():
     from datetime import datetime, timezone
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -524,6 +574,10 @@ def markdown(res, rows, paths, created=None):
     out = ["# IndexPool claims report", "",
            f"Results: {', '.join(paths)} ({len(res.points)} points, {len(res.ok)} finished). "
            f"Report created {created}.", ""]
+    partial = _incomplete(res)
+    if partial:
+        out += [f"**Partial results**: {'; '.join(partial)} (shards missing, or a run stopped early). The "
+                "claims below use the points present.", ""]
     inputs = _inputs(res)
     if inputs:
         out += ["## Inputs", ""]
@@ -551,6 +605,9 @@ def html_page(res, rows, paths, created=None):
     rules = e(RULES).replace("**", "")
     created = created or _now()
     inputs = _inputs(res)
+    partial = _incomplete(res)
+    part = (f"<p><b>Partial results</b>: {e('; '.join(partial))} (shards missing, or a run stopped early). The claims "
+            f"below use the points present.</p>" if partial else "")
     ins = ""
     if inputs:
         ins = ("<h2>Inputs</h2><table><thead><tr class=\"input\">" + "".join(f"<th>{e(h)}</th>" for _, h in INPUT_FIELDS) +
@@ -563,7 +620,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:4px 6px;ve
 th{{background:#eee}}td:nth-child(5){{font-size:12px;color:#333}}</style></head><body>
 <h1>IndexPool claims report</h1>
 <p>Results: {e(', '.join(paths))} ({len(res.points)} points, {len(res.ok)} finished). Report created {e(created)}.</p>
-{ins}
+{part}{ins}
 <table><thead><tr>{head}</tr></thead><tbody>
 {chr(10).join(body)}
 </tbody></table>

@@ -18,7 +18,8 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "
 WEIGHTING_COLOR = dict(zip(schema.WEIGHTING_ORDER, ["#000000", "#0072B2", "#E69F00", "#009E73", "#D55E00",
                                                     "#CC79A7", "#56B4E9"]))
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
-LINESTYLES = ["-", "--", ":", "-."]
+# Dash patterns told apart at a glance: more than 4, so five precisions (or weightings) never share one.
+LINESTYLES = ["-", "--", ":", "-.", (0, (3, 1, 1, 1, 1, 1)), (0, (9, 3)), (0, (5, 1, 1, 1))]
 SEQUENTIAL_CMAP = "cividis"  # colour-blind safe, monotone lightness
 
 plt.rcParams.update({
@@ -169,11 +170,26 @@ def fmt_value(key, v):
     return str(v)
 
 
+# A config key's column ("workload.topic_weight"): a sweep axis, or a KEY_DEFAULTS setting.
+_CONFIG_KEY = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+# Config keys drawn under another column: workload.tokens is "context".
+_DRAWN_AS_OTHER = ("workload.tokens",)
+
+
+def other_settings(df):
+    """The config-key columns of df that no figure draws as such (not SLICE_KEYS, not a replicate key):
+    sweep axes such as workload.topic_weight or workload.append_per_step, sorted by name."""
+    return sorted(c for c in df.columns if isinstance(c, str) and _CONFIG_KEY.fullmatch(c) and not c.startswith("attr.")
+                  and c not in SLICE_KEYS and c not in schema.REPLICATE_KEYS and c not in _DRAWN_AS_OTHER)
+
+
 def fix_others(df, keep, largest=("context",)):
-    """Restricts df to one value of every SLICE_KEYS column not in `keep` that varies: the preferred value
-    when present (PREFER), the largest for keys in `largest`, else the most common. Returns (subset, text)."""
+    """Restricts df to one value of every setting column not in `keep` that varies (SLICE_KEYS, then every
+    other config key's column, e.g. a sweep axis the figure does not draw): the preferred value when present
+    (PREFER), the largest for keys in `largest`, else the most common. Only replicate keys (workload.seed) are
+    left to vary, so the points a figure pools are repeats. Returns (subset, text)."""
     notes = []
-    for k in SLICE_KEYS:
+    for k in SLICE_KEYS + tuple(other_settings(df)):
         if k in keep or k not in df.columns or df[k].nunique(dropna=False) <= 1:
             continue
         if k in (schema.HYBRID_WINDOW, schema.HYBRID_COMBINE) and schema.HYBRID_ENABLED in df.columns and \
@@ -231,7 +247,7 @@ def skipped_note(res, drawn, axes=("context",), series=()):
     SW = "attr.sweep_id"
     if SW in sk.columns and SW in drawn.columns:
         sk = sk[sk[SW].isin(drawn[SW].unique())]
-    for k in SLICE_KEYS:
+    for k in SLICE_KEYS + tuple(other_settings(drawn)):
         if sk.empty:
             break
         if k in axes or k in series or k not in sk.columns or k not in drawn.columns:
@@ -363,7 +379,10 @@ def caption(fig, text, kinds=(), sources="", skipped=""):
     skipped_note's text), what the error bars are, where the data came from. finish() lays the axes out above
     it."""
     import textwrap
-    parts = [text.rstrip() + (" " + skipped if skipped else "")]
+    text = text.rstrip()
+    if text and not text.endswith("."):  # captions end their sentence with constants(), which has no period
+        text += "."
+    parts = [text + (" " + skipped if skipped else "")]
     if kinds:
         parts.append("Error bars: " + "; ".join(sorted(kinds)) + ".")
     if sources:

@@ -5,7 +5,7 @@ import re
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, NullLocator, ScalarFormatter
 
 from . import schema
 from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
@@ -48,16 +48,20 @@ def fig_memory(res):
     for pi, p in enumerate(precs):
         d = df[df[PREC] == p]
         ex = d.groupby("context")["exact_bytes_per_token"].first()
-        series.append((f"exact, {p}", ex, "#000000", "o", LINESTYLES[pi % 4]))
+        series.append((f"exact, {p}", ex, "#000000", "o", LINESTYLES[pi % len(LINESTYLES)]))
         for k in ("pooled", "maxmin"):
             for g in sorted(d.loc[d["kind"] == k, G].unique()):
                 s = d[(d["kind"] == k) & (d[G] == g)].groupby("context")["index_bytes_per_token"].first()
                 col = "#0072B2" if k == "pooled" else "#D55E00"
-                series.append((f"{k} G={g}, {p}", s, col, gm[g], LINESTYLES[pi % 4]))
+                series.append((f"{k} G={g}, {p}", s, col, gm[g], LINESTYLES[pi % len(LINESTYLES)]))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
+    # A request's index: bytes per token x its length, the measured mean (below T under workload.length_spread).
+    mean_tokens = df.groupby("context")["tokens"].mean()
     for lab, s, col, m, ls in series:
         hollow = lab.startswith("maxmin")  # hollow and larger: an exact or pooled point of equal size shows inside
-        a.plot(s.index, s.values * s.index / MiB, color=col, marker=m, ls=ls, label=lab, lw=1.3,
+        tok = mean_tokens.reindex(s.index).to_numpy(dtype=float)
+        tok = np.where(np.isfinite(tok) & (tok > 0), tok, s.index.to_numpy(dtype=float))
+        a.plot(s.index, s.values * tok / MiB, color=col, marker=m, ls=ls, label=lab, lw=1.3,
                ms=9 if hollow else 5, mfc="none" if hollow else col, mew=1.4)
     context_axis(a, df["context"])
     logy(a)
@@ -85,7 +89,8 @@ def fig_memory(res):
     b.set_title("(b) bytes per token by precision")
     b.legend(title="precision", loc="upper right")
     n = caption(fig, "Index sizes are exact byte counts (no error bars); pooled = any pooled weighting (all store "
-                     "one composite per group); maxmin stores two rows per group. " + (f"Slice: {note}. " if note else "")
+                     "one composite per group); maxmin stores two rows per group. (a): bytes per token × the "
+                     "requests' mean length (T unless workload.length_spread varies it). " + (f"Slice: {note}. " if note else "")
                 + "Index keys: " + constants(df, ["workload.dim", "workload.index_heads"]) + ".", (), sources(df),
                 skipped=skipped_note(res, df, ("context",), (W, G, PREC)))
     handles = [h for h in a.get_legend_handles_labels()[0]]
@@ -144,12 +149,15 @@ def fig_latency(res):
                 s, k = summarize(res, d, ["context"], col)
                 kinds |= k
                 lab = f"{w}" + (f" G={g}" if w != schema.EXACT else "") + (f" [{be}]" if len(backends) > 1 else "")
-                style = dict(color=color_of(wi, w), marker=MARKERS[wi % len(MARKERS)], ls=LINESTYLES[bi % 4],
+                style = dict(color=color_of(wi, w), marker=MARKERS[wi % len(MARKERS)], ls=LINESTYLES[bi % len(LINESTYLES)],
                              label=lab)
                 x = dodge(s["context"], bi * len(ws) + wi, len(ws) * len(backends))
                 errorbar(axes[0, si], x, s, **style)
                 # Attention reads only the selected tokens: its rate is of attended tokens, the others' of context.
-                tok = attended_tokens(d, s["context"]) if col == "attention_ms" else s["context"]
+                # The requests' measured mean length, not the nominal T (they differ under workload.length_spread).
+                ctx = d.groupby("context")["tokens"].mean().reindex(s["context"]).to_numpy(dtype=float)
+                ctx = np.where(np.isfinite(ctx) & (ctx > 0), ctx, s["context"].to_numpy(dtype=float))
+                tok = attended_tokens(d, ctx) if col == "attention_ms" else ctx
                 tput = s.assign(center=tok / (s["center"] / 1e3), lo=tok / (s["hi"] / 1e3), hi=tok / (s["lo"] / 1e3))
                 errorbar(axes[1, si], x, tput, **style)
         axes[0, si].set_title(f"{name}")
@@ -164,8 +172,8 @@ def fig_latency(res):
     axes[0, 0].annotate("pooling: per index build or update", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
     n = caption(fig, "Times are medians over decode steps on the backend named (pooling: over the steps that built or "
                      "updated the index); series at one T are offset sideways. Throughput: pooling, scoring and "
-                     "top-k: context length T / stage time (they go over the whole index); attention: attended tokens "
-                     "/ attention time, the k = select.topk_tokens tokens it reads (pooled schemes: whole groups, "
+                     "top-k: the requests' mean context length (T unless workload.length_spread varies it) / stage time "
+                     "(they go over the whole index); attention: attended tokens / attention time, the k = select.topk_tokens tokens it reads (pooled schemes: whole groups, "
                      "⌈k/G⌉·G), not the context. " + (f"Slice: {note}. " if note else "")
                 + constants(df, [RUN, PREC, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, ("context",), (W,)))
@@ -196,7 +204,7 @@ def fig_backend_latency(res):
                     continue
                 s, k = summarize(res, d, ["context"], col)
                 kinds |= k
-                errorbar(axes[si], s["context"], s, color=color_of(bi), ls=LINESTYLES[wi % 4],
+                errorbar(axes[si], s["context"], s, color=color_of(bi), ls=LINESTYLES[wi % len(LINESTYLES)],
                          marker=MARKERS[wi % len(MARKERS)], label=f"{be}: {w}" + (f" G={g}" if w != "exact" else ""))
         axes[si].set_title(name)
         logy(axes[si])
@@ -230,7 +238,7 @@ def fig_macs(res):
             s = d[d[G] == g].groupby("context")["macs_per_query"].mean()
             hollow = k == "maxmin"
             a.plot(s.index, s.values, color="#0072B2" if k == "pooled" else "#D55E00", marker=gm[g],
-                   ls=LINESTYLES[gi % 4], lw=1.2, ms=9 if hollow else 5, mfc="none" if hollow else None, mew=1.4,
+                   ls=LINESTYLES[gi % len(LINESTYLES)], lw=1.2, ms=9 if hollow else 5, mfc="none" if hollow else None, mew=1.4,
                    label=f"{k} G={g}")
     context_axis(a, df["context"])
     logy(a)
@@ -317,6 +325,9 @@ def fig_ablation(res):
         ax.grid(False)
         ax.set_title(label)
         cb = fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02)
+        # Plain tick values: an offset ("1e-5+9.893e-1") is drawn above the bar, over the panel's title.
+        cb.ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
+        cb.ax.yaxis.get_major_formatter().set_scientific(False)
         unit = label[label.index("("):]
         cb.set_label(f"{unit}, {'lower' if lower_better else 'higher'} is better", fontsize=7)
     n = caption(fig, "Cells: value ± error bar (below); the exact indexer does not pool, "
@@ -366,7 +377,7 @@ def fig_quality(res):
                 s, k = summarize(res, df[df[W] == w], [axis], m)
                 kinds |= k
                 errorbar(ax, dodge(s[axis], wi, len(ws)), s, color=color_of(wi, w), marker=MARKERS[wi % len(MARKERS)],
-                         ls=LINESTYLES[wi % 4], label=w + ("" if w == schema.EXACT else f" G={g}"))
+                         ls=LINESTYLES[wi % len(LINESTYLES)], label=w + ("" if w == schema.EXACT else f" G={g}"))
             log2_axis(ax, df[axis].astype(float))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
@@ -463,7 +474,7 @@ def fig_precision(res):
             count = s.groupby("bytes")[PREC].transform("size")
             s = s.assign(x=[dodge([b], i, n, 0.12)[0] for b, i, n in zip(s["bytes"], same, count)], side=same,
                          pair=count).sort_values("x")
-            style = dict(color=color_of(si, w), marker="o" if w == schema.EXACT else gm[g], ls=LINESTYLES[si % 4],
+            style = dict(color=color_of(si, w), marker="o" if w == schema.EXACT else gm[g], ls=LINESTYLES[si % len(LINESTYLES)],
                          label=w if w == schema.EXACT or not several_g else f"{w} G={g}")
             errorbar(top, s["x"], s, **style)
             for _, r in s.iterrows():  # of a side-by-side pair, the left one's name to its left
@@ -529,9 +540,11 @@ def fig_cache(res):
     (the upper bound on the overall hit rate). The panel vs concurrent requests is left out when the slice has
     one request count (it would repeat the first panel)."""
     df = ok_rows(res, "cache", ["context", "workload.requests", W, G, schema.CACHE_HIT_RATE])
-    ref = next((w for w in schema.REFERENCE_WEIGHTINGS if w in set(df[W])), None)
+    # The reference pooled scheme; with none, the exact indexer (its selections make a trace as well).
+    ref = next((w for w in schema.REFERENCE_WEIGHTINGS + (schema.EXACT,) if w in set(df[W])), None)
     if ref is None:
-        raise NoData("cache: no pooled weighting among the finished points")
+        raise NoData(f"cache: no point of a pooled weighting or of the exact indexer has a "
+                     f"{schema.CACHE_HIT_RATE} value")
     df = df[df[W] == ref]
     names = _tier_names(df)
     levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
@@ -647,7 +660,12 @@ def fig_mrc(res):
     df = ok_rows(res, "mrc", ["context", W, G])
     mrc = res.detail(schema.CACHE_MRC) if hasattr(res, "detail") else pd.DataFrame()
     if mrc.empty:
-        raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset (cache.mrc = false?)")
+        # Which switch was off, from each file's resolved config (both default to true).
+        off = [k for k in ("cache.enabled", "cache.mrc")
+               if getattr(res, "files", None) and all(
+                   not any(str(v).lower() in schema.TRUE_WORDS for v in f.settings.get(k, ["true"])) for f in res.files)]
+        why = " and ".join(f"{k} = false" for k in off) or "cache.enabled = false or cache.mrc = false?"
+        raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset ({why})")
     levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
     df = df[df.set_index(["file", "index"]).index.isin(mrc.set_index(["file", "index"]).index.unique())]
     df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
@@ -670,7 +688,7 @@ def fig_mrc(res):
             sizes.setdefault(None if w == schema.EXACT else g, {})[w] = ob
             x = c["capacity_entries"].to_numpy(dtype=float) * ob
             xs_all.extend(x[x > 0])
-            ax.plot(x, c["miss_ratio"], color=color_of(wi, w), ls=LINESTYLES[wi % 4], lw=1.4, label=w)
+            ax.plot(x, c["miss_ratio"], color=color_of(wi, w), ls=LINESTYLES[wi % len(LINESTYLES)], lw=1.4, label=w)
         total = 0
         for i, spec in enumerate(str(d["cache.levels"].iloc[0]).split()):
             total += parse_size(re.sub(r"B$", "", spec.split(":")[-1])) or 0
@@ -1042,7 +1060,7 @@ def fig_batched(res):
             for si, (col, name) in enumerate(stages[:-1]):
                 st, k2 = summarize(res, d, [B], col)
                 kinds |= k2
-                errorbar(axes[2], st[B], st, color=color_of(si), ls=LINESTYLES[si % 4], marker=MARKERS[si],
+                errorbar(axes[2], st[B], st, color=color_of(si), ls=LINESTYLES[si % len(LINESTYLES)], marker=MARKERS[si],
                          label=f"{name} ({lab})")
     axes[0].set_ylabel("batch step time (ms)")
     axes[0].set_title("one decode step of all B requests")

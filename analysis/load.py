@@ -258,6 +258,24 @@ class Results:
                          f"host {r['attr.host']}, ran on: {'; '.join(ran)})")
         return "; ".join(parts)
 
+    def incomplete(self):
+        """One line for each sweep whose files hold fewer of its points than it has (root attribute points_total:
+        shards missing, or a run stopped early): 'sweep 1a2b3c4d5e6f7a8b: 38 of 56 points in the given files'."""
+        totals = {}
+        for info in self.files:
+            try:
+                total = int(info.attrs.get("points_total"))
+            except (TypeError, ValueError):
+                continue
+            sid = str(info.attrs.get("sweep_id", ""))
+            totals[sid] = max(totals.get(sid, 0), total)
+        out = []
+        for sid, total in totals.items():
+            held = int((self.points["attr.sweep_id"] == sid).sum())
+            if held < total:
+                out.append(f"sweep {sid}: {held} of {total} points in the given files")
+        return out
+
     def file_provenance(self):
         """Per input file: path, tool version, git revision, argv, when it was written, config and sweep id
         (root attributes; '?' where a file lacks one)."""

@@ -955,7 +955,7 @@ def test_latency_claim_is_the_median_over_seeds_with_range(res):
         v = (sl.loc[sl["pool.weighting"] == w, "score_ms"] + sl.loc[sl["pool.weighting"] == w, "topk_ms"]).astype(float)
         assert len(v) == 3 and abs(v.median() - v.mean()) > 1e-3
         assert f"{v.median():.3f} ms (median of 3 seeds, range {v.min():.3f}–{v.max():.3f})" in row.measured, row.measured
-    assert "3 seeds (times: median over them" in row.source
+    assert "3 seeds each (times: median over them" in row.source
 
 
 def test_captions_name_a_sliced_setting_once(res):
@@ -1070,7 +1070,7 @@ def test_memory_claim_is_in_mib_and_says_the_context_differs(res):
     assert f"The exact index at 1M tokens is {ex:.1f} MiB here" in row.reason, row.reason
     # At 2Mi tokens: still MiB, and the exact index at 1M from its bytes per token.
     r = copy.copy(res)
-    r.points = res.points.assign(context=float(1 << 21))
+    r.points = res.points.assign(context=float(1 << 21), tokens=float(1 << 21))
     row = {x.id: x for x in claims.evaluate(r)}["memory"]
     for text in (row.measured, row.reason):
         assert not re.search(r"\d(\.\d+)? MB\b", text.replace('"32 MB"', "")), text
@@ -1160,3 +1160,106 @@ def test_cache_figure_matches_its_caption(res, files):
     cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
     assert "No panel vs concurrent requests: every point of the slice has B = 1." in cap
     plt.close(fig)
+
+
+# A sweep axis no figure draws (workload.topic_weight): its values are different workloads, never pooled.
+AXIS = """
+[workload]
+tokens = 2Ki
+dim = 32
+index_heads = 2
+attn_dim = 32
+attn_heads = 1
+value_dim = 32
+steps = 4
+seed = 0, 1
+topic_weight = 0.2, 0.9
+
+[pool]
+weighting = exact, hybrid
+group_size = 4
+
+[select]
+topk_tokens = 256
+"""
+
+
+@pytest.fixture(scope="session")
+def axis_file(tmp_path_factory):
+    return run_sweep(tmp_path_factory.mktemp("axis"), "axis", AXIS)
+
+
+def test_an_undrawn_axis_is_sliced_not_pooled(axis_file):
+    from analysis.common import fix_others, summarize
+    res = load(axis_file)
+    p = res.ok
+    assert sorted(p["workload.topic_weight"].unique()) == ["0.2", "0.9"]
+    d, note = fix_others(p, keep=("pool.weighting", "pool.group_size"))
+    assert d["workload.topic_weight"].nunique() == 1 and "workload.topic_weight = " in note, note
+    tw = d["workload.topic_weight"].iloc[0]
+    s, kinds = summarize(res, d, ["pool.weighting"], "mass_recall")
+    for w, g in d.groupby("pool.weighting"):
+        got = s.loc[s["pool.weighting"] == w, "center"].iloc[0]
+        assert got == pytest.approx(g["mass_recall"].mean())  # the two seeds at one topic weight only
+        both = p[p["pool.weighting"] == w]["mass_recall"].mean()
+        assert got != pytest.approx(both)
+    assert kinds == {"±1 s.d. over 2 seeds"}, kinds
+    # The accuracy claim says which topic weight it took, and averages over the seeds of that one.
+    row = {x.id: x for x in claims.evaluate(res)}["accuracy"]
+    assert f"workload.topic_weight = {tw}" in row.source, row.source
+    ex = d[d["pool.weighting"] == "exact"]["mass_recall"].mean()
+    assert f"{ex:.4f} (exact indexer)" in row.measured, row.measured
+
+
+def test_compared_schemes_are_paired_by_seed(axis_file):
+    res = load(axis_file)
+    p = res.points
+    # Drop the exact indexer's seed-0 points and hybrid's seed-1 points: no seed has both.
+    r = copy.copy(res)
+    r.points = p[~(((p["pool.weighting"] == "exact") & (p["workload.seed"] == 0))
+                   | ((p["pool.weighting"] == "hybrid") & (p["workload.seed"] == 1)))]
+    row = {x.id: x for x in claims.evaluate(r)}["accuracy"]
+    assert row.verdict == claims.NOT_MEASURED and "share no workload seed" in row.reason, row.reason
+    # Only hybrid's seed-1 points gone: the comparison is at seed 0, and says so.
+    r.points = p[~((p["pool.weighting"] == "hybrid") & (p["workload.seed"] == 1))]
+    row = {x.id: x for x in claims.evaluate(r)}["accuracy"]
+    assert "paired by workload seed: 0 (seed 1 left out" in row.source, row.source
+    q = r.points[(r.points["status"] == "ok") & (r.points["workload.seed"] == 0)]
+    tw = row.source.split("workload.topic_weight = ")[1].split(";")[0]
+    ex = q[(q["pool.weighting"] == "exact") & (q["workload.topic_weight"] == tw)]["mass_recall"].mean()
+    assert f"{ex:.4f} (exact indexer)" in row.measured, row.measured
+
+
+def test_missing_shards_are_reported(tmp_path, capsys):
+    b = indexpool_bin()
+    cfg = tmp_path / "a.ini"
+    cfg.write_text(AXIS)
+    out = tmp_path / "s0.h5"
+    subprocess.run([b, "run", str(cfg), "--overwrite", "--shard", "0/3", "--set", f"output.path={out}"], check=True,
+                   capture_output=True, timeout=120)
+    res = load(str(out))
+    held = len(res.points)
+    assert 0 < held < 8
+    assert res.incomplete() == [f"sweep {res.points['attr.sweep_id'].iloc[0]}: {held} of 8 points in the given files"]
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert f"warning: sweep {res.points['attr.sweep_id'].iloc[0]}: {held} of 8 points" in capsys.readouterr().err
+    assert "**Partial results**" in (tmp_path / "rep" / "claims.md").read_text()
+    assert "Partial results" in (tmp_path / "rep" / "claims.html").read_text()
+    # A whole sweep: nothing to say.
+    assert load(run_sweep(tmp_path, "whole", AXIS)).incomplete() == []
+
+
+def test_throughput_counts_each_requests_own_length(tmp_path):
+    f = run_sweep(tmp_path, "spread", AXIS.replace("seed = 0, 1", "requests = 3\nlength_spread = 0.5")
+                  .replace("topic_weight = 0.2, 0.9", ""))
+    res = load(f)
+    p = res.ok
+    assert (p["tokens"] < p["context"]).all()  # the requests are shorter than the nominal T
+    row = {x.id: x for x in claims.evaluate(res)}["throughput"]
+    steps = res.detail(schema.STEPS)
+    h = p[p["pool.weighting"] == "hybrid"].iloc[0]
+    st = steps[(steps["file"] == h["file"]) & (steps["index"] == h["index"]) & (steps["score_ms"] > 0)]
+    want = np.median(st["context_tokens"] / (st["score_ms"] / 1e3)) / 1e6
+    assert f"scoring scan {want:.1f} M tokens/s (context tokens / score_ms)" in row.measured, row.measured
+    mem = {x.id: x for x in claims.evaluate(res)}["memory"]
+    assert f"requests of {p['tokens'].mean():.0f} tokens on average" in mem.measured, mem.measured
