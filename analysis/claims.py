@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .common import G, PREC, W, fix_others, fmt_value, per_request_times, step_groups, tokens_label
+from .common import G, PREC, W, fix_others, per_request_times, step_groups, tokens_label
 from .load import NoData
 
 SUPPORTED, NOT_SUPPORTED, PARTIALLY, NOT_MEASURED = "supported", "not supported", "partially", "not measured"
