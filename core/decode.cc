@@ -105,6 +105,10 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
   AdaptiveIndex aidx;
   LocalBranch local;
   std::vector<float> group_scores, step_mass, local_out, layer_out;
+  // RequestResult::selected_similarity (fixed groups; a cache model's relevance): the query EMA, scratch.
+  const bool similarity = p.record_similarity && !adaptive;
+  std::vector<float> sim_ref(similarity ? D : 0), sim_row(similarity ? 2 * D : 0);
+  if (similarity) res.selected_similarity.reserve(static_cast<std::size_t>(Q * groups_for_budget(p.topk_tokens, G)));
   StepReference own;  // without refs: each step's fidelity reference in turn, in the same storage
 
   for (Index64 q = 0; q < Q; ++q) {
@@ -173,6 +177,8 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       sel = be.topk(group_scores.data(), res.groups, res.k_groups);
       rec.topk_ms = ms_since(t0);
       for (std::int32_t g : sel) ranges.emplace_back(Index64{g} * G, std::min(T, (Index64{g} + 1) * G));
+      if (similarity)  // of the index this step scored (an asynchronous update's result only from the next)
+        record_similarity(index, iq, H, q == 0 ? 0.0f : p.query_ema, sim_ref, sim_row, sel, res.selected_similarity);
     }
     res.selected.insert(res.selected.end(), sel.begin(), sel.end());
     const auto sel_tokens = tokens_of_ranges(ranges);

@@ -18,9 +18,8 @@ double ms_since(Clock::time_point t0) {
 }
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Folds this step's query (mean over heads) into the EMA m (factor a; a = 0 starts it), then appends
-// (1 + cos(c_g, m)) / 2 for each selected group g. Serial and in a fixed order: the same bits on
-// every thread count.
+}  // namespace
+
 void record_similarity(const PooledIndex& index, const IndexQuery& iq, Index64 H, float a, std::vector<float>& m,
                        std::vector<float>& row, const std::vector<std::int32_t>& sel, std::vector<float>& out) {
   const Index64 D = static_cast<Index64>(m.size());
@@ -44,8 +43,6 @@ void record_similarity(const PooledIndex& index, const IndexQuery& iq, Index64 H
     out.push_back(static_cast<float>(0.5 * (1.0 + std::clamp(cosine, -1.0, 1.0))));
   }
 }
-
-}  // namespace
 
 void validate_pipeline_params(const PipelineParams& p) {
   IP_REQUIRE(p.pool.group_size >= 1, "pool.group_size = {} (must be >= 1)", p.pool.group_size);

@@ -86,6 +86,13 @@ struct RequestResult {
   bool variable_groups = false; // adaptive: `selected` holds a variable number of groups per step (cache model off)
 };
 
+// RequestResult::selected_similarity for one step: folds the step's query (mean over heads) into the EMA m
+// (factor a; a = 0 starts it), then appends (1 + cos(c_g, m)) / 2 for each selected group g of `index`.
+// m has D entries, row 2 D (scratch). Serial and in a fixed order: the same bits on every thread count.
+// Both decode loops record it when PipelineParams::record_similarity is set.
+void record_similarity(const PooledIndex& index, const IndexQuery& iq, Index64 H, float a, std::vector<float>& m,
+                       std::vector<float>& row, const std::vector<std::int32_t>& sel, std::vector<float>& out);
+
 // The attention mass each token got this step, into step_mass (resized to T, 0 outside the selection):
 // the mean over heads of the sparse attention's probabilities, or 1/n over the n selected tokens when
 // the workload has no attention stage. The feedback both decode loops give the access statistics.

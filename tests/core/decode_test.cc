@@ -67,6 +67,7 @@ void expect_same(const ip::RequestResult& a, const ip::RequestResult& b, bool la
   }
   EXPECT_EQ(a.selected, b.selected);
   EXPECT_EQ(a.selected_mass, b.selected_mass);
+  EXPECT_EQ(a.selected_similarity, b.selected_similarity);
   EXPECT_TRUE(a.index.rows.payload == b.index.rows.payload);
   EXPECT_TRUE(a.index.rows.scales == b.index.rows.scales);
 }
@@ -76,8 +77,10 @@ TEST(Decode, TauZeroEqualsFullRebuildBitwise) {
   for (Weighting s : {Weighting::tfidf, Weighting::hybrid}) {
     for (Precision prec : {Precision::fp32, Precision::int8}) {
       auto full = pipeline(s, prec);  // repool_tau = -1: the plain loop of pipeline.cc
+      full.record_similarity = true;  // a cache model's cosine relevance: both loops record it
       auto cpu = ip::make_cpu_backend(2);
       const auto a = ip::run_request(*cpu, w, full);
+      ASSERT_EQ(a.selected_similarity.size(), a.selected.size());
       auto inc = full;
       inc.repool_tau = 0.0f;
       const auto b = ip::run_request(*cpu, w, inc);
@@ -103,8 +106,10 @@ TEST(Decode, TauZeroEqualsFullRebuildBitwise) {
 TEST(Decode, HybridWithGateZeroIsTheSparseLayer) {
   const auto w = workload();
   auto cpu = ip::make_cpu_backend(2);
-  const auto sparse = ip::run_request(*cpu, w, pipeline(Weighting::uniform));
   auto p = pipeline(Weighting::uniform);
+  p.record_similarity = true;
+  const auto sparse = ip::run_request(*cpu, w, p);
+  ASSERT_EQ(sparse.selected_similarity.size(), sparse.selected.size());
   p.hybrid.enabled = true;
   p.hybrid.window = 300;
   p.hybrid.combine = ip::parse_combine("gate:0");
