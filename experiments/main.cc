@@ -254,9 +254,16 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   const auto rows = run_points(sweep, points, ro, cache, results.get());
   std::cout << summary_table(sweep.axis_keys, rows);
   if (results) std::cout << "results: " << out_path << " (" << results->size() << " points)\n";
+  // The signal came as the last point finished (the loop stops only between points): nothing is missing.
+  const bool complete = results ? results->size() == points.size() : rows.size() == points.size();
+  if (g_stop && complete) {
+    std::fprintf(stderr, "indexpool: %s came after the last point had finished; the sweep is complete\n",
+                 g_stop == SIGINT ? "SIGINT" : "SIGTERM");
+    return 0;
+  }
   if (g_stop) {
     std::fprintf(stderr, "indexpool: stopped by %s after %zu of %zu points%s\n", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
-                 rows.size(), points.size(),
+                 results ? results->size() : rows.size(), points.size(),  // with --resume: the file's earlier ones too
                  results ? "; the finished points are in the results file, --resume runs the rest" : "");
     return 128 + g_stop;
   }

@@ -432,6 +432,27 @@ TEST_F(CliTest, InterruptedRunKeepsFinishedPointsAndResumes) {
   EXPECT_NE(r.out.find(fmt::format("{} of 24 points already", held)), std::string::npos) << r.out;
 }
 
+// Ctrl-C during the last point: that point finishes, and with it the sweep: exit status 0, no advice to resume.
+TEST_F(CliTest, InterruptDuringTheLastPointEndsComplete) {
+  const std::string h5 = (dir_ / "last.h5").string(), err = (dir_ / "last.err").string();
+  const auto cfg = file("last.ini", "[workload]\ntokens = 256Ki\nsteps = 16\n[select]\ntopk_tokens = 256\n"
+                                    "[output]\npath = " + h5 + "\n");
+  const pid_t pid = spawn({"run", cfg, "--quiet"}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return fs::exists(h5 + ".lock"); }));
+  usleep(300 * 1000);  // past the handlers' installation, inside the point (about 2 s here)
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << e;
+  EXPECT_NE(e.find("SIGINT came after the last point had finished; the sweep is complete"), std::string::npos) << e;
+  EXPECT_EQ(e.find("stopped by"), std::string::npos) << e;  // the handler's own line says what it will do
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.info("points").shape.at(0), 1);
+}
+
 // A second signal does not wait for the point under way: the process dies by it.
 TEST_F(CliTest, SecondInterruptStopsAtOnce) {
   const std::string err = (dir_ / "twice.err").string();
