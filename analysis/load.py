@@ -119,6 +119,8 @@ def _open(path):
         raise AnalysisError(f"{path}: no such file")
     if os.path.isdir(path):
         raise AnalysisError(f"{path}: a directory, not a results file (give the .h5 files in it)")
+    if not os.path.isfile(path):  # h5py would wait on a FIFO for a writer for ever
+        raise AnalysisError(f"{path}: not a regular file (a FIFO, socket or device), not a results file")
     try:
         return h5py.File(path, "r")
     except OSError as e:

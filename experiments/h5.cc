@@ -78,12 +78,22 @@ herr_t collect_attr(hid_t, const char* name, const H5A_info_t*, void* out) {
 
 File::File(const std::string& path, const std::string& mode) : path_(path) {
   hid_t id = H5I_INVALID_HID;
+  // An existing file to read or append to must be a regular file: HDF5 would block for ever on a FIFO
+  // (H5Fis_hdf5 opens it and waits for a writer) and fail obscurely on a directory or a device.
+  auto require_regular = [&] {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    IP_REQUIRE(std::filesystem::exists(st), "HDF5 file '{}' does not exist", path);
+    IP_REQUIRE(!std::filesystem::is_directory(st), "'{}' is a directory, not an HDF5 file", path);
+    IP_REQUIRE(std::filesystem::is_regular_file(st), "'{}' is not a regular file (a FIFO, socket or device), not an "
+               "HDF5 file", path);
+  };
   if (mode == "r") {
-    IP_REQUIRE(std::filesystem::exists(path), "HDF5 file '{}' does not exist", path);
+    require_regular();
     IP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "'{}' is not a readable HDF5 file", path);
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   } else if (mode == "a") {
-    IP_REQUIRE(std::filesystem::exists(path), "HDF5 file '{}' does not exist", path);
+    require_regular();
     id = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   } else if (mode == "w" || mode == "x") {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);  // root attributes listed in creation order

@@ -554,6 +554,22 @@ TEST_F(CliTest, WriteFailureStopsWithTheCauseAndNoCrashOrTemporaries) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+// inspect and merge read only regular files: a FIFO (on which HDF5 would wait for a writer for ever) or a
+// directory is refused at once, with its name.
+TEST_F(CliTest, InspectAndMergeRefuseWhatIsNotARegularFile) {
+  const std::string fifo = (dir_ / "in.h5").string(), out = (dir_ / "merged.h5").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& cmd : {"inspect " + fifo, "merge " + out + " " + fifo}) {
+    const auto r = run(cmd);
+    EXPECT_NE(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("'" + fifo + "' is not a regular file (a FIFO"), std::string::npos) << cmd << ": " << r.out;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  const auto d = run("inspect " + dir_.string());
+  EXPECT_NE(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("is a directory"), std::string::npos) << d.out;
+}
+
 // output.path is replaced by a rename: a FIFO, a device node or a symbolic link there is refused before any
 // work (the link is not followed), and so is a cache trace written to the results file's path.
 TEST_F(CliTest, OutputPathThatIsNotARegularFileIsRefused) {
