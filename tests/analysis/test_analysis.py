@@ -1263,3 +1263,10 @@ def test_throughput_counts_each_requests_own_length(tmp_path):
     assert f"scoring scan {want:.1f} M tokens/s (context tokens / score_ms)" in row.measured, row.measured
     mem = {x.id: x for x in claims.evaluate(res)}["memory"]
     assert f"requests of {p['tokens'].mean():.0f} tokens on average" in mem.measured, mem.measured
+
+
+def test_a_fifo_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "f.h5"
+    os.mkfifo(fifo)
+    assert main(["report", str(fifo), "--out", str(tmp_path / "r")]) == 2  # h5py would wait for a writer
+    assert "not a regular file" in capsys.readouterr().err
