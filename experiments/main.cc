@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,27 @@ void check_writable(const std::string& path) {
   fs::remove(probe, ec);
 }
 
+// The files a run writes (output.path, each point's output.cache_trace) must not be files it reads: the
+// config and imported workloads (workload.source). --overwrite would replace them. Fails before any work.
+void check_outputs_are_not_inputs(const Sweep& sweep, const std::vector<Point>& points) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
+  };
+  std::set<std::pair<std::string, std::string>> inputs, outputs;  // (what, path), (key, path)
+  if (!sweep.config_path.empty()) inputs.emplace("the config file", sweep.config_path);
+  for (const auto& p : points) {
+    if (p.source != "synthetic") inputs.emplace("the imported workload (workload.source)", p.source);
+    if (!p.output_path.empty()) outputs.emplace("output.path", p.output_path);
+    if (!p.cache_trace.empty()) outputs.emplace("output.cache_trace", cache_trace_path(p));
+  }
+  for (const auto& [key, out] : outputs)
+    for (const auto& [what, in] : inputs)
+      IP_REQUIRE(!same(out, in), "{} '{}' is {} of this run ('{}'): writing there would destroy it; give {} another "
+                 "name", key, out, what, in, key);
+}
+
 struct SweepArgs {
   std::string config;
   std::vector<std::string> sets;
@@ -213,6 +235,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   const std::string metrics_note = validate_profiling(sweep, points);
   WorkloadCache cache;
   preload_imports(points, cache);
+  check_outputs_are_not_inputs(sweep, points);
   check_cache_traces(points, vm.count("overwrite") > 0 || vm.count("resume") > 0);
   if (points.empty()) {  // a shard of a sweep with fewer points than shards (a Slurm array larger than it)
     std::cout << fmt::format("shard {}/{} has no points: the sweep has {} point{}, and shard i runs the points p with "

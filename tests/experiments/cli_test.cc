@@ -554,6 +554,39 @@ TEST_F(CliTest, WriteFailureStopsWithTheCauseAndNoCrashOrTemporaries) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+// A run's outputs must not be its inputs: output.path (or output.cache_trace) naming the config file or the
+// imported workload is refused before any work, and the input is left as it was, --overwrite or not.
+TEST_F(CliTest, OutputThatIsAnInputOfTheRunIsRefused) {
+  const std::string self = (dir_ / "self.ini").string();
+  const auto cfg = file("self.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 64\n[output]\npath = " +
+                                        self + "\n");
+  const std::string text = slurp(self);
+  auto r = run("run " + cfg + " --overwrite");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("output.path '" + self + "' is the config file of this run"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(self), text);
+  const std::string dump = (dir_ / "dump.h5").string();
+  {
+    ip::h5::File f(dump, "w");
+    ip::Tensor<float> keys({64, 8}), queries({2, 1, 8}), heads({2, 1});
+    for (ip::Index64 i = 0; i < keys.size(); ++i) keys.data()[i] = static_cast<float>(i % 7) - 3.0f;
+    for (ip::Index64 i = 0; i < queries.size(); ++i) queries.data()[i] = static_cast<float>(i % 5) - 2.0f;
+    for (ip::Index64 i = 0; i < heads.size(); ++i) heads.data()[i] = 1.0f;
+    f.write("index_keys", keys);
+    f.write("index_queries", queries);
+    f.write("head_weights", heads);
+  }
+  const auto imp = file("imp.ini", "[workload]\nsource = " + dump + "\n[select]\ntopk_tokens = 16\n");
+  for (const std::string& key : {std::string("output.path"), std::string("output.cache_trace")}) {
+    r = run("run " + imp + " --overwrite --set " + key + "=" + dump +
+            (key == "output.path" ? "" : " --set output.path=" + (dir_ / "imp.h5").string()));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(key + " '" + dump + "' is the imported workload (workload.source)"), std::string::npos) << r.out;
+    ip::h5::File f(dump, "r");
+    EXPECT_TRUE(f.exists("index_keys")) << key;
+  }
+}
+
 // inspect and merge read only regular files: a FIFO (on which HDF5 would wait for a writer for ever) or a
 // directory is refused at once, with its name.
 TEST_F(CliTest, InspectAndMergeRefuseWhatIsNotARegularFile) {
