@@ -409,6 +409,12 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  "cannot resume '{}': it holds sweep_id {}, the current configuration has sweep_id {} (the settings "
                  "differ); write to a new path or pass --overwrite",
                  path, sweep, meta.sweep_id);
+      // A shard's file resumed as another shard would hold both and still name the first (merge reads it).
+      const std::string shard = f.has_attr("/", "shard") ? f.attr_text("/", "shard") : meta.shard;
+      IP_REQUIRE(shard == meta.shard,
+                 "cannot resume '{}': it holds shard {} of the sweep, this run is shard {}; resume it with --shard {}, "
+                 "or write each shard to a file of its own and join them with indexpool merge",
+                 path, shard, meta.shard, shard);
       h5::Table rows = f.read_table("points");
       IP_REQUIRE(same_columns(rows, columns),
                  "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "

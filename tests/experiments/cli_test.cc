@@ -587,6 +587,25 @@ TEST_F(CliTest, OutputThatIsAnInputOfTheRunIsRefused) {
   }
 }
 
+// --resume continues the shard the file holds: another --shard is refused (the file would hold both and
+// still name the first, which merge reads), and the file is left as it was.
+TEST_F(CliTest, ResumeAsAnotherShardIsRefused) {
+  const std::string h5 = (dir_ / "shard.h5").string();
+  const auto cfg = file("shard.ini", "[workload]\ntokens = 256\nsteps = 1\n[pool]\ngroup_size = 1, 2, 4, 8\n"
+                                     "[select]\ntopk_tokens = 64\n[output]\npath = " + h5 + "\n");
+  ASSERT_EQ(run("run " + cfg + " --shard 0/2").code, 0);
+  auto r = run("run " + cfg + " --shard 1/2 --resume");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("it holds shard 0/2 of the sweep, this run is shard 1/2"), std::string::npos) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.info("points").shape.at(0), 2);
+    EXPECT_EQ(f.attr_text("/", "shard"), "0/2");
+  }
+  r = run("run " + cfg + " --shard 0/2 --resume");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 // inspect and merge read only regular files: a FIFO (on which HDF5 would wait for a writer for ever) or a
 // directory is refused at once, with its name.
 TEST_F(CliTest, InspectAndMergeRefuseWhatIsNotARegularFile) {
