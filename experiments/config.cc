@@ -740,11 +740,14 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
                setting_at("limits.max_context"), p.index, p.key);
   }
 
-  // The sweep's identity: every resolved setting except output.* and threads (the same sweep written
-  // elsewhere, on another thread count or split into shards keeps its id).
+  // The sweep's identity: every resolved setting except output.* and a single thread count (the same sweep
+  // written elsewhere, on another thread count or split into shards keeps its id). Thread counts as an axis
+  // make points of their own (their keys name them), so they are part of it: threads = 1, 2 and
+  // threads = 3, 4 are different sweeps, whose shards merge and --resume refuse to mix.
   std::string canon;
   for (const auto& s : sw.settings) {
-    if (s.key.rfind("output.", 0) == 0 || s.key == "threads" || s.key == "threads_per_request")
+    if (s.key.rfind("output.", 0) == 0 ||
+        ((s.key == "threads" || s.key == "threads_per_request") && s.values.size() <= 1))
       continue;  // they do not change results
     canon += s.key + "=";
     for (const auto& v : s.values) canon += v + ",";

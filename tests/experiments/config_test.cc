@@ -325,6 +325,13 @@ TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {
   EXPECT_NE(bad.find(":1:"), std::string::npos) << bad;
   EXPECT_NE(a.sweep_id, c.sweep_id);
   EXPECT_EQ(a.sweep_id.size(), 16u);
+  // Thread counts as an axis are points of their own: two different axes are two sweeps.
+  const auto t12 = load_sweep(write("threads = 1, 2\n[pool]\ngroup_size = 2, 4\n"));
+  const auto t34 = load_sweep(write("threads = 3, 4\n[pool]\ngroup_size = 2, 4\n"));
+  const auto r12 = load_sweep(write("threads_per_request = 1, 2\n[pool]\ngroup_size = 2, 4\n"));
+  EXPECT_NE(t12.sweep_id, t34.sweep_id);
+  EXPECT_NE(t12.sweep_id, a.sweep_id);
+  EXPECT_NE(r12.sweep_id, a.sweep_id);
 }
 
 TEST_F(ConfigTest, MemoryLimitAndEstimate) {
