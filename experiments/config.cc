@@ -566,9 +566,12 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   };
   std::vector<Axis> axes;
   std::map<std::string, int> zipped;  // key -> zip group
+  std::string zip_at = path;             // where sweep.zip was set: file:line, or the command line
+  for (const auto& m : meta)
+    if (m.key == "sweep.zip") zip_at = where(m);
   for (std::size_t z = 0; z < sw.zips.size(); ++z)
     for (const auto& k : sw.zips[z]) {
-      IP_REQUIRE(!zipped.count(k), "{}: sweep.zip names '{}' twice", path, k);
+      IP_REQUIRE(!zipped.count(k), "{}: sweep.zip names '{}' twice", zip_at, k);
       zipped[k] = static_cast<int>(z);
     }
   std::vector<int> zip_axis(sw.zips.size(), -1);
@@ -590,7 +593,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   }
   for (std::size_t z = 0; z < sw.zips.size(); ++z)
     for (const auto& k : sw.zips[z])
-      IP_REQUIRE(seen.count(k), "{}: sweep.zip names '{}', which the config does not set", path, k);
+      IP_REQUIRE(seen.count(k), "{}: sweep.zip names '{}', which the config does not set", zip_at, k);
 
   Point base;
   for (const auto& k : config_keys()) k.apply(base, k.default_value);
