@@ -26,19 +26,6 @@ herr_t deepest_error(unsigned, const H5E_error2_t* e, void* out) {
   return 0;
 }
 
-// What HDF5's error stack says went wrong, innermost first: the system's message when there is one
-// ("No space left on device"), else the innermost description; "" when the stack is empty.
-std::string hdf5_cause() {
-  std::string desc;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, deepest_error, &desc);
-  const std::string tag = "error message = '";
-  if (const auto at = desc.find(tag); at != std::string::npos) {
-    const auto end = desc.find('\'', at + tag.size());
-    return desc.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
-  }
-  return desc;
-}
-
 Handle dataspace(const std::vector<Index64>& shape) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   return Handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
@@ -75,6 +62,24 @@ herr_t collect_attr(hid_t, const char* name, const H5A_info_t*, void* out) {
 }
 
 }  // namespace
+
+// What HDF5's error stack says went wrong, innermost first: the system's message when there is one
+// ("No space left on device"), else the innermost description; "" when the stack is empty.
+std::string hdf5_cause() {
+  std::string desc;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, deepest_error, &desc);
+  const std::string tag = "error message = '";
+  if (const auto at = desc.find(tag); at != std::string::npos) {
+    const auto end = desc.find('\'', at + tag.size());
+    return desc.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
+  }
+  return desc;
+}
+
+std::string cause_of_failure() {
+  const std::string cause = hdf5_cause();
+  return cause.empty() ? std::string() : ": " + cause;
+}
 
 File::File(const std::string& path, const std::string& mode) : path_(path) {
   hid_t id = H5I_INVALID_HID;
@@ -173,16 +178,16 @@ void File::create_group(const std::string& name) {
   Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
   H5Pset_attr_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   Handle g(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose);
-  IP_REQUIRE(g, "{}: cannot create group", where(name));
+  IP_REQUIRE(g, "{}: cannot create group{}", where(name), cause_of_failure());
 }
 
 void File::write(const std::string& name, const Tensor<float>& t) {
   Handle space = dataspace(t.shape());
   Handle ds(H5Dcreate2(id(), name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  IP_REQUIRE(ds, "{}: cannot create dataset", where(name));
+  IP_REQUIRE(ds, "{}: cannot create dataset{}", where(name), cause_of_failure());
   IP_REQUIRE(t.empty() || H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()) >= 0,
-             "{}: write failed", where(name));
+             "{}: write failed{}", where(name), cause_of_failure());
 }
 
 void File::write(const std::string& name, const std::vector<std::int32_t>& v, const std::vector<Index64>& shape) {
@@ -192,9 +197,9 @@ void File::write(const std::string& name, const std::vector<std::int32_t>& v, co
   Handle space = dataspace(shape);
   Handle ds(H5Dcreate2(id(), name.c_str(), H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  IP_REQUIRE(ds, "{}: cannot create dataset", where(name));
+  IP_REQUIRE(ds, "{}: cannot create dataset{}", where(name), cause_of_failure());
   IP_REQUIRE(v.empty() || H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
-             "{}: write failed", where(name));
+             "{}: write failed{}", where(name), cause_of_failure());
 }
 
 Tensor<float> File::read_float(const std::string& name) const {

@@ -126,4 +126,10 @@ class File {
   Handle file_;
 };
 
+// What HDF5's error stack says about the call that just failed: the system's message when there is one
+// ("No space left on device"), else the innermost description; "" when the stack is empty.
+std::string hdf5_cause();
+// ": " + hdf5_cause(), or "" (to append to an error message).
+std::string cause_of_failure();
+
 }  // namespace ip::h5

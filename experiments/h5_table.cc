@@ -101,10 +101,10 @@ void File::write_table(const std::string& name, const Table& t, Index64 chunk_ro
   }
   Handle ftype = compound_type(t, widths, true), mtype = compound_type(t, widths, false);
   Handle ds(H5Dcreate2(id(), name.c_str(), ftype.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
-  IP_REQUIRE(ds, "{}: cannot create table", where(name));
+  IP_REQUIRE(ds, "{}: cannot create table{}", where(name), cause_of_failure());
   const std::vector<char> buf = pack(t, widths);
   IP_REQUIRE(n == 0 || H5Dwrite(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0,
-             "{}: write failed", where(name));
+             "{}: write failed{}", where(name), cause_of_failure());
 }
 
 bool File::append_table(const std::string& name, const Table& t) {
