@@ -104,6 +104,8 @@ void validate_spec(const WorkloadSpec& s) {
     IP_REQUIRE(p >= 0.0 && p <= 1.0, "workload.{} = {}: probability outside [0, 1]", key, p);
   IP_REQUIRE(s.needles >= 0 && s.sinks >= 0, "workload.needles = {} and workload.sinks = {} must be >= 0", s.needles,
              s.sinks);
+  IP_REQUIRE(s.needles <= s.tokens, "workload.needles = {} exceeds workload.tokens = {}: each needle takes a token of "
+             "its own", s.needles, s.tokens);
   IP_REQUIRE(s.image_side >= 1, "workload.image_side = {} (must be >= 1)", s.image_side);
   IP_REQUIRE(s.gate_decay > 0.0 && s.gate_decay <= 1.0, "workload.gate_decay = {} outside (0, 1]", s.gate_decay);
   IP_REQUIRE(std::isfinite(s.gate_spread) && s.gate_spread >= 0.0 && s.gate_spread <= 10.0,
@@ -140,7 +142,10 @@ Workload generate_request(const WorkloadSpec& s, int request) {
 
   const auto topic = directions(base, kTopic, s.topics, D);
   const auto sink = directions(base, kSink, 1, D);
-  const auto needle = directions(base, kNeedleDir, std::max(1, s.needles), D);
+  // Needles planted: one token each after the sinks (fewer than workload.needles in a request shortened by
+  // workload.length_spread). Queries aim only at planted ones.
+  const int planted = static_cast<int>(std::min<Index64>(s.needles, T - std::min<Index64>(s.sinks, T)));
+  const auto needle = directions(base, kNeedleDir, std::max(1, planted), D);
   constexpr int kModes = 4;  // smooth spatial modes per image
   const auto image = directions(base, kImage, std::max(1, L.images) * (1 + kModes), D);
 
@@ -191,8 +196,8 @@ Workload generate_request(const WorkloadSpec& s, int request) {
     for (int q = 0; q < Q; ++q) {
       if (q == 0 || rng.uniform() < s.jump_prob) {
         std::fill(drift.begin(), drift.end(), 0.0f);
-        if (s.needles > 0 && rng.uniform() < s.needle_query_prob)
-          focus = needle.data() + rng.below(s.needles) * D;
+        if (planted > 0 && rng.uniform() < s.needle_query_prob)
+          focus = needle.data() + rng.below(planted) * D;
         else
           focus = topic.data() + rng.below(s.topics) * D;
       } else {

@@ -821,8 +821,13 @@ double estimate_point_bytes(const Point& p) {
   const double at_once = p.threads_per_request > 0 && p.backend != "cuda"
                              ? std::min(B, static_cast<double>(std::max(1, threads / p.threads_per_request)))
                              : 1.0;
-  // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities.
-  const double work = at_once * (T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads));
+  // Token scores, oracle scores, step mass, statistics (mass + count), attention logits and probabilities;
+  // while a request is generated, its direction tables: one per topic (index and value space), one per needle.
+  const double generator = p.source == "synthetic"
+                               ? 4.0 * (static_cast<double>(s.topics) * (s.dim + (s.attn_dim > 0 ? s.value_dim : 0)) +
+                                        std::max(1.0, static_cast<double>(std::min<Index64>(s.needles, s.tokens))) * s.dim)
+                               : 0.0;
+  const double work = at_once * (T * 4.0 * 5 + 2.0 * T * 4.0 * std::max(1, s.attn_heads) + generator);
   // output.save_tensors keeps every request's index until the point ends, and writes it dequantized
   // (float32); otherwise the runner frees each request's index when the request is done.
   const double kept = p.save_tensors ? B * index + B * rows * s.dim * 4.0 : at_once * index;

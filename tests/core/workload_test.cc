@@ -131,6 +131,12 @@ TEST(Workload, NeedlesAreDistinctTokensEvenWhenTheyFillTheContext) {
                                          TokenKind::needle, TokenKind::needle, TokenKind::needle, TokenKind::needle};
     EXPECT_EQ(w.kind, want) << "seed " << seed;
   }
+  // More needles than tokens is refused; more than the free tokens after the sinks plants what fits.
+  s.needles = 9;
+  EXPECT_THROW(ip::generate_request(s, 0), ip::Error);
+  s.needles = 6;
+  const auto w = ip::generate_request(s, 0);
+  EXPECT_EQ(std::count(w.kind.begin(), w.kind.end(), TokenKind::needle), 4);
 }
 
 TEST(Workload, ImagesCoverRoughlyTheRequestedFraction) {

@@ -376,6 +376,10 @@ TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(batched_no_fid.points[0]),
                    ip::exp::estimate_point_bytes(no_fid.points[0]));
   EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(cpu_batched.points[0]), ip::exp::estimate_point_bytes(off.points[0]));
+  // The generator's direction tables while a request is made: one per topic (D + Dv floats) and needle (D).
+  const auto tables = load_sweep(b, {"workload.topics=1000000", "workload.needles=1000"});
+  EXPECT_DOUBLE_EQ(ip::exp::estimate_point_bytes(tables.points[0]) - ip::exp::estimate_point_bytes(off.points[0]),
+                   4.0 * ((1000000 - 64) * (128 + 128) + (1000 - 4) * 128));
   // The fidelity references a workload may keep beside the estimate: on the cpu with fidelity on, per step a
   // score and (4 attention heads) four probabilities per token; at most the workload's arrays.
   const auto r = load_sweep(write("[workload]\ntokens = 64Ki\nsteps = 4\n[select]\nfidelity = true, false\n"));
