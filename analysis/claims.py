@@ -550,7 +550,7 @@ def _cells(i, r):
 
 INPUT_FIELDS = (("path", "file"), ("tool_version", "tool version"), ("git_revision", "git revision"),
                 ("argv", "argv"), ("created_utc", "written (UTC)"), ("config_path", "config"),
-                ("sweep_id", "sweep id"), ("points", "points"))
+                ("sweep_id", "sweep id"), ("points", "points"), ("merged_from", "merged from"))
 
 
 def _inputs(res):
@@ -582,7 +582,7 @@ def markdown(res, rows, paths, created=None):
     if inputs:
         out += ["## Inputs", ""]
         out += [f"- `{i['path']}`: " + "; ".join(f"{h} {'`' + str(i[k]) + '`' if k == 'argv' else i[k]}"
-                                                  for k, h in INPUT_FIELDS[1:]) for i in inputs]
+                                                  for k, h in INPUT_FIELDS[1:] if i.get(k, "") != "") for i in inputs]
         out += ["", "## Claims", ""]
     out += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for i, r in enumerate(rows, 1):
@@ -611,7 +611,7 @@ def html_page(res, rows, paths, created=None):
     ins = ""
     if inputs:
         ins = ("<h2>Inputs</h2><table><thead><tr class=\"input\">" + "".join(f"<th>{e(h)}</th>" for _, h in INPUT_FIELDS) +
-               "</tr></thead><tbody>" + "".join('<tr class="input">' + "".join(f"<td>{e(str(i[k]))}</td>" for k, _ in INPUT_FIELDS)
+               "</tr></thead><tbody>" + "".join('<tr class="input">' + "".join(f"<td>{e(str(i.get(k, '')))}</td>" for k, _ in INPUT_FIELDS)
                                                 + "</tr>" for i in inputs) + "</tbody></table><h2>Claims</h2>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>IndexPool claims report</title>

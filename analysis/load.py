@@ -288,6 +288,7 @@ class Results:
                         "git_revision": a.get("git_revision") or "?", "argv": a.get("argv") or "?",
                         "created_utc": a.get("created_utc") or "?", "config_path": a.get("config_path") or "?",
                         "sweep_id": a.get("sweep_id") or "?",
+                        "merged_from": "; ".join(str(a.get("merged_from") or "").splitlines()),
                         "points": int((self.points["file"] == info.path).sum())})
         return out
 

@@ -576,6 +576,8 @@ std::string describe_missing(const MergeSummary& m) {
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
   IP_REQUIRE(!inputs.empty(), "merge: no input files");
   IP_REQUIRE(!fs::exists(out), "merge: output '{}' already exists; choose a new path", out);
+  // A run writing `out` holds its lock; it would rename its own file over ours at its next write.
+  const Lock lock(out);
   std::vector<h5::File> files;
   std::vector<h5::Table> tables;
   for (const auto& in : inputs) {
@@ -647,8 +649,19 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   const std::string tmp = fmt::format("{}.tmp-{}", out, ::getpid());
   try {
     h5::File o(tmp, "w");
-    o.copy_attrs_from(files[0], "/", "/");
+    o.copy_attrs_from(files[0], "/", "/");  // the settings every input shares (argv: the first input's run)
     o.set_attr("/", "shard", known ? merged_shards : std::string());
+    o.set_attr("/", "created_utc", utc_now());
+    // Each input as it was written: path, shard, host, time and command line.
+    std::string from;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      auto attr = [&](const char* name) {
+        return files[i].has_attr("/", name) ? files[i].attr_text("/", name) : std::string("?");
+      };
+      from += fmt::format("{}{} (shard {}, host {}, written {}, argv: {})", i ? "\n" : "", inputs[i], attr("shard"),
+                          attr("host"), attr("created_utc"), attr("argv"));
+    }
+    o.set_attr("/", "merged_from", from);
     o.write_table("points", all, kChunkRows);
     for (const Entry& e : entries) {
       const std::string g = group_name(e.index);

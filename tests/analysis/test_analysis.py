@@ -133,6 +133,16 @@ def test_shards_join(res, files, tmp_path):
     joined = load(shards)
     assert sorted(joined.points["workload.requests"]) == [1, 2, 4]
     assert joined.points["attr.sweep_id"].nunique() == 1
+    # Merged by indexpool: one file whose report says what it was merged from.
+    merged = tmp_path / "merged.h5"
+    subprocess.run([b, "merge", str(merged)] + shards, check=True, capture_output=True, timeout=60)
+    m = load(str(merged))
+    assert sorted(m.points["workload.requests"]) == [1, 2, 4]
+    info = m.file_provenance()[0]
+    assert info["merged_from"].startswith(f"{shards[0]} (shard 0/2, host "), info["merged_from"]
+    assert f"; {shards[1]} (shard 1/2, host " in info["merged_from"], info["merged_from"]
+    md = claims.markdown(m, claims.evaluate(m), [str(merged)])
+    assert f"merged from {shards[0]} (shard 0/2" in md
 
 
 def test_set_values_with_spaces_are_read_back_from_argv(tmp_path):

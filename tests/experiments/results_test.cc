@@ -1,6 +1,8 @@
 // The results file: layout read back exactly, resume, refusals that leave the file untouched, the writer
 // lock across processes, a writer SIGKILLed between and during appends, merge of shards, inspect.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -475,7 +477,13 @@ TEST_F(ResultsTest, MergeJoinsShardsAndRefusesMismatches) {
     EXPECT_EQ(t.column("tokens").floats[i], 100.0 * (i + 1));
     EXPECT_EQ(f.attr_string(fmt::format("point_{:06d}", i), "key"), key_of(i));
   }
-  EXPECT_EQ(f.attr_string("/", "created_utc"), ip::h5::File(a, "r").attr_string("/", "created_utc"));
+  // The merged file says when it was made, and from what: each input's path, shard, host, time and argv.
+  const std::string a_made = ip::h5::File(a, "r").attr_string("/", "created_utc");
+  EXPECT_GE(f.attr_string("/", "created_utc"), a_made);
+  const std::string from = f.attr_string("/", "merged_from");
+  EXPECT_HAS(from, a + " (shard ");
+  EXPECT_HAS(from, "written " + a_made);
+  EXPECT_HAS(from, "\n" + b + " (shard ");
   EXPECT_EQ(f.attr_string("/", "sweep_id"), "sweep-A");
   EXPECT_EQ(f.read_table("point_000003/steps").column("step").ints, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(f.info("point_000001/request_1/composite_keys").shape, (std::vector<ip::Index64>{2, 3}));
@@ -490,6 +498,16 @@ TEST_F(ResultsTest, MergeJoinsShardsAndRefusesMismatches) {
   EXPECT_HAS(e2, other);
   EXPECT_HAS(e2, a);
   EXPECT_HAS(e2, "sweep-B");
+  EXPECT_FALSE(fs::exists(o2));
+  // A run writing the output holds its lock: merge refuses (the run would rename its file over ours).
+  {
+    const int fd = ::open((o2 + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+    EXPECT_HAS(error_of([&] { ip::exp::merge_results(o2, {a, b}); }), "another indexpool run is writing");
+    ::unlink((o2 + ".lock").c_str());
+    ::close(fd);
+  }
   EXPECT_FALSE(fs::exists(o2));
   for (const auto& entry : fs::directory_iterator(dir_))
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
