@@ -22,6 +22,18 @@
 #include "experiments/profiling.h"
 
 namespace ip::exp {
+
+void clear_metrics(PointSummary& s) {
+  for (double* v : {&s.tokens, &s.index_bytes_per_token, &s.exact_bytes_per_token, &s.macs_per_query,
+                    &s.exact_macs_per_query, &s.token_recall, &s.block_recall, &s.mass_recall, &s.output_error,
+                    &s.pool_ms, &s.score_ms, &s.topk_ms, &s.attention_ms, &s.wall_s, &s.cache_l1_hit_rate,
+                    &s.cache_l2_hit_rate, &s.cache_l3_hit_rate, &s.cache_hit_rate, &s.cache_opt_hit_rate,
+                    &s.cache_opt_single_hit_rate, &s.layer_ms, &s.local_ms, &s.local_prefill_ms,
+                    &s.layer_output_error, &s.layer_mass_recall, &s.layer_tokens_per_step, &s.repooled_fraction_mean,
+                    &s.pool_hidden_ms, &s.tokens_per_group})
+    *v = kNoValue;
+}
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -88,6 +88,10 @@ struct PointSummary {
   double tokens_per_group = 0;         // context tokens per stored index group (G; the mean for adaptive)
 };
 
+// A skipped point measured nothing: every number NaN (not 0, which a mean over points would take as a
+// recall of 0 or an error of 0). Status, reason, backend and device stay.
+void clear_metrics(PointSummary& s);
+
 struct RequestDetail {
   std::vector<StepRecord> steps;
   Tensor<float> composite_keys;        // empty unless save_tensors

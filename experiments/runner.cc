@@ -201,6 +201,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   auto skip = [&](std::string why) {
     out.status = "skipped";
     out.reason = std::move(why);
+    clear_metrics(out);
     return rec;
   };
   const auto t0 = std::chrono::steady_clock::now();

@@ -35,12 +35,15 @@ ip::exp::SweepMeta meta(const std::string& sweep_id = "sweep-A") {
   return m;
 }
 
+constexpr int kSummaryNumbers = 29, kStepNumbers = 16;  // the float64 columns of /points and of a steps table
+
 std::string key_of(std::size_t i) {
   return "pool.weighting=w" + std::to_string(i) + ";topk.tokens=" + std::to_string(64 * i);
 }
 
-// Point i: summary numbers 100 * (i + 1) + c / 4 for the c-th number; two requests of three steps each for an
-// ok point, step values 10 * b + s + c / 8; tensors for request 0 ([4, 3] keys, [3, 2] selections) and 1.
+// Point i: summary numbers 100 * (i + 1) + c / 4 for the c-th number (table order); two requests of three
+// steps each for an ok point, step values 10 * b + s + c / 8 for the c-th step column (table order); tensors
+// for request 0 ([4, 3] keys, [3, 2] selections) and 1.
 PointRecord point(std::size_t i, bool skipped = false, bool tensors = true) {
   PointRecord r;
   r.index = i;
@@ -52,9 +55,11 @@ PointRecord point(std::size_t i, bool skipped = false, bool tensors = true) {
                     &s.exact_macs_per_query, &s.token_recall, &s.block_recall, &s.mass_recall, &s.output_error,
                     &s.pool_ms, &s.score_ms, &s.topk_ms, &s.attention_ms, &s.wall_s, &s.cache_l1_hit_rate,
                     &s.cache_l2_hit_rate, &s.cache_l3_hit_rate, &s.cache_hit_rate, &s.cache_opt_hit_rate,
-                    &s.cache_opt_single_hit_rate};
+                    &s.cache_opt_single_hit_rate, &s.layer_ms, &s.local_ms, &s.local_prefill_ms,
+                    &s.layer_output_error, &s.layer_mass_recall, &s.layer_tokens_per_step, &s.repooled_fraction_mean,
+                    &s.pool_hidden_ms, &s.tokens_per_group};
   // clang-format on
-  for (int c = 0; c < 20; ++c) *nums[c] = 100.0 * (i + 1) + c / 4.0;
+  for (int c = 0; c < kSummaryNumbers; ++c) *nums[c] = 100.0 * (i + 1) + c / 4.0;
   if (skipped) {
     s.status = "skipped";
     s.reason = "k exceeds the context";
@@ -64,9 +69,11 @@ PointRecord point(std::size_t i, bool skipped = false, bool tensors = true) {
     ip::exp::RequestDetail d;
     for (int st = 0; st < 3; ++st) {
       ip::StepRecord x;
-      double* v[] = {&x.token_recall, &x.block_recall, &x.mass_recall, &x.output_error,
-                     &x.pool_ms,      &x.score_ms,     &x.topk_ms,     &x.attention_ms};
-      for (int c = 0; c < 8; ++c) *v[c] = 10.0 * b + st + c / 8.0;
+      double* v[] = {&x.token_recall,      &x.block_recall,      &x.mass_recall,    &x.output_error,
+                     &x.pool_ms,           &x.score_ms,          &x.topk_ms,        &x.attention_ms,
+                     &x.context_tokens,    &x.local_ms,          &x.layer_ms,       &x.layer_output_error,
+                     &x.layer_mass_recall, &x.layer_tokens,      &x.repooled_fraction, &x.pool_hidden_ms};
+      for (int c = 0; c < kStepNumbers; ++c) *v[c] = 10.0 * b + st + c / 8.0;
       d.steps.push_back(x);
     }
     if (tensors) {
@@ -178,6 +185,14 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
   EXPECT_EQ(t.column("tokens").floats, (std::vector<double>{100.0, 200.0, 300.0}));
   EXPECT_EQ(t.column("exact_bytes_per_token").floats, (std::vector<double>{100.5, 200.5, 300.5}));
   EXPECT_EQ(t.column("wall_s").floats, (std::vector<double>{103.25, 203.25, 303.25}));
+  // Every number in its own column: the c-th float64 column holds the c-th number of each point (a swap of
+  // two fields in the writer fails here).
+  ASSERT_EQ(names.size() - 8, static_cast<std::size_t>(kSummaryNumbers));
+  for (int c = 0; c < kSummaryNumbers; ++c) {
+    const auto& col = t.column(names[8 + c]).floats;
+    ASSERT_EQ(col.size(), 3u) << names[8 + c];
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(col[i], 100.0 * (i + 1) + c / 4.0) << names[8 + c] << " point " << i;
+  }
   EXPECT_HAS(f.info("points").type_name, "key: bytes[");
   EXPECT_HAS(f.info("points").type_name, "wall_s: float64");
 
@@ -192,10 +207,37 @@ TEST_F(ResultsTest, TableAndGroupsReadBackExactly) {
   EXPECT_EQ(steps.column("step").ints, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(steps.column("token_recall").floats, (std::vector<double>{0, 1, 2, 10, 11, 12}));
   EXPECT_EQ(steps.column("attention_ms").floats, (std::vector<double>{0.875, 1.875, 2.875, 10.875, 11.875, 12.875}));
-  for (const char* c : {"context_tokens", "local_ms", "layer_ms", "layer_output_error", "layer_mass_recall",
-                        "layer_tokens", "repooled_fraction", "pool_hidden_ms"})
-    EXPECT_EQ(steps.column(c).floats.size(), 6u) << c;  // issue-7 per-step columns
+  ASSERT_EQ(steps.columns.size(), 2u + kStepNumbers);  // request, step, then the numbers in StepRecord order
+  for (int c = 0; c < kStepNumbers; ++c) {
+    const auto& col = steps.columns[2 + c];
+    ASSERT_EQ(col.floats.size(), 6u) << col.name;
+    for (int b = 0; b < 2; ++b)
+      for (int st = 0; st < 3; ++st) EXPECT_EQ(col.floats[3 * b + st], 10.0 * b + st + c / 8.0) << col.name;
+  }
   EXPECT_EQ(f.read_table("point_000002/steps").rows(), 0u);
+}
+
+// A point the runner skips measured nothing: clear_metrics makes every number of its row NaN, not 0 (which
+// a mean over points would count as a recall or an error of 0).
+TEST_F(ResultsTest, ASkippedPointsNumbersAreNaN) {
+  PointRecord r = point(0, true);
+  ip::exp::clear_metrics(r.summary);
+  {
+    ResultsFile f(path("s.h5"), meta(), false, false);
+    f.append(r);
+  }
+  ip::h5::File f(path("s.h5"), "r");
+  const ip::h5::Table t = f.read_table("points");
+  int numbers = 0;
+  for (const auto& col : t.columns) {
+    if (col.kind != ip::h5::Column::Kind::kFloat64) continue;
+    ++numbers;
+    ASSERT_EQ(col.floats.size(), 1u);
+    EXPECT_TRUE(std::isnan(col.floats[0])) << col.name << " = " << col.floats[0];
+  }
+  EXPECT_EQ(numbers, kSummaryNumbers);
+  EXPECT_EQ(t.column("status").strings[0], "skipped");
+  EXPECT_EQ(t.column("reason").strings[0], "k exceeds the context");
 }
 
 TEST_F(ResultsTest, SavedTensorsHaveTheirShapes) {
