@@ -55,7 +55,7 @@ void trace(const char* call) {
 // Throws CountersUnavailable with the explanation of a failed CUPTI call.
 void check(CUptiResult r, const char* call) {
   if (tracing()) std::fprintf(stderr, "cupti: %s -> %s\n", call, result_name(r).c_str()), std::fflush(stderr);
-  if (r != CUPTI_SUCCESS) throw CountersUnavailable(explain(r, call));
+  if (r != CUPTI_SUCCESS) throw CountersUnavailable(explain(r, call), environment_result(r));
 }
 // trace + call + check in one: IP_CUPTI_CALL(cuptiX, &params).
 #define IP_CUPTI_CALL(fn, arg) (trace(#fn), check(fn(arg), #fn))
@@ -157,6 +157,27 @@ CUcontext current_context() {
 }
 
 }  // namespace
+
+bool environment_result(int code) {
+  switch (static_cast<CUptiResult>(code)) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
+    case CUPTI_ERROR_HARDWARE_BUSY:
+    case CUPTI_ERROR_NOT_INITIALIZED:
+    case CUPTI_ERROR_INVALID_DEVICE:
+    case CUPTI_ERROR_INVALID_CONTEXT:
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED: return true;
+    default: return false;
+  }
+}
 
 std::string explain(int code, const std::string& call) {
   const auto r = static_cast<CUptiResult>(code);
@@ -363,13 +384,14 @@ std::vector<double> RangeProfiler::measure(const std::string& range, const std::
   dd.pRangeProfilerObject = m.obj;
   IP_CUPTI_CALL(cuptiRangeProfilerDecodeData, &dd);
   if (dd.numOfRangeDropped > 0)
-    throw CountersUnavailable(fmt::format("CUPTI dropped {} range(s) of '{}'", dd.numOfRangeDropped, range));
+    throw CountersUnavailable(fmt::format("CUPTI dropped {} range(s) of '{}'", dd.numOfRangeDropped, range), false);
   auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = m.counter_data.data();
   info.counterDataImageSize = m.counter_data.size();
   IP_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo, &info);
   if (info.numTotalRanges < 1)
-    throw CountersUnavailable(fmt::format("CUPTI recorded no range for '{}' (did it launch any kernel?)", range));
+    throw CountersUnavailable(fmt::format("CUPTI recorded no range for '{}' (did it launch any kernel?)", range),
+                              false);
 
   std::vector<const char*> names;
   for (const auto& s : m.metrics) names.push_back(s.c_str());

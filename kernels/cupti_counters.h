@@ -53,10 +53,21 @@ class UnknownMetric : public Error {
 };
 
 // Why counters cannot be read here and now (the message says what the user can do about it).
+// environment(): the machine's doing (no device, no permission, another profiler, an unsupported device
+// or configuration), not a failure of ours; a test skips on those and fails on the others.
 class CountersUnavailable : public Error {
  public:
-  using Error::Error;
+  explicit CountersUnavailable(const std::string& what, bool environment = true)
+      : Error(what), environment_(environment) {}
+  bool environment() const { return environment_; }
+
+ private:
+  bool environment_ = true;
 };
+
+// True for the CUPTI results that say the machine does not let counters be read (permission, another
+// profiler, no device or context, unsupported device or configuration): CountersUnavailable::environment.
+bool environment_result(int cupti_result);
 
 // The chips the installed CUPTI can schedule metrics for ("GA100", "GH100", ...). No GPU needed.
 std::vector<std::string> supported_chips();

@@ -224,3 +224,55 @@ TEST(Pipeline, SelectedSimilarityByHand) {
   EXPECT_NEAR(r.selected_similarity[1], 0.9472135955f, 1e-6);
   EXPECT_EQ(r.selected_mass, off.selected_mass);  // recording it changes nothing else
 }
+
+// Recalls at G = 2 worked by hand, where the block oracle (each group's largest token score) differs from
+// the group's mean token score and from the composite's score, and a tie in group maxima goes to the lower
+// id. One head of weight 1, D = 2 (second coordinate 0), budget k = 4 tokens = 2 groups, uniform weights.
+// Keys' first coordinates, by group: g0 (5, -5), g1 (2, 2), g2 (3, -3), g3 (3, 1); composites 0, 2, 0, 2.
+//   step 0, q = (1, 0): token scores 5 0 2 2 3 0 3 1; exact top-4 tokens {0, 4, 6, 2} (the tie at 2 to
+//     token 2); composite scores 0 2 0 2 select [1, 3]; oracle maxima 5 2 3 3 -> {0, 2} (the tie at 3 to
+//     group 2). Block recall |{1, 3} & {0, 2}| / 2 = 0; token recall |{2, 3, 6, 7} & exact| / 4 = 0.5.
+//     (A mean oracle, 2.5 2 1.5 2 -> {0, 1}, would give 0.5; the tie to group 3, {0, 3}, 0.5; the composite
+//     scores, 1; token recall counting group ids as tokens, 0.)
+//   step 1, q = (-1, 0): token scores 0 5 0 0 0 3 0 0; exact {1, 5, 0, 2}; composite scores all 0 select
+//     [0, 1]; oracle maxima 5 0 3 0 -> {0, 2}. Block recall 0.5; token recall |{0, 1, 2, 3} & exact| / 4 = 0.75.
+TEST(Pipeline, RecallsAtGroupSizeTwoByHand) {
+  ip::Workload w;
+  w.index_keys.reshape({8, 2});
+  const float x[] = {5, -5, 2, 2, 3, -3, 3, 1};
+  for (int t = 0; t < 8; ++t) {
+    w.index_keys.data()[2 * t] = x[t];
+    w.index_keys.data()[2 * t + 1] = 0;
+  }
+  w.index_queries.reshape({2, 1, 2});
+  const float queries[] = {1, 0, -1, 0};
+  std::copy(queries, queries + 4, w.index_queries.data());
+  w.head_weights.reshape({2, 1});
+  w.head_weights.data()[0] = w.head_weights.data()[1] = 1;
+  auto be = ip::make_cpu_backend(1);
+  const auto r = ip::run_request(*be, w, pipeline(Weighting::uniform, Precision::fp32, 2, 4));
+  ASSERT_EQ(r.k_groups, 2);
+  EXPECT_EQ(r.selected, (std::vector<std::int32_t>{1, 3, 0, 1}));
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].block_recall, 0.0);
+  EXPECT_EQ(r.steps[0].token_recall, 0.5);
+  EXPECT_EQ(r.steps[1].block_recall, 0.5);
+  EXPECT_EQ(r.steps[1].token_recall, 0.75);
+}
+
+// DESIGN.md's default definitions, as the structs the config table starts from hold them (the config
+// test checks that table against these structs; this pins the values themselves).
+TEST(Pipeline, DefaultsAreDesignMds) {
+  const ip::PipelineParams p;
+  EXPECT_EQ(p.pool.group_size, 4);
+  EXPECT_EQ(p.stats_decay, 0.99f);  // gamma
+  const ip::WeightParams& w = p.pool.weights;
+  EXPECT_EQ(w.positional_lambda, 1.0f);
+  EXPECT_TRUE(w.positional_bias.empty());
+  EXPECT_EQ(w.eps, 1e-3f);
+  EXPECT_EQ(w.cosine_power, 1.0f);
+  EXPECT_EQ(w.cosine_reference, ip::CosineReference::group_mean);
+  EXPECT_EQ(w.alpha_positional, 1.0f);
+  EXPECT_EQ(w.alpha_cosine, 1.0f);
+  EXPECT_EQ(w.alpha_tfidf, 1.0f);
+}

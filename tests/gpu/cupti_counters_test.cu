@@ -36,13 +36,15 @@ int sm_count() {
 }
 
 // Skips with CUPTI's explanation when this machine does not let us read counters (e.g. no permission:
-// the message names ERR_NVGPUCTRPERM and the fix); any other failure fails the test.
-#define IP_MAKE_PROFILER(var, metrics)                                 \
-  std::unique_ptr<cupti::RangeProfiler> var;                           \
-  try {                                                                \
-    var = std::make_unique<cupti::RangeProfiler>(0, metrics);          \
-  } catch (const cupti::CountersUnavailable& e) {                      \
-    GTEST_SKIP() << "counters cannot be read here: " << e.what();      \
+// the message names ERR_NVGPUCTRPERM and the fix; CountersUnavailable::environment); any other failure,
+// a failed CUPTI call among them, fails the test.
+#define IP_MAKE_PROFILER(var, metrics)                                           \
+  std::unique_ptr<cupti::RangeProfiler> var;                                     \
+  try {                                                                          \
+    var = std::make_unique<cupti::RangeProfiler>(0, metrics);                    \
+  } catch (const cupti::CountersUnavailable& e) {                                \
+    if (!e.environment()) FAIL() << "CUPTI failed: " << e.what();               \
+    GTEST_SKIP() << "counters cannot be read here: " << e.what();                \
   }
 
 TEST(CuptiCounters, CopyDramBytesMatchDeclaredBytes) {

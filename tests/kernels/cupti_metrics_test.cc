@@ -78,6 +78,21 @@ TEST(CuptiMetrics, NoDeviceMeansCountersUnavailable) {
   cudaGetLastError();
   EXPECT_THROW(device_chip(0), CountersUnavailable);
   EXPECT_THROW(RangeProfiler(0, exp::default_metrics()), CountersUnavailable);
+  try {
+    RangeProfiler p(0, exp::default_metrics());
+  } catch (const CountersUnavailable& e) {
+    EXPECT_TRUE(e.environment()) << e.what();  // the machine's doing: a GPU test skips on it
+  }
+}
+
+// Which failed CUPTI calls are the machine's doing (a GPU test skips) and which are ours (it fails).
+TEST(CuptiMetrics, EnvironmentResultsAreTheMachinesDoing) {
+  for (CUptiResult r : {CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, CUPTI_ERROR_HARDWARE_BUSY, CUPTI_ERROR_NOT_SUPPORTED,
+                        CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED, CUPTI_ERROR_INVALID_DEVICE})
+    EXPECT_TRUE(environment_result(r)) << r;
+  for (CUptiResult r : {CUPTI_ERROR_INVALID_PARAMETER, CUPTI_ERROR_INVALID_OPERATION, CUPTI_ERROR_UNKNOWN,
+                        CUPTI_ERROR_OUT_OF_MEMORY})
+    EXPECT_FALSE(environment_result(r)) << r;
 }
 
 }  // namespace
