@@ -76,9 +76,21 @@ def _overlapping(labels, renderer, gap=3):
     return any(b.x0 < a.x1 + gap for a, b in zip(boxes, boxes[1:]))
 
 
+def _label_phase(ticks, k):
+    """Which ticks every k-th label keeps: the phase (ticks i with (n - 1 - i) % k == phase) that labels the most
+    powers of two (1Ki, 2Ki, 4Ki rather than 1.5Ki, 2.5Ki), then the one that labels the largest tick."""
+    n = len(ticks)
+
+    def pow2(v):
+        return v > 0 and float(v).is_integer() and (int(v) & (int(v) - 1)) == 0
+
+    return max(range(k), key=lambda ph: (sum(pow2(ticks[i]) for i in range(n) if (n - 1 - i) % k == ph), -ph))
+
+
 def thin_tick_labels(fig):
-    """On the log2 axes of log2_axis: when the tick labels would run together, label every k-th tick only
-    (the largest value always), the smallest k that leaves a gap between labels. Measured, not guessed."""
+    """On the log2 axes of log2_axis: when the tick labels would run together, label every k-th tick only, the
+    smallest k that leaves a gap between labels, in the phase that labels the most powers of two (else the
+    largest value). Measured, not guessed."""
     axes = [ax for ax in fig.axes if getattr(ax, "_ip_log2_ticks", 0) >= 2]
     if not axes:
         return
@@ -90,11 +102,13 @@ def thin_tick_labels(fig):
 
     for ax in axes:
         n, orig = ax._ip_log2_ticks, ax.xaxis.get_major_formatter()
+        ticks = sorted(float(v) for v in ax.get_xticks())[:n]
         k = 1
         while crowded(ax) and k < n - 1:
             k += 1
+            ph = _label_phase(ticks, k)
             ax.xaxis.set_major_formatter(FuncFormatter(
-                lambda v, pos, k=k, n=n, f=orig: f(v, pos) if pos is None or (n - 1 - pos) % k == 0 else ""))
+                lambda v, pos, k=k, n=n, ph=ph, f=orig: f(v, pos) if pos is None or (n - 1 - pos) % k == ph else ""))
             fig.canvas.draw()
 
 

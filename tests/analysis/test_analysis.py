@@ -1280,3 +1280,12 @@ def test_a_fifo_is_refused_at_once(tmp_path, capsys):
     os.mkfifo(fifo)
     assert main(["report", str(fifo), "--out", str(tmp_path / "r")]) == 2  # h5py would wait for a writer
     assert "not a regular file" in capsys.readouterr().err
+
+
+def test_thinned_tick_labels_keep_the_powers_of_two():
+    from analysis.common import _label_phase
+    ticks = [512.0 * i for i in range(1, 10)]  # 512, 1Ki, 1.5Ki, ..., 4.5Ki
+    ph = _label_phase(ticks, 2)
+    kept = [t for i, t in enumerate(ticks) if (len(ticks) - 1 - i) % 2 == ph]
+    assert kept == [1024.0, 2048.0, 3072.0, 4096.0]
+    assert _label_phase([1024.0, 2048.0, 4096.0], 2) == 0  # a tie: the phase that labels the largest
