@@ -109,6 +109,9 @@ TEST(Attention, ThreadCountDoesNotChangeTheBits) {
   const auto b = ip::attention(K, V, Q, {}, true);
   ip::set_num_threads(0);
   for (ip::Index64 i = 0; i < a.out.size(); ++i) ASSERT_EQ(a.out.data()[i], b.out.data()[i]) << i;
+  ASSERT_EQ(a.probs.size(), b.probs.size());
+  ASSERT_GT(a.probs.size(), 0);
+  for (ip::Index64 i = 0; i < a.probs.size(); ++i) ASSERT_EQ(a.probs.data()[i], b.probs.data()[i]) << "prob " << i;
 }
 
 TEST(Attention, TokensOfGroupsWithPartialLastGroup) {

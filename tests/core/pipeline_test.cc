@@ -50,6 +50,8 @@ void expect_same_result(const ip::RequestResult& a, const ip::RequestResult& b) 
     EXPECT_TRUE(same_bits(a.steps[q].block_recall, b.steps[q].block_recall)) << "step " << q;
     EXPECT_TRUE(same_bits(a.steps[q].mass_recall, b.steps[q].mass_recall)) << "step " << q;
     EXPECT_TRUE(same_bits(a.steps[q].output_error, b.steps[q].output_error)) << "step " << q;
+    EXPECT_TRUE(same_bits(a.steps[q].layer_output_error, b.steps[q].layer_output_error)) << "step " << q;
+    EXPECT_TRUE(same_bits(a.steps[q].layer_mass_recall, b.steps[q].layer_mass_recall)) << "step " << q;
   }
   EXPECT_EQ(a.selected, b.selected);
   EXPECT_EQ(a.selected_mass, b.selected_mass);

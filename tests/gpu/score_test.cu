@@ -3,6 +3,7 @@
 // (empty ones included), every math mode, poisoned outputs; argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -95,10 +96,52 @@ void reference(const Case& c, const Prepared& p, std::vector<float>& ref, std::v
   }
 }
 
-// Relative error bound (of mag) of each math, beyond which a result is wrong.
+// The bf16 math's own result, in double (kernels/score.h): per head the dot product of the query rounded to
+// bf16 and the stored element rounded to bf16 (bf16, int8 codes and fp8 are exact in it; fp16 and fp32
+// round), times the row's scale, then the weighted ReLU sum; mag16: sum_j h_j sum_d |q16 x16 scale|. Only
+// fp32 summation errors separate the device from it, so a lost head or a wrong element shows (the bound
+// of the bf16 math against the exact scores, 2^-7 of mag, would hide both). Not for maxmin (no bf16 math).
+void reference_bf16(const Case& c, const Prepared& p, std::vector<double>& ref16, std::vector<double>& mag16) {
+  auto r16 = [](float v) { return static_cast<double>(bf16_to_float(bf16_from_float(v))); };
+  for (std::size_t b = 0; b < p.index.size(); ++b) {
+    const QuantizedMatrix& idx = p.index[b];
+    for (Index64 g = 0; g < (c.maxmin ? 0 : idx.rows); ++g) {
+      const std::uint8_t* row = idx.row_bytes(g);
+      std::vector<double> x(static_cast<std::size_t>(c.dim));
+      for (int d = 0; d < c.dim; ++d) {
+        float v = 0;
+        switch (idx.precision) {
+          case Precision::fp32: std::memcpy(&v, row + 4 * d, 4); break;
+          case Precision::fp16: v = fp16_to_float(static_cast<std::uint16_t>(row[2 * d] | (row[2 * d + 1] << 8))); break;
+          case Precision::bf16: v = bf16_to_float(static_cast<std::uint16_t>(row[2 * d] | (row[2 * d + 1] << 8))); break;
+          case Precision::int8: v = static_cast<float>(static_cast<std::int8_t>(row[d])); break;
+          case Precision::fp8: v = fp8e4m3_to_float(row[d]); break;
+        }
+        x[d] = r16(v);
+      }
+      const double scale = idx.scale(g);
+      double s = 0, m = 0;
+      for (int j = 0; j < c.heads; ++j) {
+        double dot = 0, abs = 0;
+        for (int d = 0; d < c.dim; ++d) {
+          const double t = r16(p.q[b][j * c.dim + d]) * x[d] * scale;
+          dot += t;
+          abs += std::fabs(t);
+        }
+        s += p.hw[b][j] * std::max(0.0, dot);
+        m += p.hw[b][j] * abs;
+      }
+      ref16.push_back(s);
+      mag16.push_back(m);
+    }
+  }
+}
+
+// Relative error bound (of mag) of each math, beyond which a result is wrong; bf16: of mag16, against its
+// own reference (fp32 summation only).
 double tolerance(ScoreMath m) {
   switch (m) {
-    case ScoreMath::bf16: return 1.0 / 64;
+    case ScoreMath::bf16: return 2e-5;
     case ScoreMath::bf16x2: return 1e-4;
     case ScoreMath::bf16x3: return 1e-4;
     default: return 1e-5;
@@ -118,7 +161,7 @@ std::vector<float> device_scores(const Case& c, const Prepared& p, ScoreMath mat
   auto d_q = test::to_device(q_all);
   auto d_hw = test::to_device(hw_all);
   const long long total = p.entry_offset.back();
-  auto d_out = test::poisoned<float>(static_cast<std::size_t>(std::max<long long>(total, 1)));
+  auto d_out = test::poisoned<float>(static_cast<std::size_t>(total) + 1);  // one guard element past the end
   cuda::ScoreArgs a;
   a.batch.requests = static_cast<int>(c.lengths.size());
   a.batch.entry_offset = d_off.data();
@@ -149,18 +192,27 @@ void check(const Case& c, ScoreMath math, bool pipelined = false) {
   ScoreMath used{};
   const std::vector<float> got = device_scores(c, p, math, pipelined, used);
   const long long total = p.entry_offset.back();
-  // Small integers in fp32/fp16/bf16 rows: every product and partial sum is an exact integer, so the
-  // fp32 and bf16x2 paths (integer queries have lo = 0) must agree bit for bit.
+  ASSERT_EQ(static_cast<long long>(got.size()), total + 1);
+  EXPECT_TRUE(test::is_poison(got[static_cast<std::size_t>(total)])) << "written past the last entry";
+  std::vector<double> ref16, mag16;
+  if (used == ScoreMath::bf16) {
+    reference_bf16(c, p, ref16, mag16);
+    ASSERT_EQ(static_cast<long long>(ref16.size()), total);
+  }
+  // Small integers in fp32/fp16/bf16 rows: every product and partial sum is an exact integer (and exact in
+  // bf16), so every path (integer queries have lo = 0) must agree with the CPU bit for bit.
   const bool exact = c.integers && (c.precision == Precision::fp32 || c.precision == Precision::fp16 ||
-                                    c.precision == Precision::bf16) && used != ScoreMath::bf16;
+                                    c.precision == Precision::bf16);
   int bad = 0;
   for (long long e = 0; e < total && bad < 10; ++e) {
-    const float g = got[e], r = ref[e];
+    const float g = got[e];
+    const double r = used == ScoreMath::bf16 ? ref16[e] : ref[e], m = used == ScoreMath::bf16 ? mag16[e] : mag[e];
     if (test::is_poison(g)) {
       ADD_FAILURE() << "entry " << e << " never written";
       ++bad;
-    } else if (exact ? g != r : !(std::fabs(g - r) <= 1e-6 + tolerance(used) * mag[e])) {
-      ADD_FAILURE() << "entry " << e << ": gpu " << g << " cpu " << r << " (mag " << mag[e] << ")";
+    } else if (exact ? g != ref[e] : !(std::fabs(g - r) <= 1e-6 + tolerance(used) * m)) {
+      ADD_FAILURE() << "entry " << e << ": gpu " << g << (used == ScoreMath::bf16 ? " bf16 reference " : " cpu ") << r
+                    << " (mag " << m << ")";
       ++bad;
     }
   }

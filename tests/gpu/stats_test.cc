@@ -152,7 +152,7 @@ TEST(StatsGpu, ClippedAndOverlappingRanges) {
   const Index64 T = 10;
   auto d_mass = test::to_device(std::vector<float>(T + 1, 1.0f));
   auto d_count = test::to_device(std::vector<std::uint32_t>(T + 1, 0u));
-  auto d_step = test::to_device(std::vector<float>(T, 0.5f));
+  auto d_step = test::to_device(std::vector<float>(T, 0.25f));
   auto d_ranges = test::to_device(std::vector<long long>{-5, 2, 8, 25, 1, 4, 6, 6});
   cuda::StatsArgs a;
   a.mass = d_mass.data();
@@ -167,8 +167,8 @@ TEST(StatsGpu, ClippedAndOverlappingRanges) {
   const std::vector<std::uint32_t> want = {1, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0};  // last: past the end
   EXPECT_EQ(d_count.to_host(), want);
   const auto m = d_mass.to_host();
-  for (Index64 i = 0; i < T; ++i) EXPECT_EQ(m[i], 1.0f) << i;  // 0.5 * 1 + 0.5
-  EXPECT_EQ(m[T], 1.0f);
+  for (Index64 i = 0; i < T; ++i) EXPECT_EQ(m[i], 0.75f) << i;  // 0.5 * 1 + 0.25 (not a fixed point)
+  EXPECT_EQ(m[T], 1.0f);  // past the end: untouched
 }
 
 }  // namespace

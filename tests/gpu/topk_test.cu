@@ -90,8 +90,8 @@ struct DeviceBatch {
     const int R = static_cast<int>(rows.size());
     scores = test::to_device(all);
     off = test::to_device(o);
-    ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k);
-    vals = test::poisoned<float>(static_cast<std::size_t>(R) * k);
+    ids = test::poisoned<std::int32_t>(static_cast<std::size_t>(R) * k + 1);  // one guard element past the end
+    vals = test::poisoned<float>(static_cast<std::size_t>(R) * k + 1);
     ws = test::poisoned<unsigned char>(cuda::topk_workspace_bytes(R, max_row, k));
     a.rows = R;
     a.row_offset = off.data();
@@ -111,7 +111,14 @@ struct DeviceBatch {
     if (fresh_workspace) ws.fill_bytes(poison);
     cuda::topk(a, nullptr);
     IP_CUDA_CHECK(cudaDeviceSynchronize());
-    return {ids.to_host(), vals.to_host()};
+    std::pair<std::vector<std::int32_t>, std::vector<float>> out{ids.to_host(), vals.to_host()};
+    // The guard past the last row's k outputs keeps the poison: nothing was written beyond the end.
+    unsigned char id_guard[sizeof(std::int32_t)], val_guard[sizeof(float)];
+    std::memcpy(id_guard, &out.first.back(), sizeof id_guard);
+    std::memcpy(val_guard, &out.second.back(), sizeof val_guard);
+    for (unsigned char g : id_guard) EXPECT_EQ(g, static_cast<unsigned char>(poison)) << "id written past the end";
+    for (unsigned char g : val_guard) EXPECT_EQ(g, static_cast<unsigned char>(poison)) << "value written past the end";
+    return out;
   }
 };
 
