@@ -158,47 +158,24 @@ CUcontext current_context() {
 
 }  // namespace
 
-bool environment_result(int code) {
-  switch (static_cast<CUptiResult>(code)) {
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
-    case CUPTI_ERROR_HARDWARE_BUSY:
-    case CUPTI_ERROR_NOT_INITIALIZED:
-    case CUPTI_ERROR_INVALID_DEVICE:
-    case CUPTI_ERROR_INVALID_CONTEXT:
-    case CUPTI_ERROR_NOT_SUPPORTED:
-    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
-    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED: return true;
-    default: return false;
-  }
-}
-
-std::string explain(int code, const std::string& call) {
-  const auto r = static_cast<CUptiResult>(code);
-  const std::string what = fmt::format("{} failed: {}", call, result_name(r));
+namespace {
+// What the user can do about a failed CUPTI call that is the machine's doing; nullptr for the others.
+const char* environment_advice(CUptiResult r) {
   switch (r) {
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
-      return what +
-             " — this user may not read GPU performance counters (ERR_NVGPUCTRPERM). Run as root, or let every "
+      return " — this user may not read GPU performance counters (ERR_NVGPUCTRPERM). Run as root, or let every "
              "user profile: load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0 "
              "(https://developer.nvidia.com/ERR_NVGPUCTRPERM); in a container, add --cap-add=SYS_ADMIN";
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
     case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
     case CUPTI_ERROR_HARDWARE_BUSY:
-      return what +
-             " — another profiler holds the counters (running under Nsight Systems or Nsight Compute?). Under "
+      return " — another profiler holds the counters (running under Nsight Systems or Nsight Compute?). Under "
              "nsys/ncu use 'indexpool run --profile' (in-process CUPTI off) or set profile.counters = off";
     case CUPTI_ERROR_NOT_INITIALIZED:
     case CUPTI_ERROR_INVALID_DEVICE:
     case CUPTI_ERROR_INVALID_CONTEXT:
-      return what + " — no usable CUDA device or context (counters need the cuda backend on a GPU)";
+      return " — no usable CUDA device or context (counters need the cuda backend on a GPU)";
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
@@ -206,11 +183,19 @@ std::string explain(int code, const std::string& call) {
     case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
     case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
-      return what + " — this device or configuration does not support counter collection (MIG, vGPU, WSL, "
-                    "confidential computing and pre-Turing GPUs are not supported)";
-    default:
-      return what;
+      return " — this device or configuration does not support counter collection (MIG, vGPU, WSL, "
+             "confidential computing and pre-Turing GPUs are not supported)";
+    default: return nullptr;
   }
+}
+}  // namespace
+
+bool environment_result(int code) { return environment_advice(static_cast<CUptiResult>(code)) != nullptr; }
+
+std::string explain(int code, const std::string& call) {
+  const auto r = static_cast<CUptiResult>(code);
+  const char* advice = environment_advice(r);
+  return fmt::format("{} failed: {}{}", call, result_name(r), advice ? advice : "");
 }
 
 std::vector<std::string> supported_chips() {
