@@ -201,20 +201,39 @@ def fix_others(df, keep, largest=("context",)):
     """Restricts df to one value of every setting column not in `keep` that varies (SLICE_KEYS, then every
     other config key's column, e.g. a sweep axis the figure does not draw): the preferred value when present
     (PREFER), the largest for keys in `largest`, else the most common. Only replicate keys (workload.seed) are
-    left to vary, so the points a figure pools are repeats. Returns (subset, text)."""
+    left to vary, so the points a figure pools are repeats. Where the figure keeps sweeps apart (attr.sweep_id
+    in `keep`), an other setting is fixed within each sweep, not across them (a sweep is never dropped for
+    it). Returns (subset, text)."""
     notes = []
+    SW = "attr.sweep_id"
+    per_sweep = SW in keep and SW in df.columns and df[SW].nunique() > 1
+
+    def pick(d, k):
+        vals = d[k].dropna().unique().tolist()
+        p = next((p for p in PREFER.get(k, []) if p in vals), None)
+        if p is None:
+            p = max(vals) if k in largest else d[k].value_counts().idxmax()
+        return p
+
     for k in SLICE_KEYS + tuple(other_settings(df)):
         if k in keep or k not in df.columns or df[k].nunique(dropna=False) <= 1:
             continue
         if k in (schema.HYBRID_WINDOW, schema.HYBRID_COMBINE) and schema.HYBRID_ENABLED in df.columns and \
                 not df[schema.HYBRID_ENABLED].astype(bool).any():
             continue  # the hybrid layer's settings do not act on pure sparse points
-        vals = df[k].dropna().unique().tolist()
-        pick = next((p for p in PREFER.get(k, []) if p in vals), None)
-        if pick is None:
-            pick = max(vals) if k in largest else df[k].value_counts().idxmax()
-        df = df[df[k] == pick]
-        notes.append(f"{SHORT.get(k, k)} = {fmt_value(k, pick)}")
+        if per_sweep and k not in SLICE_KEYS:
+            if df.groupby(SW)[k].nunique(dropna=False).max() <= 1:
+                continue  # differs only between sweeps, which the figure keeps apart (summarize never pools them)
+            picks = {sw: pick(g, k) for sw, g in df.groupby(SW, sort=True)}
+            df = df[[picks[sw] == v for sw, v in zip(df[SW], df[k])]]
+            shown = sorted({fmt_value(k, v) for v in picks.values()})
+            notes.append(f"{SHORT.get(k, k)} = {shown[0]}" if len(shown) == 1 else
+                         f"{SHORT.get(k, k)} = " + ", ".join(f"{fmt_value(k, v)} (sweep {str(sw)[:8]})"
+                                                            for sw, v in picks.items()))
+            continue
+        p = pick(df, k)
+        df = df[df[k] == p]
+        notes.append(f"{SHORT.get(k, k)} = {fmt_value(k, p)}")
     return df, ", ".join(notes)
 
 

@@ -1289,3 +1289,22 @@ def test_thinned_tick_labels_keep_the_powers_of_two():
     kept = [t for i, t in enumerate(ticks) if (len(ticks) - 1 - i) % 2 == ph]
     assert kept == [1024.0, 2048.0, 3072.0, 4096.0]
     assert _label_phase([1024.0, 2048.0, 4096.0], 2) == 0  # a tie: the phase that labels the largest
+
+
+def test_a_setting_that_differs_only_between_sweeps_is_not_sliced_where_sweeps_stay_apart():
+    from analysis.common import fix_others
+    df = pd.DataFrame({"attr.sweep_id": ["a", "a", "a", "a", "b", "b"],
+                       "workload.attn_dim": [32, 32, 32, 32, 64, 64],
+                       "workload.topic_weight": ["0.2", "0.2", "0.9", "0.9", "0.5", "0.5"],
+                       "pool.weighting": ["exact", "hybrid"] * 3})
+    d, note = fix_others(df, keep=("pool.weighting", "attr.sweep_id"))
+    assert set(d["attr.sweep_id"]) == {"a", "b"} and "attn_dim" not in note, note
+    assert d.groupby("attr.sweep_id")["workload.topic_weight"].nunique().max() == 1  # within a sweep: sliced
+    d, note = fix_others(df, keep=("pool.weighting",))  # sweeps not kept apart: one sweep, one of each setting
+    assert d["attr.sweep_id"].nunique() == 1 and d["workload.attn_dim"].nunique() == 1, note
+    assert d["workload.topic_weight"].nunique() == 1, note
+    # Both sweeps vary the axis: each keeps its own value, and the note names both.
+    df2 = df.assign(**{"workload.topic_weight": ["0.2", "0.2", "0.9", "0.9", "0.5", "0.7"]})
+    d, note = fix_others(df2, keep=("pool.weighting", "attr.sweep_id"))
+    assert set(d["attr.sweep_id"]) == {"a", "b"}, note
+    assert "workload.topic_weight = 0.2 (sweep a), " in note, note
