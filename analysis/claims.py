@@ -135,8 +135,9 @@ def _paired_seeds(df, both):
         return df, ""
     left = sorted(set().union(*seeds.values()) - common)
     df = df[~df[W].isin(both) | df[S].isin(common)]
-    return df, (f"paired by workload seed: {', '.join(str(x) for x in sorted(common))} (seed{'s' if len(left) != 1 else ''} "
-                f"{', '.join(str(x) for x in left)} left out: not every compared scheme has a point there)")
+    return df, (f"paired by workload seed: {', '.join(str(x) for x in sorted(common))} "
+                f"(seed{'s' if len(left) != 1 else ''} {', '.join(str(x) for x in left)} left out: not every "
+                f"compared scheme has a point there)")
 
 
 def _at_context(df, both):
@@ -345,8 +346,9 @@ def _rate(res, rows, col):
             if len(st):
                 rates.append(float(np.median(st["context_tokens"].astype(float) / (st[col].astype(float) / 1e3))))
                 continue
-        rates.append(float(r["tokens"]) / (float(r[col]) / 1e3))
-    return float(np.median(rates))
+        if float(r[col]) > 0:
+            rates.append(float(r["tokens"]) / (float(r[col]) / 1e3))
+    return float(np.median(rates)) if rates else float("nan")
 
 
 def throughput(res):

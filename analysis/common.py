@@ -157,7 +157,8 @@ def per_request_times(df, family):
 
 # Setting columns that distinguish points (beyond the ones a figure plots); fix_others picks one value
 # of each that varies and says which.
-SLICE_KEYS = ("backend", RUN, "workload.source", "workload.dim", "workload.index_heads", PREC, "select.topk_tokens",
+SLICE_KEYS = ("backend", RUN, "threads", "threads_per_request", "workload.source", "workload.dim",
+              "workload.index_heads", PREC, "select.topk_tokens",
               "workload.requests", "context", W, G, "cache.object", "cache.levels", schema.HYBRID_ENABLED,
               schema.HYBRID_WINDOW, schema.HYBRID_COMBINE, schema.REPOOL_TAU, schema.ADAPTIVE_ENABLED,
               schema.BATCHED) + schema.KERNEL_FORM_KEYS + ("attr.sweep_id",)
@@ -221,11 +222,16 @@ def fix_others(df, keep, largest=("context",)):
         if k in (schema.HYBRID_WINDOW, schema.HYBRID_COMBINE) and schema.HYBRID_ENABLED in df.columns and \
                 not df[schema.HYBRID_ENABLED].astype(bool).any():
             continue  # the hybrid layer's settings do not act on pure sparse points
+        if k not in SLICE_KEYS:
+            kept = [c for c in keep if c in df.columns]
+            if kept and df.groupby(kept, dropna=False)[k].nunique(dropna=False).max() <= 1:
+                continue  # the kept columns determine it (a key zipped with one of them): no series to collapse
         if per_sweep and k not in SLICE_KEYS:
             if df.groupby(SW)[k].nunique(dropna=False).max() <= 1:
                 continue  # differs only between sweeps, which the figure keeps apart (summarize never pools them)
-            picks = {sw: pick(g, k) for sw, g in df.groupby(SW, sort=True)}
-            df = df[[picks[sw] == v for sw, v in zip(df[SW], df[k])]]
+            # A sweep in which the key is no column (NaN: another file's axis, at its default here) keeps its rows.
+            picks = {sw: pick(g, k) for sw, g in df.groupby(SW, sort=True) if g[k].notna().any()}
+            df = df[[sw not in picks or picks[sw] == v for sw, v in zip(df[SW], df[k])]]
             shown = sorted({fmt_value(k, v) for v in picks.values()})
             notes.append(f"{SHORT.get(k, k)} = {shown[0]}" if len(shown) == 1 else
                          f"{SHORT.get(k, k)} = " + ", ".join(f"{fmt_value(k, v)} (sweep {str(sw)[:8]})"

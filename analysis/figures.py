@@ -90,7 +90,8 @@ def fig_memory(res):
     b.legend(title="precision", loc="upper right")
     n = caption(fig, "Index sizes are exact byte counts (no error bars); pooled = any pooled weighting (all store "
                      "one composite per group); maxmin stores two rows per group. (a): bytes per token × the "
-                     "requests' mean length (T unless workload.length_spread varies it). " + (f"Slice: {note}. " if note else "")
+                     "requests' mean length (T unless workload.length_spread or workload.append_per_step changes "
+                     "it). " + (f"Slice: {note}. " if note else "")
                 + "Index keys: " + constants(df, ["workload.dim", "workload.index_heads"]) + ".", (), sources(df),
                 skipped=skipped_note(res, df, ("context",), (W, G, PREC)))
     handles = [h for h in a.get_legend_handles_labels()[0]]
@@ -172,9 +173,10 @@ def fig_latency(res):
     axes[0, 0].annotate("pooling: per index build or update", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
     n = caption(fig, "Times are medians over decode steps on the backend named (pooling: over the steps that built or "
                      "updated the index); series at one T are offset sideways. Throughput: pooling, scoring and "
-                     "top-k: the requests' mean context length (T unless workload.length_spread varies it) / stage time "
-                     "(they go over the whole index); attention: attended tokens / attention time, the k = select.topk_tokens tokens it reads (pooled schemes: whole groups, "
-                     "⌈k/G⌉·G), not the context. " + (f"Slice: {note}. " if note else "")
+                     "top-k: the requests' mean context length (T unless workload.length_spread or "
+                     "workload.append_per_step changes it) / stage time (they go over the whole index); attention: "
+                     "attended tokens / attention time, the k = select.topk_tokens tokens it reads (pooled schemes: "
+                     "whole groups, ⌈k/G⌉·G), not the context. " + (f"Slice: {note}. " if note else "")
                 + constants(df, [RUN, PREC, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, ("context",), (W,)))
     return finish(fig, f"Latency and throughput per stage (G = {g} for pooled schemes)", n, _legend(fig), 8)
@@ -619,7 +621,9 @@ def fig_cache(res):
     if drew_bound:
         opt.append("black bar (—) at each x, joined by a dotted line: Belady's OPT on one cache of all tiers' total "
                    "capacity, an upper bound on the overall hit rate for any policies")
-    n = caption(fig, f"Scheme: {ref} (G = {', '.join(str(g) for g in sorted(gs_used))}). Tier hit rate = "
+    scheme = ("the exact indexer (one cache object per selected token)" if ref == schema.EXACT else
+              f"{ref} (G = {', '.join(str(g) for g in sorted(gs_used))})")
+    n = caption(fig, f"Scheme: {scheme}. Tier hit rate = "
                      "hits / accesses reaching that tier; overall = accesses that hit any tier"
                 + "".join(f"; {o}" for o in opt) + "; every series at one x is offset sideways (the OPT reference "
                 "just right of its tier, the bound rightmost). Accesses: " + _cache_accesses(df) + ". " + dropped

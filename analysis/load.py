@@ -306,6 +306,15 @@ def load(paths):
         infos.append(info)
         frames.append(_complete(df, info))
     points = pd.concat(frames, ignore_index=True, sort=False)
+    # A sweep axis of one file is no column of the others: their rows get the value their own config set
+    # (one value), so that figures compare like with like; a key a file leaves at its default stays NaN there.
+    for key in sorted({a for info in infos for a in info.axes} - set(schema.KEY_DEFAULTS)):
+        for info in infos:
+            if key in info.axes:
+                continue
+            values = info.settings.get(key)
+            if values is not None and len(values) == 1:
+                points.loc[points["file"] == info.path, key] = values[0]
     dup = points.duplicated(subset=["attr.sweep_id", "key"], keep="first")
     if dup.any():
         warnings.warn(f"{int(dup.sum())} points appear in more than one file of the same sweep; kept the first")

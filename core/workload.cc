@@ -105,7 +105,8 @@ void validate_spec(const WorkloadSpec& s) {
   IP_REQUIRE(s.needles >= 0 && s.sinks >= 0, "workload.needles = {} and workload.sinks = {} must be >= 0", s.needles,
              s.sinks);
   IP_REQUIRE(s.needles <= s.tokens, "workload.needles = {} exceeds workload.tokens = {}: each needle takes a token of "
-             "its own", s.needles, s.tokens);
+             "its own (after the sinks: a request shorter than workload.sinks + workload.needles plants fewer)",
+             s.needles, s.tokens);
   IP_REQUIRE(s.image_side >= 1, "workload.image_side = {} (must be >= 1)", s.image_side);
   IP_REQUIRE(s.gate_decay > 0.0 && s.gate_decay <= 1.0, "workload.gate_decay = {} outside (0, 1]", s.gate_decay);
   IP_REQUIRE(std::isfinite(s.gate_spread) && s.gate_spread >= 0.0 && s.gate_spread <= 10.0,

@@ -192,7 +192,8 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.workload.query_drift = parse_double(v); }},
       {"workload.jump_prob", "0.1", "probability that a step jumps to a new topic",
        [](P& p, const std::string& v) { p.workload.jump_prob = parse_double(v); }},
-      {"workload.needles", "4", "planted needle tokens", [](P& p, const std::string& v) { p.workload.needles = parse_i32(v); }},
+      {"workload.needles", "4", "planted needle tokens (each its own token after the sinks, at most workload.tokens; a "
+                               "request shorter than sinks + needles plants fewer)", [](P& p, const std::string& v) { p.workload.needles = parse_i32(v); }},
       {"workload.needle_strength", "1.5", "needle key strength",
        [](P& p, const std::string& v) { p.workload.needle_strength = parse_double(v); }},
       {"workload.needle_query_prob", "0.15", "probability that a new focus is a needle",

@@ -280,7 +280,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   // The signal came as the last point finished (the loop stops only between points): nothing is missing.
   const bool complete = results ? results->size() == points.size() : rows.size() == points.size();
   if (g_stop && complete) {
-    std::fprintf(stderr, "indexpool: %s came after the last point had finished; the sweep is complete\n",
+    std::fprintf(stderr, "indexpool: %s came during the sweep's last point, which finished: the sweep is complete\n",
                  g_stop == SIGINT ? "SIGINT" : "SIGTERM");
     return 0;
   }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/provenance.h"
@@ -388,6 +389,7 @@ struct ResultsFile::Impl {
   FlushPolicy policy = FlushPolicy::kEveryAppend;
   double last_write_s = 0;          // how long the last write took
   bool write_failed = false;        // the last flush threw (its error went to the caller)
+  bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
   std::chrono::steady_clock::time_point last_write_end{};
 };
 
@@ -421,12 +423,24 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  "cannot resume '{}': it holds sweep_id {}, the current configuration has sweep_id {} (the settings "
                  "differ); write to a new path or pass --overwrite",
                  path, sweep, meta.sweep_id);
-      // A shard's file resumed as another shard would hold both and still name the first (merge reads it).
+      // A shard's file resumed as another shard would hold both and still name the first (merge reads it):
+      // refused. Resumed as the whole sweep (0/1), any file (a shard's, a merged one) is completed, and says so.
       const std::string shard = f.has_attr("/", "shard") ? f.attr_text("/", "shard") : meta.shard;
-      IP_REQUIRE(shard == meta.shard,
-                 "cannot resume '{}': it holds shard {} of the sweep, this run is shard {}; resume it with --shard {}, "
-                 "or write each shard to a file of its own and join them with indexpool merge",
-                 path, shard, meta.shard, shard);
+      const auto single = [](const std::string& s) {
+        return !s.empty() && s.find(',') == std::string::npos && s.find('/') != std::string::npos;
+      };
+      if (shard != meta.shard && meta.shard != "0/1") {
+        IP_REQUIRE(!single(shard),
+                   "cannot resume '{}': it holds shard {} of the sweep, this run is shard {}; resume it with --shard "
+                   "{}, or write each shard to a file of its own and join them with indexpool merge",
+                   path, shard, meta.shard, shard);
+        throw Error(fmt::format("cannot resume '{}' as shard {}: it holds {}; resume it as the whole sweep (without "
+                                "--shard, and no Slurm array variables) to complete it, or write shard {} to a file of "
+                                "its own and join it with indexpool merge",
+                                path, meta.shard, shard.empty() ? "merged shards of different counts" :
+                                "the merged shards " + shard, meta.shard));
+      }
+      impl_->restamp_shard = shard != meta.shard;
       h5::Table rows = f.read_table("points");
       IP_REQUIRE(same_columns(rows, columns),
                  "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "
@@ -494,6 +508,7 @@ void ResultsFile::flush() {
     if (im.on_disk) copy_contents(im.path, tmp);
     h5::File f(tmp, im.on_disk ? "a" : "w");
     if (!im.on_disk) write_root_attrs(f, im.meta);
+    if (im.restamp_shard) f.set_attr("/", "shard", im.meta.shard);
     // A new file, or a string wider than its column: rewrite the table (HDF5 does not reuse the old one's space,
     // so the file grows by one table each time a column widens; widths double, so that happens rarely).
     if (!im.on_disk || !f.append_table("points", batch)) {
@@ -672,6 +687,10 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
       };
       from += fmt::format("{}{} (shard {}, host {}, written {}, argv: {})", i ? "\n" : "", inputs[i], attr("shard"),
                           attr("host"), attr("created_utc"), attr("argv"));
+      if (files[i].has_attr("/", "merged_from")) {  // a merged input: its own inputs, indented below it
+        std::istringstream lines(files[i].attr_text("/", "merged_from"));
+        for (std::string line; std::getline(lines, line);) from += "\n  " + line;
+      }
     }
     o.set_attr("/", "merged_from", from);
     o.write_table("points", all, kChunkRows);

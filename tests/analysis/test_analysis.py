@@ -1308,3 +1308,33 @@ def test_a_setting_that_differs_only_between_sweeps_is_not_sliced_where_sweeps_s
     d, note = fix_others(df2, keep=("pool.weighting", "attr.sweep_id"))
     assert set(d["attr.sweep_id"]) == {"a", "b"}, note
     assert "workload.topic_weight = 0.2 (sweep a), " in note, note
+
+
+def test_an_axis_of_one_file_does_not_drop_the_others(tmp_path):
+    # a.h5 sweeps T, b.h5 sweeps the topic weight: b's axis is no column of a (filled from a's config, or
+    # left NaN at its default), and the memory figure, which keeps sweeps apart, still draws both files.
+    a = run_sweep(tmp_path, "a", AXIS.replace("seed = 0, 1\ntopic_weight = 0.2, 0.9\n", "")
+                  .replace("tokens = 2Ki", "tokens = 1Ki, 2Ki"))
+    b = run_sweep(tmp_path, "b", AXIS.replace("seed = 0, 1\ntopic_weight = 0.2, 0.9", "topic_weight = 0.5, 0.9"))
+    res = load([a, b])
+    assert res.points.loc[res.points["file"] == a, "workload.topic_weight"].isna().all()
+    fig = FAMILIES["memory"][0](res)
+    text = fig._ip_caption.get_text()
+    assert "a.h5" in text and "b.h5" in text, text
+    # The axis set in a's config file (one value) fills a's rows.
+    c = run_sweep(tmp_path, "c", AXIS.replace("seed = 0, 1\ntopic_weight = 0.2, 0.9", "topic_weight = 0.7"))
+    both = load([c, b])
+    assert set(both.points.loc[both.points["file"] == c, "workload.topic_weight"]) == {"0.7"}
+
+
+def test_a_key_zipped_with_a_drawn_one_keeps_every_series():
+    # adaptive.ini zips pool.group_size with adaptive.budget: G determines the budget, so nothing is sliced.
+    from analysis.common import fix_others
+    df = pd.DataFrame({"pool.group_size": [2, 4, 8, 2, 4, 8], "adaptive.budget": ["64", "32", "16"] * 2,
+                       "pool.weighting": ["uniform"] * 3 + ["tfidf"] * 3})
+    d, note = fix_others(df, keep=("pool.weighting", "pool.group_size"))
+    assert len(d) == 6 and note == "", note
+    # Thread counts as an axis are settings, not repeats.
+    t = pd.DataFrame({"threads": [1, 2, 1, 2], "pool.weighting": ["exact", "exact", "hybrid", "hybrid"]})
+    d, note = fix_others(t, keep=("pool.weighting",))
+    assert d["threads"].nunique() == 1 and "threads = " in note, note

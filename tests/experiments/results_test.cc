@@ -526,6 +526,14 @@ TEST_F(ResultsTest, MergeJoinsShardsAndRefusesMismatches) {
   EXPECT_HAS(from, a + " (shard ");
   EXPECT_HAS(from, "written " + a_made);
   EXPECT_HAS(from, "\n" + b + " (shard ");
+  {  // A merged input lists its own inputs, indented, below its line.
+    const std::string c = write("c.h5", {5}), again = path("again.h5");
+    ip::exp::merge_results(again, {out, c});
+    const std::string nested = ip::h5::File(again, "r").attr_string("/", "merged_from");
+    EXPECT_HAS(nested, out + " (shard ");
+    EXPECT_HAS(nested, "\n  " + a + " (shard ");
+    EXPECT_HAS(nested, "\n" + c + " (shard ");
+  }
   EXPECT_EQ(f.attr_string("/", "sweep_id"), "sweep-A");
   EXPECT_EQ(f.read_table("point_000003/steps").column("step").ints, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(f.info("point_000001/request_1/composite_keys").shape, (std::vector<ip::Index64>{2, 3}));
