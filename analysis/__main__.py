@@ -103,7 +103,8 @@ def main(argv=None):
     r.set_defaults(func=_report)
     k = sub.add_parser("kernels", help="figures and a table from kernel_bench JSON files (device runs)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Reads kernel_bench --json files (oldest first; e.g. bench/device-runs/*.json, "
+                       description="Reads kernel_bench --json files (put oldest first by their start times, or by "
+                                   "their folder's README.md table, else taken as given; e.g. bench/device-runs/*.json, "
                                    "or make kernel-figures) and writes into --out:\n"
                                    "  kernels_targets   every judged case of every run: achieved / required\n"
                                    "  kernels_copy      the newest run: each case as % of copy bandwidth, its "
@@ -113,7 +114,7 @@ def main(argv=None):
                                    "(PNG and PDF each) and kernels.md: the runs, every judged case's median and "
                                    "verdict per run, the newest run's variants. A --smoke run is refused (its "
                                    "times say nothing).")
-    k.add_argument("runs", nargs="+", metavar="RUN.json", help="kernel_bench JSON files, oldest first")
+    k.add_argument("runs", nargs="+", metavar="RUN.json", help="kernel_bench JSON files (any order when they have start times or a README.md row)")
     k.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     k.set_defaults(func=_kernels)
     args = p.parse_args(argv)

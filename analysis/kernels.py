@@ -80,10 +80,39 @@ class Run:
                 f"copy {self.copy_gbs:.0f} GB/s{made}{stopped}")
 
 
+def _readme_rows(folder):
+    """{file name: row} of the table in FOLDER/README.md (bench/device-runs/: its runs, newest last)."""
+    try:
+        with open(os.path.join(folder, "README.md")) as f:
+            names = re.findall(r"^\|\s*`([^`]+\.json)`", f.read(), flags=re.M)
+    except OSError:
+        return {}
+    return {n: i for i, n in enumerate(names)}
+
+
 def load_runs(paths):
+    """The runs, oldest first: by their start time ("started") when every file has one, else by the row of
+    each in its folder's README.md table (bench/device-runs/) when every file has one, else in the order
+    given (a shell glob sorts by name, not by time: a note on stderr says which order was taken)."""
+    import sys
     if not paths:
         raise AnalysisError("no kernel_bench JSON files given")
-    return [Run(p) for p in paths]
+    runs = [Run(p) for p in paths]
+    started = [r.data.get("started") for r in runs]
+    rows = [_readme_rows(os.path.dirname(os.path.abspath(r.path))).get(r.file) for r in runs]
+    if all(started):
+        ordered, how = sorted(runs, key=lambda r: r.data["started"]), "their start times"
+    elif all(x is not None for x in rows):
+        ordered, how = [r for _, r in sorted(zip(rows, runs), key=lambda t: t[0])], "the table of their README.md"
+    else:
+        ordered, how = runs, None
+    if how is None and len(runs) > 1:
+        print("analysis kernels: note: the runs are taken oldest first in the order given (not every file has a "
+              "start time or a row in its folder's README.md)", file=sys.stderr)
+    elif ordered != runs:
+        print(f"analysis kernels: note: runs ordered oldest first by {how}, not as given: "
+              + ", ".join(r.file for r in ordered), file=sys.stderr)
+    return ordered
 
 
 # ---- targets ------------------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ struct ProfileParams {
   std::vector<std::string> metrics = default_metrics();  // profile.metrics
   bool kernel_records = false;                 // profile.kernel_records
   std::string chip = "auto";                   // profile.chip: CUPTI chip name for validation, auto = device's
+  // Why counters / kernel records that the config asked for were turned off before the run (--profile: Nsight
+  // reads the GPU); the point records them as unavailable with this reason. Empty: not turned off.
+  std::string counters_off, kernel_records_off;
 };
 
 // One metric of one stage of a point, aggregated over the stage's calls.

@@ -55,10 +55,12 @@ std::string validate_profiling(const Sweep& sweep, const std::vector<Point>& poi
   for (const auto& p : points)
     if (p.profile.counters) lists[{p.profile.chip, join(p.profile.metrics)}] = true;
   if (lists.empty()) return "";
-  std::string where = "default of profile.metrics";
-  for (const auto& s : sweep.settings)
-    if (s.key == "profile.metrics")
-      where = s.line > 0 ? fmt::format("{}:{}", s.file, s.line) : s.line < 0 ? s.file : "command line";
+  auto where_set = [&](const std::string& key) {
+    for (const auto& s : sweep.settings)
+      if (s.key == key) return s.line > 0 ? fmt::format("{}:{}", s.file, s.line) : s.line < 0 ? s.file : "command line";
+    return "default of " + key;
+  };
+  const std::string where = where_set("profile.metrics");
   std::string out;
 #if IP_HAVE_CUPTI
   for (const auto& [key, seen] : lists) {
@@ -85,8 +87,9 @@ std::string validate_profiling(const Sweep& sweep, const std::vector<Point>& poi
                          plan.metrics.size(), chip, how, plan.passes);
     } catch (const cupti::UnknownMetric& e) {
       throw Error(fmt::format("{}: key 'profile.metrics': {}", where, e.what()));
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: key 'profile.metrics' (chip {}): {}", where, chip, e.what()));
+    } catch (const Error& e) {  // the chip: profile.chip's value (or, with auto, the device's)
+      throw Error(fmt::format("{}: key 'profile.chip' = {}{}: {}", where_set("profile.chip"), key.first,
+                              key.first == "auto" ? fmt::format(" ({})", how) : "", e.what()));
     }
   }
 #else
@@ -96,9 +99,12 @@ std::string validate_profiling(const Sweep& sweep, const std::vector<Point>& poi
 }
 
 std::string apply_profile_mode(std::vector<Point>& points) {
+  static const char* const why = "--profile: Nsight and in-process CUPTI cannot both read the GPU";
   bool any = false;
   for (auto& p : points) {
     any = any || p.profile.counters || p.profile.kernel_records;
+    if (p.profile.counters) p.profile.counters_off = why;  // recorded in the point as unavailable, with why
+    if (p.profile.kernel_records) p.profile.kernel_records_off = why;
     p.profile.counters = p.profile.kernel_records = false;
   }
   return any ? "--profile: profile.counters and profile.kernel_records are off (Nsight and in-process CUPTI "
@@ -294,7 +300,13 @@ class ProfilingBackend final : public Backend {
 
 }  // namespace
 
-PointProfiler::PointProfiler(const Point& p) : impl_(std::make_unique<Impl>()) { impl_->params = p.profile; }
+PointProfiler::PointProfiler(const Point& p) : impl_(std::make_unique<Impl>()) {
+  impl_->params = p.profile;
+  ProfileResult& r = impl_->result;
+  if (!p.profile.counters_off.empty()) r.counters_status = "unavailable", r.counters_reason = p.profile.counters_off;
+  if (!p.profile.kernel_records_off.empty())
+    r.kernels_status = "unavailable", r.kernels_reason = p.profile.kernel_records_off;
+}
 PointProfiler::~PointProfiler() = default;
 
 std::unique_ptr<Backend> PointProfiler::wrap(std::unique_ptr<Backend> inner) {

@@ -143,3 +143,21 @@ def test_a_stopped_run_says_so(tmp_path, capsys):
     md = (out / "kernels.md").read_text()
     assert f"| {len(data['cases'])} (stopped early) |" in md
     assert "topk:" not in md.split("## Judged cases")[1]
+
+
+def test_runs_are_ordered_oldest_first_whatever_the_order_given(tmp_path, capsys):
+    # A shell glob gives the kept runs by name (7432f91 before 89f1884 before dd56e79); the README's table
+    # says their order, so the newest run is 7432f91 whatever the arguments' order.
+    runs = kernels.load_runs(sorted(FILES))
+    assert [r.path for r in runs] == FILES
+    assert "ordered oldest first by the table of their README.md" in capsys.readouterr().err
+    # Files with start times: ordered by them.
+    a, b = json.load(open(FILES[0])), json.load(open(FILES[1]))
+    a["started"], b["started"] = "2026-12-05T10:00:00Z", "2026-12-05T09:00:00Z"
+    pa, pb = write_json(tmp_path / "a.json", a), write_json(tmp_path / "b.json", b)
+    assert [r.path for r in kernels.load_runs([pa, pb])] == [pb, pa]
+    # Neither: the order given, said so.
+    del b["started"]
+    pb = write_json(tmp_path / "b.json", b)
+    assert [r.path for r in kernels.load_runs([pa, pb])] == [pa, pb]
+    assert "in the order given" in capsys.readouterr().err

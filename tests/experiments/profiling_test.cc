@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -86,6 +88,17 @@ TEST(Profiling, ProfileModeTurnsInProcessCuptiOff) {
   Sweep sw = load_sweep(cfg);
   EXPECT_NE(apply_profile_mode(sw.points), "");
   for (const auto& p : sw.points) EXPECT_FALSE(p.profile.counters || p.profile.kernel_records);
+  // What the config asked for is recorded in each point as unavailable, with why (not as "off").
+  for (const auto& p : sw.points) {
+    PointProfiler prof(p);
+    const ProfileResult r = prof.finish();
+    if (!p.profile.counters_off.empty()) {
+      EXPECT_EQ(r.counters_status, "unavailable");
+      EXPECT_NE(r.counters_reason.find("--profile: Nsight"), std::string::npos) << r.counters_reason;
+    }
+  }
+  EXPECT_TRUE(std::any_of(sw.points.begin(), sw.points.end(),
+                          [](const Point& p) { return !p.profile.counters_off.empty(); }));
   EXPECT_EQ(apply_profile_mode(sw.points), "");
   fs::remove(cfg);
 }
@@ -103,6 +116,14 @@ TEST(Profiling, UnknownMetricNamesKeyFileAndLine) {
     EXPECT_NE(m.find(cfg + ":5"), std::string::npos) << m;
     EXPECT_NE(m.find("profile.metrics"), std::string::npos) << m;
     EXPECT_NE(m.find("sm__nope.avg"), std::string::npos) << m;
+  }
+  // An unknown chip names profile.chip and where it was set.
+  try {
+    const Sweep bad_chip = load_sweep(cfg, {"profile.chip=GB999"});
+    validate_profiling(bad_chip, bad_chip.points);
+    ADD_FAILURE() << "no error for an unknown chip";
+  } catch (const ip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("command line: key 'profile.chip' = GB999"), std::string::npos) << e.what();
   }
   // The same list checked for the A100.
   const Sweep ga = load_sweep(cfg, {"profile.chip=GA100"});
