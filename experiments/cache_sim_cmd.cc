@@ -34,6 +34,20 @@ using namespace ip::cache;
 constexpr int kSchemaVersion = 1;
 const std::vector<std::string> kDefaultLevels = {"lru:16KiB", "clock:256KiB", "semantic:8MiB"};
 
+// A semantic level ranks by the accesses' scores; a trace without them (oracleGeneral has no score field; a
+// txt or csv trace may leave it out) gives every access score 1. Said on stderr, even with --quiet and --json:
+// the numbers then are not those of the run that wrote the trace with its scores.
+void note_scoreless(const std::vector<LevelSpec>& levels, const std::string& trace, const char* why) {
+  std::string semantic;
+  for (const auto& l : levels)
+    if (l.policy.rfind("semantic", 0) == 0) semantic += (semantic.empty() ? "" : ", ") + l.policy;
+  if (semantic.empty()) return;
+  std::fprintf(stderr,
+               "cache-sim: note: %s: %s, so the semantic level(s) (%s) see score 1 for every access; a run's trace "
+               "keeps its scores as .csv or .txt (output.cache_trace)\n",
+               trace.c_str(), why, semantic.c_str());
+}
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
@@ -158,11 +172,12 @@ int report(const Options& o, const Hierarchy& h, const Outcome& r) {
       std::string pts;
       for (const auto& [c, m] : curve_points(r.curve)) pts += fmt::format("{}[{}, {}]", pts.empty() ? "" : ", ", c, m);
       out += fmt::format(",\n  \"mrc\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"accesses\": {}, \"distinct\": {}, "
-                         "\"points\": [{}]",
+                         "\"columns\": [\"capacity_entries\", \"misses\"], \"points\": [{}]",
                          r.curve.accesses, r.curve.cold, pts);
       if (o.shards > 0)
         out += fmt::format(",\n    \"shards\": {{\"rate\": {}, \"sampled\": {}, \"mean_abs_error\": {}, "
-                           "\"max_abs_error\": {}, \"max_error_at\": {}, \"points\": [{}]}}",
+                           "\"max_abs_error\": {}, \"max_error_at\": {}, \"columns\": [\"capacity_entries\", "
+                           "\"miss_ratio\"], \"points\": [{}]}}",
                            r.shards.rate, r.shards.sampled, r.err.mean_abs, r.err.max_abs, r.err.max_at,
                            shards_points_json(r.shards, r.curve.cold));
       out += "}";
@@ -170,7 +185,8 @@ int report(const Options& o, const Hierarchy& h, const Outcome& r) {
       // SHARDS alone (streamed trace): its error estimated from independent samples.
       out += fmt::format(",\n  \"shards\": {{\"policy\": \"lru\", \"unit\": \"entries\", \"rate\": {}, \"accesses\": {}, "
                          "\"sampled\": {}, \"estimated_distinct\": {}, \"estimated_error\": {{\"replicas\": {}, "
-                         "\"mean_sd\": {}, \"max_sd\": {}, \"max_sd_at\": {}}}, \"points\": [{}]}}",
+                         "\"mean_sd\": {}, \"max_sd\": {}, \"max_sd_at\": {}}}, \"columns\": [\"capacity_entries\", "
+                         "\"miss_ratio\"], \"points\": [{}]}}",
                          r.shards.rate, r.shards.accesses, r.shards.sampled, estimated_distinct(), r.replicas,
                          r.spread_est.mean_sd, r.spread_est.max_sd, r.spread_est.max_at,
                          shards_points_json(r.shards, estimated_distinct()));
@@ -226,6 +242,10 @@ int run(const Options& o) {
   const Trace trace = read_trace(o.trace, o.format);
   IP_REQUIRE(!trace.accesses.empty(), "trace '{}' holds no accesses", o.trace);
   const std::size_t n = trace.accesses.size();
+  if (o.format == TraceFormat::oracle)
+    note_scoreless(o.levels, o.trace, "an oracleGeneral trace has no scores");
+  else if (std::all_of(trace.accesses.begin(), trace.accesses.end(), [](const Access& a) { return a.score == 1.0f; }))
+    note_scoreless(o.levels, o.trace, "every access of this trace has score 1 (none given)");
   Talk talk(!o.quiet && (o.progress || tty || n >= kTalkAbove), tty);
   talk.line(fmt::format("read {} accesses from {} in {:.1f} s", n, o.trace,
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count()));
@@ -274,6 +294,7 @@ constexpr std::size_t kStreamReplicas = 4;
 int run_stream(const Options& o) {
   const bool tty = isatty(fileno(stderr)) != 0;
   Talk talk(!o.quiet, tty);
+  if (o.format == TraceFormat::oracle) note_scoreless(o.levels, o.trace, "an oracleGeneral trace has no scores");
   HierarchyOptions ho;
   ho.mode = o.mode;
   ho.per_request = ho.per_step = o.format == TraceFormat::csv;
@@ -319,7 +340,8 @@ int cmd_cache_sim(const std::vector<std::string>& args) {
   // clang-format off
   opts.add_options()
     ("help,h", "describe this command")
-    ("trace", po::value<std::string>(), "the trace file")
+    ("trace", po::value<std::string>(), "the trace file (txt: 'id [size [score]]' a line, a missing size is 1 "
+     "byte, a missing score 1)")
     ("format", po::value<std::string>(), "txt | csv | oracle (default: from the file name: .csv, .bin/.oracleGeneral, else txt)")
     ("level", po::value<std::vector<std::string>>()->composing(),
      "POLICY:CAPACITY, repeated from the top level down; capacity in entries (1000) or bytes (16KiB, 8MiB); "

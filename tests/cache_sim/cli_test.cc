@@ -107,12 +107,35 @@ TEST(CacheSimCli, MrcAndShards) {
   const CmdResult r = run({"--trace", t, "--level", "lru:2", "--json", "--mrc"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(one_json_object(r.out)) << r.out;
-  EXPECT_NE(r.out.find("\"points\": [[1, 7], [3, 4], [4, 4]]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"columns\": [\"capacity_entries\", \"misses\"], \"points\": [[1, 7], [3, 4], [4, 4]]"),
+            std::string::npos) << r.out;
   const CmdResult s = run({"--trace", t, "--level", "lru:2", "--shards", "1"});
   ASSERT_EQ(s.rc, 0) << s.err;
   EXPECT_NE(s.out.find("3 4 0.571429"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("max |error| 0.000000"), std::string::npos) << s.out;
   std::filesystem::remove(t);
+}
+
+// A semantic level ranks by scores: on a trace without them (oracleGeneral; a txt trace that gives none) the
+// command says so on stderr, with --json and -q too; without a semantic level, or with scores, nothing.
+TEST(CacheSimCli, SemanticLevelsOnATraceWithoutScoresAreNoted) {
+  const std::string oracle = std::string(IP_SHARED_DATA_DIR) + "/cloudPhysicsIO.oracleGeneral.bin";
+  const CmdResult o = run({"--trace", oracle, "--level", "semantic:1GiB", "--json", "-q"});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.err.find("an oracleGeneral trace has no scores, so the semantic level(s) (semantic)"), std::string::npos)
+      << o.err;
+  const std::string plain = temp_file("plain.txt", "1\n2\n1\n"), scored = temp_file("scored.txt", "1 4 0.5\n2 4 2\n1 4 1\n");
+  const CmdResult p = run({"--trace", plain, "--level", "lru:2", "--level", "semantic-cos:4", "-q"});
+  ASSERT_EQ(p.rc, 0) << p.err;
+  EXPECT_NE(p.err.find("every access of this trace has score 1"), std::string::npos) << p.err;
+  for (const auto& args : {std::vector<std::string>{"--trace", plain, "--level", "lru:2", "-q"},
+                           std::vector<std::string>{"--trace", scored, "--level", "semantic:8", "-q"}}) {
+    const CmdResult q = run(args);
+    ASSERT_EQ(q.rc, 0) << q.err;
+    EXPECT_EQ(q.err.find("note:"), std::string::npos) << q.err;
+  }
+  std::filesystem::remove(plain);
+  std::filesystem::remove(scored);
 }
 
 // --stream: the same level counts as reading the trace whole; SHARDS alone reports an estimated error;
