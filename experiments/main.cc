@@ -277,7 +277,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   const auto rows = run_points(sweep, points, ro, cache, results.get());
   std::cout << summary_table(sweep.axis_keys, rows);
   if (results) std::cout << "results: " << out_path << " (" << results->size() << " points)\n";
-  // The signal came as the last point finished (the loop stops only between points): nothing is missing.
+  // The signal came during the last point, which the loop let finish (it stops only between points): nothing
+  // is missing.
   const bool complete = results ? results->size() == points.size() : rows.size() == points.size();
   if (g_stop && complete) {
     std::fprintf(stderr, "indexpool: %s came during the sweep's last point, which finished: the sweep is complete\n",
