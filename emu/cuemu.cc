@@ -189,6 +189,7 @@ struct Fiber {
   std::uint32_t tsan_masks[8] = {}, tsan_mask_calls[8] = {};
   unsigned tsan_n_masks = 0;
   bool tsan_fenced = false;  // a __threadfence since the thread's last device atomic (its next one releases)
+  bool waited = false;       // griddep_wait called (chained launches)
 };
 
 struct Stack {
@@ -207,6 +208,11 @@ struct Running {
   std::size_t smem_bytes = 0, smem_span = 0;
   unsigned cluster = 1;  // blocks a cluster (along x)
   unsigned slots = 1;    // blocks resident at once (cluster, or the resident blocks of a launch without)
+  bool chained = false;  // programmatic dependent launch: every thread must call griddep_wait
+  // Clusters: the threads of each block of the running cluster that have exited, and the blocks all of
+  // whose threads have (bit r: rank r), whose shared memory no other block may access any more.
+  unsigned exited_threads[16] = {};
+  std::uint32_t exited_blocks = 0;
 };
 
 struct Emu {
@@ -524,12 +530,33 @@ void yield_to_scheduler(Emu& e) {
   asan_after_switch(f.asan_fake);
 }
 
+const char* where(const Emu& e);
+
+// The running thread is about to exit: a chained launch's thread must have waited for the grids before
+// it; the last thread of a cluster's block takes its shared memory away (filled with 0xFF, and poisoned
+// under AddressSanitizer), so a block that reads it afterwards through an address mapped before reads
+// garbage, or is stopped by the sanitizer.
+void thread_exits(Emu& e) {
+  Running& l = *e.launch;
+  Fiber& f = *e.cur;
+  if (l.chained && !f.waited)
+    die("thread (%u,%u,%u) of %s exited without wait_for_prior_grids (griddepcontrol.wait): the kernel was launched "
+        "chained (IP_LAUNCH_CHAINED), so on a GPU it may run while the kernel before it still writes",
+        f.c.thread_idx.x, f.c.thread_idx.y, f.c.thread_idx.z, where(e));
+  if (l.cluster > 1 && ++l.exited_threads[f.slot] == l.block.x * l.block.y * l.block.z) {
+    l.exited_blocks |= 1u << f.slot;
+    raw_fill(l.smem + f.slot * l.smem_span, 0xFF, l.smem_bytes);
+    CUEMU_POISON(l.smem + f.slot * l.smem_span, l.smem_bytes);
+  }
+}
+
 void fiber_main() {
   Emu& e = emu();
   asan_after_switch(nullptr);  // a fiber's first entry: no fake stack of its own yet
   tsan_acquire(&e.tsan_sync->block_start);  // after what the host (and, one block at a time, the earlier blocks) did
   e.launch->body(e.launch->launch);
   tsan_release(&e.tsan_sync->block_end);
+  thread_exits(e);
   e.cur->state = State::Done;
   ++e.arrivals;
   yield_to_scheduler(e);
@@ -820,6 +847,14 @@ void* cluster_map_shared(void* p, unsigned rank) {
   unsigned char* const mine = l.smem + e.cur->slot * l.smem_span;
   auto* const c = static_cast<unsigned char*>(p);
   if (rank >= l.cluster) die("block rank %u mapped in a cluster of %u blocks, in %s", rank, l.cluster, where(e));
+  if (l.cluster > 1 && rank != e.cur->slot && e.cur->tsan_clusters == 0)
+    die("block rank %u's shared memory mapped before the calling thread's first cluster barrier (another block's "
+        "shared memory is valid only from the first cluster_sync, when every block of the cluster has started), in %s",
+        rank, where(e));
+  if (l.cluster > 1 && (l.exited_blocks >> rank & 1u))
+    die("block rank %u's shared memory mapped after every thread of that block exited (a block must not exit while "
+        "another may still access its shared memory: a cluster_sync before the exit), in %s",
+        rank, where(e));
   if (c < mine || c >= mine + l.smem_bytes)
     die("an address mapped to block rank %u is not in the block's %zu bytes of dynamic shared memory (the emulator "
         "maps only those), in %s",
@@ -884,6 +919,19 @@ void warp_collective(WarpFn fn, unsigned mask, const void* in, void* out, int ar
 void fatal_shfl_source(int lane, int src, unsigned mask) {
   Emu& e = emu();
   die("lane %d reads lane %d in a shuffle with mask %08x, which does not include it, in %s", lane, src, mask, where(e));
+}
+
+void griddep_wait() {
+  Emu& e = emu();
+  if (!e.cur) die("wait_for_prior_grids outside a kernel");
+  e.cur->waited = true;
+}
+
+void fatal_misaligned(const void* p, std::size_t align, const char* what) {
+  Emu& e = emu();
+  if (!e.cur) die("%s at %p, not aligned to %zu bytes, outside a kernel", what, p, align);
+  die("%s at %p, not aligned to the %zu bytes of its type (a misaligned address on a GPU), by thread (%u,%u,%u) of %s",
+      what, p, align, e.cur->c.thread_idx.x, e.cur->c.thread_idx.y, e.cur->c.thread_idx.z, where(e));
 }
 
 void fatal_trap() {
@@ -1253,7 +1301,7 @@ void run_blocks(Emu& e, unsigned n_threads, NextBlock&& next_block) {
 }
 
 void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-              BlockBody body, void* launch, unsigned cluster) {
+              BlockBody body, void* launch, unsigned cluster, bool chained) {
   Emu& e = emu();
   install_fault_handler();
   if (e.launch) die("kernel %s launched from inside a kernel (%s:%d)", site.kernel, site.file, site.line);
@@ -1318,6 +1366,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   l.block = block;
   l.smem_bytes = smem;
   l.smem_span = smem_span;
+  l.chained = chained;
   l.cluster = cluster;
   l.slots = slots;
   l.smem = e.smem_buf + (e.smem_cap - smem_total);
@@ -1409,7 +1458,12 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
   for (unsigned long long step = 0; step < n_clusters; ++step) {
     l.block_idx = cluster_at(step);
     tsan_acquire(&e.tsan_sync->block_end);  // (race check) after the earlier blocks, the fills below
-    for (unsigned r = 0; r < cluster; ++r) std::memset(l.smem + r * smem_span, 0xFF, smem);
+    l.exited_blocks = 0;
+    std::fill(std::begin(l.exited_threads), std::end(l.exited_threads), 0u);
+    for (unsigned r = 0; r < cluster; ++r) {
+      CUEMU_UNPOISON(l.smem + r * smem_span, smem);  // (a cluster before this one exited and poisoned it)
+      std::memset(l.smem + r * smem_span, 0xFF, smem);
+    }
     fill_static(e);
     tsan_release(&e.tsan_sync->block_start);  // and the block after them and the host's work
     for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
@@ -1586,6 +1640,19 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
   const int by_regs = 65536 / (warps * 32 * 256);
   const int by_smem = static_cast<int>(228 * 1024 / (smem + 1024));
   *blocks = std::min({by_threads, by_regs, by_smem, 32});
+  return ok();
+}
+
+// An sm_90 build's kernel: compiled for sm_90 (PTX and binary version 90), the emulator's device; what the
+// emulator does not know (registers, static shared memory, local memory) is 0.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* f) {
+  if (a == nullptr || f == nullptr) return cuemu::set_error(cudaErrorInvalidValue);
+  *a = cudaFuncAttributes{};
+  a->maxThreadsPerBlock = 1024;
+  a->ptxVersion = 90;
+  a->binaryVersion = 90;
+  const auto it = emu().max_dyn_smem.find(f);
+  a->maxDynamicSharedSizeBytes = it == emu().max_dyn_smem.end() ? 48 * 1024 : it->second;
   return ok();
 }
 

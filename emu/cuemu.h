@@ -23,7 +23,14 @@
 // Thread block clusters (IP_LAUNCH_CLUSTER, kernels/cluster.cuh): the blocks of a cluster run together
 // as one set of fibers, each block with its own dynamic shared memory (which cluster_map_shared maps into
 // the others'), and the cluster barrier is a barrier over all of them. A missing cluster barrier shows in
-// some block orders, not all.
+// some block orders, not all. Mapping another block's shared memory before the thread's first cluster
+// barrier, or after that block has exited, is reported; an exited block's shared memory is filled with
+// 0xFF (and poisoned under AddressSanitizer), so a read through an address mapped earlier shows too.
+//
+// Chained launches (IP_LAUNCH_CHAINED with chain true): a thread that exits without wait_for_prior_grids is
+// reported. Loads and stores with cache hints (__ldg, __ldcs, __ldcg, __stcs, __stcg) at an address not
+// aligned for their type are reported (plain misaligned accesses only by the sanitizer build). Kernels'
+// local variables start as a fill pattern (-ftrivial-auto-var-init=pattern, emu/CMakeLists.txt).
 //
 // One host thread may launch at a time (the emulator's state is global, like a CUDA context's).
 // Shared memory, static and dynamic, is filled with 0xFF at every block start, so a read before a write
@@ -191,8 +198,20 @@ using BlockBody = void (*)(void* launch);
 // Runs body(launch) on every thread of every block; returns the error the launch sets (configuration
 // errors as cudaErrorInvalidConfiguration / cudaErrorInvalidValue, like the runtime).
 // cluster: blocks a cluster along x (1: no clusters).
+// chained: launched with programmatic dependent launch (IP_LAUNCH_CHAINED with chain true): every thread
+// must call griddep_wait (wait_for_prior_grids) before it exits, or the launch is reported.
 void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-              BlockBody body, void* launch, unsigned cluster);
+              BlockBody body, void* launch, unsigned cluster, bool chained = false);
+// wait_for_prior_grids (griddepcontrol.wait) in a kernel: a no-op here (kernels run one after another),
+// recorded so that a chained kernel that never waits is reported.
+void griddep_wait();
+// A load or store with a cache hint (__ldg, __ldcs, ...) at an address not aligned for its type: on a GPU
+// the launch fails with a misaligned address; here the program stops with the thread that did it.
+[[noreturn]] void fatal_misaligned(const void* p, std::size_t align, const char* what);
+template <class T>
+inline void check_aligned(const T* p, const char* what) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) fatal_misaligned(p, alignof(T), what);
+}
 
 template <class... P>
 struct Launch {
@@ -202,6 +221,7 @@ struct Launch {
   cudaStream_t stream;
   void (*kernel)(P...);
   unsigned cluster = 1;
+  bool chained = false;
 
   template <class... A>
   void operator()(A&&... args) const {
@@ -216,7 +236,7 @@ struct Launch {
           std::tuple<std::decay_t<P>...> copy = bd->params;  // each thread gets its own parameters
           std::apply(bd->kernel, copy);
         },
-        &bound, cluster);
+        &bound, cluster, chained);
   }
 };
 
@@ -230,6 +250,12 @@ template <class... P>
 Launch<P...> launch_cluster(const char* file, int line, const char* name, dim3 grid, dim3 block, std::size_t smem,
                             cudaStream_t stream, unsigned cluster, void (*kernel)(P...)) {
   return Launch<P...>{{file, line, name}, grid, block, smem, stream, kernel, cluster};
+}
+
+template <class... P>
+Launch<P...> launch_chained(const char* file, int line, const char* name, dim3 grid, dim3 block, std::size_t smem,
+                            cudaStream_t stream, bool chain, void (*kernel)(P...)) {
+  return Launch<P...>{{file, line, name}, grid, block, smem, stream, kernel, 1, chain};
 }
 
 }  // namespace cuemu
@@ -270,7 +296,8 @@ template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   const int lane = static_cast<int>(::cuemu::lane_id());
   int src = lane ^ lane_mask;
-  if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;  // outside the segment: own value
+  if ((src & ~(width - 1)) > (lane & ~(width - 1))) src = lane;  // a later segment: own value (an earlier one's lane
+                                                                 // is read, as CUDA documents)
   return ::cuemu::shfl_from(mask, v, src);
 }
 template <class T>
@@ -297,25 +324,31 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* entry,
   return ::cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(entry), threads, smem);
 }
 
-// Loads and stores with cache hints are plain loads and stores.
+// Loads and stores with cache hints are plain loads and stores, at addresses aligned for their type (a
+// misaligned one stops the program, as the launch fails on a GPU).
 template <class T>
 T __ldg(const T* p) {
+  ::cuemu::check_aligned(p, "__ldg");
   return *p;
 }
 template <class T>
 T __ldcs(const T* p) {
+  ::cuemu::check_aligned(p, "__ldcs");
   return *p;
 }
 template <class T>
 T __ldcg(const T* p) {
+  ::cuemu::check_aligned(p, "__ldcg");
   return *p;
 }
 template <class T>
 void __stcs(T* p, T v) {
+  ::cuemu::check_aligned(p, "__stcs");
   *p = v;
 }
 template <class T>
 void __stcg(T* p, T v) {
+  ::cuemu::check_aligned(p, "__stcg");
   *p = v;
 }
 

@@ -7,7 +7,8 @@
 //       start it while the kernel ahead of it in the stream still runs. Such a kernel must call
 //       wait_for_prior_grids() before it touches memory the kernels ahead of it write (every chained kernel
 //       here calls it first), and calls allow_dependents() to let the next chained kernel start early.
-//       Errors are left for cudaGetLastError, as with <<<>>>. On the emulator: IP_LAUNCH.
+//       Errors are left for cudaGetLastError, as with <<<>>>. On the emulator: IP_LAUNCH, and a chained
+//       launch (chain true) any of whose threads exits without calling wait_for_prior_grids is reported.
 //   IP_LAUNCH_CLUSTER(grid, block, smem_bytes, stream, cluster, kernel)(args...)
 //       the same launch in thread block clusters of `cluster` blocks along x (sm_90 and later; grid.x a
 //       multiple of it; kernels/cluster.cuh has the device side). Errors are left for cudaGetLastError.
@@ -18,7 +19,7 @@
 #define IP_LAUNCH(grid, block, smem, stream, ...) \
   ::cuemu::launch(__FILE__, __LINE__, #__VA_ARGS__, grid, block, smem, stream, __VA_ARGS__)
 #define IP_LAUNCH_CHAINED(grid, block, smem, stream, chain, ...) \
-  ((void)(chain), ::cuemu::launch(__FILE__, __LINE__, #__VA_ARGS__, grid, block, smem, stream, __VA_ARGS__))
+  ::cuemu::launch_chained(__FILE__, __LINE__, #__VA_ARGS__, grid, block, smem, stream, chain, __VA_ARGS__)
 #define IP_LAUNCH_CLUSTER(grid, block, smem, stream, cluster, ...) \
   ::cuemu::launch_cluster(__FILE__, __LINE__, #__VA_ARGS__, grid, block, smem, stream, cluster, __VA_ARGS__)
 #define IP_DYNAMIC_SHARED(type, name) type* const name = reinterpret_cast<type*>(::cuemu::dynamic_shared())
@@ -92,8 +93,14 @@ ClusterLaunch(dim3, dim3, std::size_t, cudaStream_t, unsigned, void (*)(P...)) -
 }  // namespace ip::cuda
 #endif
 
-// Device side of IP_LAUNCH_CHAINED (griddepcontrol, sm_90 and later; nothing elsewhere and on the emulator,
-// where a kernel starts only after the one before it has finished).
+// Device side of IP_LAUNCH_CHAINED (griddepcontrol, sm_90 and later; nothing elsewhere; on the emulator,
+// where a kernel starts only after the one before it has finished, the wait is only recorded).
+#if defined(IP_CUEMU)
+namespace ip::cuda {
+inline void wait_for_prior_grids() { ::cuemu::griddep_wait(); }
+inline void allow_dependents() {}
+}  // namespace ip::cuda
+#else
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define IP_GRIDDEP(op) asm volatile(op ::: "memory")
 #else
@@ -104,3 +111,4 @@ __device__ __forceinline__ void wait_for_prior_grids() { IP_GRIDDEP("griddepcont
 __device__ __forceinline__ void allow_dependents() { IP_GRIDDEP("griddepcontrol.launch_dependents;"); }
 }  // namespace ip::cuda
 #undef IP_GRIDDEP
+#endif

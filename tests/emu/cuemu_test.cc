@@ -328,6 +328,30 @@ __global__ void cluster_exit_kernel() {
   ip::cuda::cluster_sync();
 }
 
+// Rank 1 maps rank 0's shared memory before any cluster barrier (rank 0 may not have started on a GPU).
+__global__ void cluster_early_map_kernel(int* out) {
+  IP_DYNAMIC_SHARED(int, s);
+  s[threadIdx.x] = 1;
+  if (ip::cuda::cluster_rank() == 1) out[threadIdx.x] = *ip::cuda::cluster_map(s + threadIdx.x, 0u);
+  ip::cuda::cluster_sync();
+}
+
+// Rank 0 leaves after the second cluster barrier, setting a flag; rank 1 waits for the flag and then maps
+// rank 0's shared memory (`late`), or reads it through the address it mapped between the barriers (`!late`).
+__global__ void cluster_late_map_kernel(volatile int* flag, int* out, bool late) {
+  IP_DYNAMIC_SHARED(int, s);
+  s[0] = 7;
+  ip::cuda::cluster_sync();
+  int* const early = ip::cuda::cluster_map(s, 0u);
+  ip::cuda::cluster_sync();
+  if (ip::cuda::cluster_rank() == 0) {
+    *flag = 1;
+    return;
+  }
+  while (*flag == 0) __nanosleep(100);
+  out[0] = late ? *ip::cuda::cluster_map(s, 0u) : *early;
+}
+
 // A cluster kernel that writes a static __shared__ array (one copy for all blocks on the emulator).
 __global__ void cluster_static_kernel(int* out) {
   __shared__ int s[32];
@@ -431,6 +455,81 @@ TEST(CuemuDeathTest, AThreadThatExitsBeforeAClusterBarrierIsReported) {
   EXPECT_DEATH(IP_LAUNCH_CLUSTER(2, 32, 32 * sizeof(int), nullptr, 2u, cluster_exit_kernel)(),
                "deadlock \\(threads wait at the cluster barrier.*cluster_exit_kernel.*32 at the cluster barrier.*32 "
                "exited");
+}
+
+TEST(CuemuDeathTest, AnotherBlocksSharedMemoryMappedBeforeTheFirstClusterBarrierIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 32 * sizeof(int));
+  EXPECT_DEATH(IP_LAUNCH_CLUSTER(2, 32, 32 * sizeof(int), nullptr, 2u, cluster_early_map_kernel)(d),
+               "block rank 0's shared memory mapped before the calling thread's first cluster barrier.*"
+               "cluster_early_map_kernel");
+  cudaFree(d);
+}
+
+TEST(CuemuDeathTest, SharedMemoryOfABlockThatExitedIsTakenAway) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int *flag, *out;
+  cudaMalloc(reinterpret_cast<void**>(&flag), sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&out), sizeof(int));
+  EXPECT_DEATH(
+      {
+        cudaMemset(flag, 0, sizeof(int));
+        IP_LAUNCH_CLUSTER(2, 1, sizeof(int), nullptr, 2u, cluster_late_map_kernel)(flag, out, true);
+      },
+      "block rank 0's shared memory mapped after every thread of that block exited.*cluster_late_map_kernel");
+  // Through an address mapped while rank 0 ran: its bytes are gone (0xFF here; the sanitizer build stops).
+  cudaMemset(flag, 0, sizeof(int));
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_DEATH(IP_LAUNCH_CLUSTER(2, 1, sizeof(int), nullptr, 2u, cluster_late_map_kernel)(flag, out, false),
+               "use-after-poison.*cluster_late_map_kernel");
+#else
+  IP_LAUNCH_CLUSTER(2, 1, sizeof(int), nullptr, 2u, cluster_late_map_kernel)(flag, out, false);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  int h = 0;
+  cudaMemcpy(&h, out, sizeof(int), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(h, -1);  // not the 7 rank 0 wrote
+#endif
+  cudaFree(flag);
+  cudaFree(out);
+}
+
+// A chained kernel (programmatic dependent launch) that reads its input with or without waiting first.
+__global__ void chained_copy_kernel(const int* in, int* out, bool wait) {
+  if (wait) ip::cuda::wait_for_prior_grids();
+  out[threadIdx.x] = in[threadIdx.x];
+}
+
+TEST(CuemuDeathTest, AChainedKernelThatDoesNotWaitIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int *in, *out;
+  cudaMalloc(reinterpret_cast<void**>(&in), 32 * sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(int));
+  cudaMemset(in, 0, 32 * sizeof(int));
+  IP_LAUNCH_CHAINED(1, 32, 0, nullptr, true, chained_copy_kernel)(in, out, true);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  IP_LAUNCH_CHAINED(1, 32, 0, nullptr, false, chained_copy_kernel)(in, out, false);  // not chained: no wait needed
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_DEATH(IP_LAUNCH_CHAINED(1, 32, 0, nullptr, true, chained_copy_kernel)(in, out, false),
+               "thread \\([0-9]+,0,0\\) of kernel chained_copy_kernel.*exited without wait_for_prior_grids");
+  cudaFree(in);
+  cudaFree(out);
+}
+
+// Loads with cache hints at addresses their type's alignment does not allow.
+__global__ void misaligned_load_kernel(const float* p, float* out) {
+  out[threadIdx.x] = __ldg(reinterpret_cast<const float4*>(p + 1)).x;
+}
+
+TEST(CuemuDeathTest, MisalignedVectorLoadsAreReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float *p, *out;
+  cudaMalloc(reinterpret_cast<void**>(&p), 64 * sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(float));
+  EXPECT_DEATH(IP_LAUNCH(1, 32, 0, nullptr, misaligned_load_kernel)(p, out),
+               "__ldg at 0x[0-9a-f]+, not aligned to the 16 bytes of its type.*misaligned_load_kernel");
+  cudaFree(p);
+  cudaFree(out);
 }
 
 TEST(CuemuDeathTest, StaticSharedMemoryInAClusterKernelIsReported) {
