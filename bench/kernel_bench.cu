@@ -3,7 +3,8 @@
 // GB/s of the bytes it is declared to move and as a fraction of the device's copy bandwidth measured
 // in the same run, with the issue's targets marked met / not met. Without a device it says so and exits 0.
 //
-//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP[,GROUP...]] [--runs N] [--warmup N] [--device N]
+//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP[,GROUP...]] [--runs N] [--warmup N] [--no-hold]
+//                [--device N]
 //                [--case-timeout S] [--help]
 #include <cuda_runtime.h>
 
@@ -95,7 +96,9 @@ void print_help() {
       "  --only GROUPS  one group or several, comma-separated: pool, score, indexer, topk, decode, attention, gla,\n"
       "                 stats\n"
       "  --runs N       timed runs per case (default 50, quick 15)\n"
-      "  --warmup N     untimed runs before timing (default 5, quick 2)\n"
+      "  --warmup N     untimed runs before timing (default 5, quick 2; 0: none)\n"
+      "  --no-hold      no blocking kernel: every run from an idle GPU (for profilers such as ncu, which run\n"
+      "                 one kernel at a time, so that a held stream would wait for the blocking kernel's timeout)\n"
       "  --device N     CUDA device (default 0)\n"
       "  --case-timeout S  a case still running after S seconds (a kernel that never finishes) stops the run:\n"
       "                 the finished rows are printed and written to --json with \"stopped\", exit status 3\n"
@@ -459,6 +462,7 @@ int main(int argc, char** argv) {
     else if (a == "--only") o.only = value("--only");
     else if (a == "--runs") o.runs = std::max(1, count("--runs"));
     else if (a == "--warmup") o.warmup = count("--warmup");
+    else if (a == "--no-hold") o.no_hold = true;
     else if (a == "--device") o.device = count("--device");
     else if (a == "--case-timeout") {
       const std::string v = value("--case-timeout");
@@ -513,7 +517,7 @@ int main(int argc, char** argv) {
     env.stream = stream;
 #ifndef IP_CUEMU
     StreamHold hold;  // the emulator runs each launch at once: nothing to queue behind
-    env.hold = &hold;
+    if (!o.no_hold) env.hold = &hold;
 #endif
     env.device = o.device;
     env.sms = prop.multiProcessorCount;
@@ -522,7 +526,7 @@ int main(int argc, char** argv) {
     env.smoke = o.smoke;
     env.shrink = o.smoke ? 256 : 1;
     env.runs = o.runs ? o.runs : (o.smoke ? 2 : o.quick ? 15 : 50);
-    env.warmup = o.warmup ? o.warmup : (o.smoke ? 1 : o.quick ? 2 : 5);
+    env.warmup = o.warmup >= 0 ? o.warmup : (o.smoke ? 1 : o.quick ? 2 : 5);
     const std::string device =
         fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.1f} MiB, driver {}.{}, runtime {}.{}", prop.name, prop.major,
                     prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, l2 / 1048576.0,

@@ -26,7 +26,11 @@ struct Options {
   std::string only;      // --only GROUP[,GROUP...]: the case groups to run (pool, score, indexer, topk, decode,
                          // attention, gla, stats); "" all
   int device = 0;
-  int runs = 0, warmup = 0;  // 0: the mode's default
+  int runs = 0;     // 0: the mode's default
+  int warmup = -1;  // < 0: the mode's default
+  // --no-hold: no blocking kernel; every run from an idle GPU (under a profiler, which serializes launches,
+  // a held stream would make each case wait for the blocking kernel's timeout).
+  bool no_hold = false;
   // --case-timeout S: a case running longer than S seconds stops the benchmark (see guard_case_begins);
   // < 0: the default (60 s on a GPU, off on the emulator), 0: off.
   double case_timeout_s = -1;

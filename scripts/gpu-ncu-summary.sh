@@ -3,8 +3,10 @@
 # kernel's time goes in one call (kernels/DEVICE_RUNS.md, open questions: top-k, scoring).
 #
 # usage: scripts/gpu-ncu-summary.sh BUILD_DIR OUT_DIR [GROUP...]     (default groups: topk score)
-#   Runs `BUILD_DIR/bench/kernel_bench --only GROUP --runs 1 --warmup 0` under ncu (clocks left alone,
-#   kernels matching KERNELS only) and writes OUT_DIR/ncu-GROUP.ncu-rep and OUT_DIR/ncu-GROUP.csv (one row
+#   Runs `BUILD_DIR/bench/kernel_bench --only GROUP --runs 1 --warmup 0 --no-hold` under ncu (clocks left
+#   alone, kernels matching KERNELS only; one launch of each kernel a case, with no blocking kernel ahead of
+#   it: ncu runs one kernel at a time, so a held stream would wait for the blocking kernel's 2 s timeout in
+#   every case) and writes OUT_DIR/ncu-GROUP.ncu-rep and OUT_DIR/ncu-GROUP.csv (one row
 #   per launch, the metrics below), then prints per kernel: launches, total and mean duration, and the mean
 #   of each percentage.
 # environment:
@@ -47,7 +49,7 @@ for g in "${groups[@]}"; do
   echo "== ncu: kernel_bench --only $g (kernels /$kernels/, box ${box}s)"
   rm -f "$out/ncu-$g.ncu-rep"
   timeout "$box" "$ncu" --clock-control none --metrics "$metrics" -k "regex:$kernels" -o "$out/ncu-$g" -f \
-    "$bench" --only "$g" --runs 1 --warmup 0 >"$out/ncu-$g.log" 2>&1
+    "$bench" --only "$g" --runs 1 --warmup 0 --no-hold >"$out/ncu-$g.log" 2>&1
   rc=$?
   grep -E '==ERROR==|==WARNING==' "$out/ncu-$g.log" | sort | uniq -c | head -5
   if [[ ! -f "$out/ncu-$g.ncu-rep" ]]; then

@@ -5,7 +5,8 @@ usage: check_kernel_bench.py KERNEL_BENCH_PROGRAM OUTPUT_JSON
 Runs the program with --smoke --json, then checks that it exited 0, that every case group ran, that no
 case ended in an error or was skipped, that every timed case has positive times in order
 (min <= median <= max) and positive declared bytes, that the summary agrees with the cases, and that the
-JSON says how the run was made (command line, start time).
+JSON says how the run was made (command line, start time). Then runs the form the Nsight Compute script
+uses (--runs 1 --warmup 0 --no-hold) on one group and checks that the JSON says so.
 """
 import json
 import math
@@ -63,6 +64,18 @@ def main() -> int:
         problems.append(f"summary {s} vs {len(cases)} cases")
     if "kernel_bench: summary:" not in run.stdout:
         problems.append("no summary line on stdout (scripts/gpu-check.sh reads it)")
+    # The profiler's form (scripts/gpu-ncu-summary.sh): no warm-up when asked for none, no blocking kernel.
+    out2 = out + ".ncu-form.json"
+    run2 = subprocess.run([prog, "--smoke", "--only", "stats", "--runs", "1", "--warmup", "0", "--no-hold", "--json",
+                           out2], capture_output=True, text=True)
+    if run2.returncode != 0:
+        problems.append(f"--warmup 0 --no-hold: exit status {run2.returncode}: {run2.stderr[-500:]}")
+    else:
+        with open(out2, encoding="utf-8") as f:
+            d2 = json.load(f)
+        if d2.get("warmup") != 0 or d2.get("runs") != 1 or d2.get("timing") != "unqueued":
+            problems.append(f"--runs 1 --warmup 0 --no-hold: the JSON says runs {d2.get('runs')}, warmup "
+                            f"{d2.get('warmup')}, timing {d2.get('timing')!r}")
     for p in problems:
         print("FAILED:", p)
     print(f"{len(cases)} cases in {len(seen)} groups; {len(problems)} problems")
