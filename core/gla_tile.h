@@ -13,7 +13,9 @@
 // Within a phase every element reads only what earlier phases wrote and writes only its own slot, so
 // the order in which elements run does not matter. The per-element sums run in the order of
 // core/linear_attention.cc gla_chunked. Decode append: gla_recurrence_elem, the naive recurrence of one
-// state element over a few tokens.
+// state element over a few tokens. Every multiply-add is an explicit fmaf: one rounding, whatever a
+// compiler's contraction of a * b + c would do (nvcc fuses by default, a host compiler without FMA in its
+// target does not), so two kernels built from these functions give the same bits.
 #pragma once
 
 #include <cmath>
@@ -61,7 +63,7 @@ IP_HOST_DEVICE void gla_score_elem(const GlaTile& t, int i, int m) {
   float a = 0.0f;
   if (m <= i) {
     const float *q = t.q + i * t.ldk, *k = t.k + m * t.ldk, *bi = t.lc + i * t.ldk, *bm = t.lc + m * t.ldk;
-    for (int d = 0; d < t.dk; ++d) a += q[d] * k[d] * expf(bi[d] - bm[d]);
+    for (int d = 0; d < t.dk; ++d) a = fmaf(q[d] * k[d], expf(bi[d] - bm[d]), a);
   }
   t.A[i * t.L + m] = a;
 }
@@ -76,8 +78,8 @@ IP_HOST_DEVICE void gla_prepare_elem(const GlaTile& t, int i, int d) {
 // Phase 4: output of token i, tile column j, from the chunk's incoming state.
 IP_HOST_DEVICE float gla_output_elem(const GlaTile& t, int i, int j) {
   float o = 0.0f;
-  for (int m = 0; m <= i; ++m) o += t.A[i * t.L + m] * t.v[m * t.ldv + j];
-  for (int d = 0; d < t.dk; ++d) o += t.q[i * t.ldk + d] * t.S[d * t.ldv + j];
+  for (int m = 0; m <= i; ++m) o = fmaf(t.A[i * t.L + m], t.v[m * t.ldv + j], o);
+  for (int d = 0; d < t.dk; ++d) o = fmaf(t.q[i * t.ldk + d], t.S[d * t.ldv + j], o);
   return o;
 }
 
@@ -86,10 +88,10 @@ IP_HOST_DEVICE float gla_output_elem(const GlaTile& t, int i, int j) {
 IP_HOST_DEVICE float gla_state_gate(const GlaTile& t, int d) { return expf(t.lc[(t.L - 1) * t.ldk + d]); }
 IP_HOST_DEVICE float gla_state_sum(const GlaTile& t, int d, int j) {
   float acc = 0.0f;
-  for (int m = 0; m < t.L; ++m) acc += t.k[m * t.ldk + d] * t.v[m * t.ldv + j];
+  for (int m = 0; m < t.L; ++m) acc = fmaf(t.k[m * t.ldk + d], t.v[m * t.ldv + j], acc);
   return acc;
 }
-IP_HOST_DEVICE float gla_state_update(float g, float s, float acc) { return g * s + acc; }
+IP_HOST_DEVICE float gla_state_update(float g, float s, float acc) { return fmaf(g, s, acc); }
 
 // Phase 5: state element (d, j) handed to the next chunk.
 IP_HOST_DEVICE void gla_state_elem(const GlaTile& t, int d, int j) {
@@ -102,7 +104,7 @@ IP_HOST_DEVICE void gla_state_elem(const GlaTile& t, int d, int j) {
 // k, a: rows of stride ldk starting at dimension d; v: rows of stride ldv starting at column j.
 IP_HOST_DEVICE float gla_recurrence_elem(float s, long long n, const float* k, const float* a, long long ldk,
                                          const float* v, long long ldv) {
-  for (long long t = 0; t < n; ++t) s = a[t * ldk] * s + k[t * ldk] * v[t * ldv];
+  for (long long t = 0; t < n; ++t) s = fmaf(a[t * ldk], s, k[t * ldk] * v[t * ldv]);
   return s;
 }
 

@@ -75,6 +75,9 @@ std::size_t attention_workspace_bytes(const AttentionArgs& a, long long max_atte
 void attention(const AttentionArgs& a, cudaStream_t stream) {
   validate(a, a.max_attended);
   IP_REQUIRE(a.batch.total_tokens == 0 || (a.keys && a.values), "attention: keys or values is null");
+  // The kernels load row 0 in place of an invalid token (a block id past its request's end, or -1) and
+  // discard it: with blocks, row 0 must exist.
+  IP_REQUIRE(!a.blocks || a.batch.total_tokens >= 1, "attention: blocks given over a batch of 0 tokens");
   IP_REQUIRE(a.queries != nullptr, "attention: queries is null");
   IP_REQUIRE(a.out != nullptr, "attention: out is null");
   const Layout l = layout_of(a, a.max_attended);

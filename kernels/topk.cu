@@ -69,6 +69,56 @@ std::size_t topk_workspace_bytes(int rows, long long max_row, int k) {
   return layout(rows, max_row, k).total;
 }
 
+namespace {
+
+// Whether `kernel` runs code compiled for sm_90 or later (griddepcontrol, clusters): its PTX version, not
+// the device's, since a build without sm_90 code runs its compute_80 PTX there, JIT-compiled, where the
+// sm_90 paths are stubs (the cluster kernel traps) or absent (no griddepcontrol.wait in chained kernels).
+template <class K>
+bool built_for_sm90(K* kernel) {
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return fa.ptxVersion >= 90;
+}
+
+// The clusters of `blocks` that fit the device at once for this k and row length (0: none, or unknown).
+int active_clusters(int blocks, int k, long long max_row) {
+  if (blocks == 16)
+    IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(detail::topk_cluster_smem(k, detail::kTopkClusterListCap))));
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(blocks);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  // gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs (by position: the emulator defines
+  // blockDim and gridDim as macros)
+  const cudaLaunchConfig_t cfg{dim3(static_cast<unsigned>(blocks)), dim3(detail::kTopkClusterThreads),
+                               detail::topk_cluster_smem(k, detail::topk_cluster_keep_cap(max_row, blocks)), nullptr,
+                               &attr, 1};
+  int fits = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(&fits, detail::topk_cluster_kernel, &cfg);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // not supported (e.g. a non-portable size): none
+    return 0;
+  }
+  return fits;
+}
+
+}  // namespace
+
+bool topk_cluster_fits(int blocks, int k, long long max_row) {
+  int dev = 0, major = 0;
+  IP_CUDA_CHECK(cudaGetDevice(&dev));
+  IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 9 || !built_for_sm90(detail::topk_cluster_kernel)) return false;
+  return active_clusters(blocks, k, max_row) >= 1;
+}
+
 void topk(const TopkArgs& a, cudaStream_t stream) {
   validate_shape(a.rows, a.max_row, a.k);
   IP_REQUIRE(a.row_offset != nullptr, "top-k: row_offset is null");
@@ -108,7 +158,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   // The passes are launched chained (programmatic dependent launch, sm_90 and later): each starts while
   // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
-  const bool chain = a.chained && major >= 9;
+  const bool chain = a.chained && major >= 9 && built_for_sm90(detail::topk_hist_kernel<0>);
   long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
   if (a.one_wave) {
     int resident = 0;
@@ -153,6 +203,9 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   if (cluster) {
     IP_REQUIRE(major >= 9, "top-k: launch cluster needs thread block clusters (sm_90 or later; this device is sm_{}x)",
                major);
+    IP_REQUIRE(built_for_sm90(detail::topk_cluster_kernel),
+               "top-k: launch cluster needs the kernels built for sm_90 (CMAKE_CUDA_ARCHITECTURES with 90); this build "
+               "runs PTX of an older architecture here, where the cluster kernel is a stub");
     IP_REQUIRE(static_cast<long long>(a.rows) * detail::kTopkClusterMaxBlocks <= INT32_MAX,
                "top-k: launch cluster takes at most {} rows", INT32_MAX / detail::kTopkClusterMaxBlocks);
     IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -160,26 +213,21 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
     // Default size: as many blocks a row as keep the batch within about one block an SM (16 for a single
     // row where the device runs clusters of 16, the portable 8 otherwise; at least 2).
     int blocks = a.cluster_blocks;
-    if (blocks == 0 || blocks == 16) {
-      IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    }
     if (blocks == 0) {
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = 16;
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      // gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs (by position: the emulator defines
-      // blockDim and gridDim as macros)
-      const cudaLaunchConfig_t cfg{dim3(16), dim3(detail::kTopkClusterThreads),
-                                   detail::topk_cluster_smem(a.k, detail::topk_cluster_keep_cap(a.max_row, 16)),
-                                   nullptr, &attr, 1};
-      int fits = 0;
-      const cudaError_t err = cudaOccupancyMaxActiveClusters(&fits, detail::topk_cluster_kernel, &cfg);
-      if (err != cudaSuccess) (void)cudaGetLastError();  // not supported: at most the portable size
-      blocks = err == cudaSuccess && fits >= 1 ? 16 : 8;
+      blocks = active_clusters(16, a.k, a.max_row) >= 1 ? 16 : 8;  // else at most the portable size
       while (blocks > 2 && static_cast<long long>(a.rows) * blocks > sms) blocks /= 2;
+    } else {
+      // An explicit size that the device cannot hold (clusters of 16 whole SMs need that many free SMs in
+      // one GPC) fails here, named, rather than as the launch's cudaErrorClusterOutOfResources.
+      IP_REQUIRE(active_clusters(blocks, a.k, a.max_row) >= 1,
+                 "top-k: cluster_blocks = {}: this device cannot run clusters of {} blocks of {} threads with {} B of "
+                 "shared memory each (cudaOccupancyMaxActiveClusters: 0); use 0 (the largest that fits) or a smaller "
+                 "size",
+                 blocks, blocks, detail::kTopkClusterThreads,
+                 detail::topk_cluster_smem(a.k, detail::topk_cluster_keep_cap(a.max_row, blocks)));
     }
+    if (blocks == 16)
+      IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
     p.sample_min_row = kept_sample_min_row;
     const std::size_t smem = detail::topk_cluster_smem(a.k, p.compact_cap);

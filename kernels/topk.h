@@ -85,5 +85,9 @@ struct TopkArgs {
 
 std::size_t topk_workspace_bytes(int rows, long long max_row, int k);
 void topk(const TopkArgs& a, cudaStream_t stream);
+// Whether the current device runs TopkLaunch::cluster with clusters of `blocks` blocks for rows of up to
+// max_row scores at this k (cudaOccupancyMaxActiveClusters >= 1; false below sm_90 or where the kernel
+// was not built for sm_90). An explicit cluster_blocks that does not fit is an error in topk().
+bool topk_cluster_fits(int blocks, int k, long long max_row);
 
 }  // namespace ip::cuda

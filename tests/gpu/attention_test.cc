@@ -352,6 +352,22 @@ TEST(Attention, ValidatesArgumentsOnTheHost) {
   a.workspace = &dummy;
   a.workspace_bytes = 1;
   EXPECT_THROW(cuda::attention(a, nullptr), Error);
+  // Blocks over a batch of no tokens: the kernels would read row 0 for the invalid blocks' tokens.
+  {
+    cuda::AttentionArgs z = a;
+    const long long block_off[2] = {0, 1};
+    const std::int32_t block_ids[1] = {-1};
+    z.blocks = block_ids;
+    z.block_offset = block_off;
+    z.block_size = 4;
+    z.workspace_bytes = cuda::attention_workspace_bytes(z, 10);
+    try {
+      cuda::attention(z, nullptr);
+      ADD_FAILURE() << "blocks over 0 tokens accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("blocks given over a batch of 0 tokens"), std::string::npos) << e.what();
+    }
+  }
   // The lanes kernel refuses dims it was not built for, and unaligned rows, before anything runs.
   a.workspace_bytes = cuda::attention_workspace_bytes(a, 10);
   a.kernel = cuda::AttnKernel::lanes;
