@@ -147,7 +147,7 @@ std::vector<KeyInfo> make_keys() {
       {"threads", "0", "CPU backend threads (0 = all hardware threads)",
        [](P& p, const std::string& v) {
          p.threads = parse_i32(v);
-         IP_REQUIRE(p.threads >= 0, "threads must be >= 0");
+         IP_REQUIRE(p.threads >= 0 && p.threads <= 4096, "threads must be in 0..4096 (0: all hardware threads)");
        }},
       {"threads_per_request", "0",
        "0: a point's requests run one after another, each on all threads; N >= 1: threads / N requests at once,\n"
@@ -155,7 +155,8 @@ std::vector<KeyInfo> make_keys() {
        "                                          while the other requests run)",
        [](P& p, const std::string& v) {
          p.threads_per_request = parse_i32(v);
-         IP_REQUIRE(p.threads_per_request >= 0, "threads_per_request must be >= 0");
+         IP_REQUIRE(p.threads_per_request >= 0 && p.threads_per_request <= 4096,
+                    "threads_per_request must be in 0..4096");
        }},
       {"workload.source", "synthetic",
        "'synthetic' (the generator below) or the path of an HDF5 file with index_keys [T,D], index_queries\n"
@@ -693,12 +694,16 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     else if (p.source == "synthetic" && p.workload.attn_dim <= 0)
       why = "it needs an attention stage (workload.attn_dim > 0)";
     else if (p.save_tensors)
-      why = "output.save_tensors is not supported with it";
+      why = fmt::format("output.save_tensors (set at {}) is not supported with it", setting_at("output.save_tensors"));
     else if (p.cache.enabled && p.cache.relevance == "cosine")
-      why = "cache.relevance = cosine needs the per-step similarity it does not record (use mass)";
+      why = fmt::format("cache.relevance = cosine (set at {}) needs the per-step similarity it does not record (use "
+                        "mass)",
+                        setting_at("cache.relevance"));
     else if (p.profile.counters || p.profile.kernel_records)
-      why = "profile.counters and profile.kernel_records measure the per-request pipeline's backend calls, not the "
-            "batched decoder (use Nsight: --profile; its steps are NVTX ranges named batch_step)";
+      why = fmt::format("profile.counters and profile.kernel_records (set at {} and {}) measure the per-request "
+                        "pipeline's backend calls, not the batched decoder (use Nsight: --profile; its steps are NVTX "
+                        "ranges named batch_step)",
+                        setting_at("profile.counters"), setting_at("profile.kernel_records"));
     IP_REQUIRE(why.empty(), "{}: key 'select.batched' = true: {}; point {} ({})", setting_at("select.batched"), why,
                p.index, p.key);
   }
@@ -747,7 +752,9 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   // The sweep's identity: every resolved setting except output.* and a single thread count (the same sweep
   // written elsewhere, on another thread count or split into shards keeps its id). Thread counts as an axis
   // make points of their own (their keys name them), so they are part of it: threads = 1, 2 and
-  // threads = 3, 4 are different sweeps, whose shards merge and --resume refuse to mix.
+  // threads = 3, 4 are different sweeps, whose shards merge and --resume refuse to mix. Of output.*, only
+  // output.save_tensors changes what a point holds: a sweep that saves tensors (at any point) is another
+  // sweep, so merge and --resume do not mix points with and without them (unset and false: the same id).
   std::string canon;
   for (const auto& s : sw.settings) {
     if (s.key.rfind("output.", 0) == 0 ||
@@ -757,6 +764,8 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     for (const auto& v : s.values) canon += v + ",";
     canon += "\n";
   }
+  if (std::any_of(sw.points.begin(), sw.points.end(), [](const Point& p) { return p.save_tensors; }))
+    canon += "output.save_tensors=true\n";
   if (const char* env = std::getenv("INDEXPOOL_CACHE_SIZE"); env && *env) canon += fmt::format("cache_size={}\n", env);
   for (const auto& z : sw.zips) {
     canon += "zip=";

@@ -390,6 +390,9 @@ struct ResultsFile::Impl {
   double last_write_s = 0;          // how long the last write took
   bool write_failed = false;        // the last flush threw (its error went to the caller)
   bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
+  // Resumed: the file's skipped points (their rows left out of `rows`), which run again; the next write
+  // removes their groups and rewrites the table without them.
+  std::vector<std::int64_t> retried;
   std::chrono::steady_clock::time_point last_write_end{};
 };
 
@@ -446,11 +449,22 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "
                  "({}); an older or newer build wrote it. Write to a new path, or pass --overwrite",
                  path, written_by(f), column_difference(rows, "the file", columns, "this sweep"));
+      // A point recorded as skipped (no device, over the memory limit, ...) holds no results: it runs again,
+      // and until its new record is written the file keeps the old one.
+      std::size_t status = 0;
+      while (status < rows.columns.size() && rows.columns[status].name != "status") ++status;
+      IP_REQUIRE(status < rows.columns.size(), "cannot resume '{}': its /points table has no status column", path);
+      h5::Table kept = points_table(meta.axis_keys);
       for (std::size_t r = 0; r < rows.rows(); ++r) {
+        if (rows.columns[status].strings[r] == "skipped") {
+          impl_->retried.push_back(rows.columns[0].ints[r]);
+          continue;
+        }
         impl_->keys.insert(rows.columns[1].strings[r]);
         impl_->indices.insert(rows.columns[0].ints[r]);
+        copy_row(kept, rows, r);
       }
-      impl_->rows = std::move(rows);
+      impl_->rows = std::move(kept);
       impl_->on_disk = true;
     }
   }
@@ -475,6 +489,8 @@ void ResultsFile::set_flush_policy(FlushPolicy policy) { impl_->policy = policy;
 bool ResultsFile::has(const std::string& point_key) const { return impl_->keys.count(point_key) > 0; }
 
 std::size_t ResultsFile::size() const { return impl_->rows.rows() + impl_->held.size(); }
+
+std::size_t ResultsFile::retried() const { return impl_->retried.size(); }
 
 std::size_t ResultsFile::held() const { return impl_->held.size(); }
 
@@ -509,9 +525,12 @@ void ResultsFile::flush() {
     h5::File f(tmp, im.on_disk ? "a" : "w");
     if (!im.on_disk) write_root_attrs(f, im.meta);
     if (im.restamp_shard) f.set_attr("/", "shard", im.meta.shard);
-    // A new file, or a string wider than its column: rewrite the table (HDF5 does not reuse the old one's space,
-    // so the file grows by one table each time a column widens; widths double, so that happens rarely).
-    if (!im.on_disk || !f.append_table("points", batch)) {
+    for (const std::int64_t i : im.retried)  // skipped points run again: their old records go
+      if (f.exists(group_name(static_cast<std::size_t>(i)))) f.remove(group_name(static_cast<std::size_t>(i)));
+    // A new file, retried points, or a string wider than its column: rewrite the table (HDF5 does not reuse
+    // the old one's space, so the file grows by one table each time a column widens; widths double, so that
+    // happens rarely).
+    if (!im.on_disk || !im.retried.empty() || !f.append_table("points", batch)) {
       if (im.on_disk) f.remove("points");
       h5::Table all = im.rows;
       for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(all, batch, r);
@@ -534,6 +553,7 @@ void ResultsFile::flush() {
     throw Error(fmt::format("cannot append {} to results file '{}': {}", what, im.path, e.what()));
   }
   for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(im.rows, batch, r);
+  im.retried.clear();
   im.held.clear();
   im.on_disk = true;
   im.write_failed = false;

@@ -150,6 +150,8 @@ class ResultsFile {
 
   bool has(const std::string& point_key) const;  // written or held
   std::size_t size() const;                      // points written or held
+  // Resumed: points the file recorded as skipped, which are not held (has() is false) and run again.
+  std::size_t retried() const;
   std::size_t held() const;                      // appended points not yet on disk
   void append(const PointRecord& rec);  // throws ip::Error naming the file (then the points stay held)
   void flush();                         // writes the held points now; throws ip::Error naming the file

@@ -637,9 +637,12 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   for (const auto& p : points)
     if (!out || !out->has(p.key)) todo.push_back(&p);
   const bool tty = isatty(fileno(stderr));
-  if (!opt.quiet && todo.size() < points.size())
-    std::fprintf(stderr, "resuming: %zu of %zu points already in the results file\n", points.size() - todo.size(),
-                 points.size());
+  if (!opt.quiet && out && (todo.size() < points.size() || out->retried() > 0))
+    std::fprintf(stderr, "resuming: %zu of %zu points already in the results file%s\n", points.size() - todo.size(),
+                 points.size(),
+                 out->retried() > 0
+                     ? fmt::format("; {} recorded as skipped run again", out->retried()).c_str()
+                     : "");
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = todo.size();
   // A workload stays in `cache` until the last point that uses it has run (points that share a workload

@@ -90,6 +90,33 @@ TEST_F(CliTest, VersionAndHelp) {
   EXPECT_NE(run("").code, 0);
 }
 
+// Points skipped for memory run on --resume once the limit allows them (the limit is not part of the sweep);
+// output.save_tensors = true makes another sweep, which --resume refuses to mix with this one.
+TEST_F(CliTest, ResumeRunsSkippedPointsAndRefusesMixedTensors) {
+  const std::string h5 = (dir_ / "skip.h5").string();
+  const auto cfg = file("skip.ini", "[workload]\ntokens = 512\nsteps = 2\nindex_heads = 2\nattn_heads = 1\n"
+                                    "[pool]\nweighting = uniform, exact\n[select]\ntopk_tokens = 64\n"
+                                    "[output]\npath = " + h5 + "\n");
+  auto r = run("run " + cfg + " --quiet --set sweep.memory_limit=1Ki");
+  ASSERT_EQ(r.code, 0) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.read_table("points").column("status").strings, (std::vector<std::string>{"skipped", "skipped"}));
+  }
+  r = run("run " + cfg + " --set output.save_tensors=true --resume");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the settings differ"), std::string::npos) << r.out;
+  r = run("run " + cfg + " --resume");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming: 0 of 2 points already in the results file; 2 recorded as skipped run again"),
+            std::string::npos)
+      << r.out;
+  ip::h5::File f(h5, "r");
+  const ip::h5::Table t = f.read_table("points");
+  EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"ok", "ok"}));
+  EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{0, 1}));
+}
+
 TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
   const std::string h5 = (dir_ / "out" / "r.h5").string();
   const auto cfg = file("tiny.ini", "[workload]\ntokens = 512\nsteps = 2\nindex_heads = 2\nattn_heads = 1\n"

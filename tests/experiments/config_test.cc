@@ -320,7 +320,7 @@ TEST_F(ConfigTest, ShardSpecAndSlurmVariables) {
   EXPECT_EQ(slurm, (std::pair<int, int>{3, 4}));
 }
 
-TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {
+TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {  // and output.save_tensors = false
   const auto a = load_sweep(write("[pool]\ngroup_size = 2, 4\n[output]\npath = a.h5\n"));
   const auto b = load_sweep(write("threads = 3\n[pool]\ngroup_size = 2, 4\n[output]\npath = b.h5\n"));
   const auto c = load_sweep(write("[pool]\ngroup_size = 2, 8\n"));
@@ -340,6 +340,14 @@ TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {
   EXPECT_NE(t12.sweep_id, t34.sweep_id);
   EXPECT_NE(t12.sweep_id, a.sweep_id);
   EXPECT_NE(r12.sweep_id, a.sweep_id);
+  // Of output.*, save_tensors changes what a point holds: on, another sweep (unset and false: the same).
+  const auto st = load_sweep(write("[pool]\ngroup_size = 2, 4\n[output]\nsave_tensors = true\n"));
+  const auto sf = load_sweep(write("[pool]\ngroup_size = 2, 4\n[output]\nsave_tensors = false\n"));
+  EXPECT_NE(st.sweep_id, a.sweep_id);
+  EXPECT_EQ(sf.sweep_id, a.sweep_id);
+  // Thread counts past any machine are refused, naming the key and line.
+  const std::string many = error_of(write("threads = 100000\n"));
+  EXPECT_NE(many.find("threads must be in 0..4096"), std::string::npos) << many;
 }
 
 TEST_F(ConfigTest, MemoryLimitAndEstimate) {

@@ -272,6 +272,52 @@ TEST_F(ResultsTest, ResumeSkipsHeldKeysAndAppends) {
   EXPECT_TRUE(f.exists("point_000003/steps"));
 }
 
+// A point the file recorded as skipped (no device, over the memory limit) holds no results: resumed, it is
+// not held and runs again; the file keeps its old record until the new one is written, which replaces it.
+TEST_F(ResultsTest, ResumeRunsSkippedPointsAgain) {
+  const std::string p = write("r.h5", {0, 2, 3});  // point 2 skipped
+  {
+    ResultsFile f(p, meta(), true, false);
+    EXPECT_EQ(f.size(), 2u);
+    EXPECT_EQ(f.retried(), 1u);
+    EXPECT_TRUE(f.has(key_of(0)));
+    EXPECT_FALSE(f.has(key_of(2)));
+    EXPECT_TRUE(f.has(key_of(3)));
+    {
+      ip::h5::File g(p, "r");
+      EXPECT_EQ(g.read_table("points").column("index").ints, (std::vector<std::int64_t>{0, 2, 3}));
+      EXPECT_EQ(g.read_table("points").column("status").strings[1], "skipped");
+    }
+    f.append(point(2));
+    EXPECT_EQ(f.size(), 3u);
+    EXPECT_EQ(f.retried(), 0u);
+  }
+  {
+    ip::h5::File g(p, "r");
+    const ip::h5::Table t = g.read_table("points");
+    EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{0, 3, 2}));
+    EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"ok", "ok", "ok"}));
+    EXPECT_EQ(t.column("tokens").floats[2], 300.0);
+    EXPECT_TRUE(g.exists("point_000002/steps"));
+  }
+  // Skipped again: one record of it, the new one.
+  {
+    ResultsFile f(p, meta(), true, false);
+    EXPECT_EQ(f.retried(), 0u);
+  }
+  const std::string q = write("q.h5", {1, 2});
+  {
+    ResultsFile f(q, meta(), true, false);
+    PointRecord again = point(2, true);
+    again.summary.reason = "still no device";
+    f.append(again);
+  }
+  ip::h5::File g(q, "r");
+  const ip::h5::Table t = g.read_table("points");
+  EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(t.column("reason").strings[1], "still no device");
+}
+
 TEST_F(ResultsTest, ResumeRefusesAnotherSweepOrSchemaAndLeavesTheFile) {
   const std::string p = write("r.h5", {0});
   const std::string before = bytes_of(p);
@@ -393,8 +439,9 @@ TEST_F(ResultsTest, HeldPointsReachTheFileOnFlushAndAtTheEnd) {
               b.read_table(g + "/steps").column("mass_recall").floats)
         << g;
   }
-  ResultsFile again(p, meta(), true, false);
-  EXPECT_EQ(again.size(), 45u);
+  ResultsFile again(p, meta(), true, false);  // resumed: the 15 skipped points (i % 3 == 2) run again
+  EXPECT_EQ(again.size(), 30u);
+  EXPECT_EQ(again.retried(), 15u);
 }
 
 // Appends replace the file (new file, rename): a reader that has it open keeps a complete snapshot.
