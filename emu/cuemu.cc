@@ -541,7 +541,8 @@ void thread_exits(Emu& e) {
   Fiber& f = *e.cur;
   if (l.chained && !f.waited)
     die("thread (%u,%u,%u) of %s exited without wait_for_prior_grids (griddepcontrol.wait): the kernel was launched "
-        "chained (IP_LAUNCH_CHAINED), so on a GPU it may run while the kernel before it still writes",
+        "chained (IP_LAUNCH_CHAINED), so on a GPU it may run while the kernel before it still writes, and every "
+        "chained kernel here waits first (kernels/launch.h)",
         f.c.thread_idx.x, f.c.thread_idx.y, f.c.thread_idx.z, where(e));
   if (l.cluster > 1 && ++l.exited_threads[f.slot] == l.block.x * l.block.y * l.block.z) {
     l.exited_blocks |= 1u << f.slot;
@@ -849,7 +850,8 @@ void* cluster_map_shared(void* p, unsigned rank) {
   if (rank >= l.cluster) die("block rank %u mapped in a cluster of %u blocks, in %s", rank, l.cluster, where(e));
   if (l.cluster > 1 && rank != e.cur->slot && e.cur->tsan_clusters == 0)
     die("block rank %u's shared memory mapped before the calling thread's first cluster barrier (another block's "
-        "shared memory is valid only from the first cluster_sync, when every block of the cluster has started), in %s",
+        "shared memory may be accessed only once every block of the cluster has started, after the first "
+        "cluster_sync; kernels/cluster.cuh maps only from then on), in %s",
         rank, where(e));
   if (l.cluster > 1 && (l.exited_blocks >> rank & 1u))
     die("block rank %u's shared memory mapped after every thread of that block exited (a block must not exit while "

@@ -144,7 +144,7 @@ std::vector<KeyInfo> make_keys() {
       {"backend", "cpu", "cpu, cuda or auto. cuda needs a CUDA build, a device and room for the point (else the point is\n"
        "                                          skipped with the reason); auto: cuda when a device is present, else cpu",
        [](P& p, const std::string& v) { p.backend = one_of(v, {"cpu", "cuda", "auto"}); }},
-      {"threads", "0", "CPU backend threads (0 = all hardware threads)",
+      {"threads", "0", "CPU backend threads (0 = OpenMP's default: all hardware threads unless OMP_NUM_THREADS)",
        [](P& p, const std::string& v) {
          p.threads = parse_i32(v);
          IP_REQUIRE(p.threads >= 0 && p.threads <= 4096, "threads must be in 0..4096 (0: all hardware threads)");
@@ -253,8 +253,9 @@ std::vector<KeyInfo> make_keys() {
        "backend = cuda: decode the point's requests together, one launch per stage and step for all of them "
        "(batched decoder; the cpu backend runs them one after another, same selections). Needs a scheme that "
        "does not learn (exact, uniform, positional, maxmin, cosine with group_mean), the plain sparse layer and "
-       "an attention stage; stage times are then those of the whole batch. A batch that does not fit the device "
-       "is skipped (backend = auto: runs on the cpu, saying why)",
+       "an attention stage, and refuses output.save_tensors, cache.relevance = cosine, profile.counters and "
+       "profile.kernel_records; stage times are then those of the whole batch. A batch that does not fit the "
+       "device is skipped (backend = auto: runs on the cpu, saying why)",
        [](P& p, const std::string& v) { p.batched = parse_bool(v); }},
       {"cache.enabled", "true", "replay each point's selections through the cache hierarchy",
        [](P& p, const std::string& v) { p.cache.enabled = parse_bool(v); }},

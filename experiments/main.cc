@@ -193,7 +193,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   opts.add_options()
     ("help,h", "describe this command")
     ("help-config", "list every config key with its default and meaning")
-    ("resume", "run only the points the results file does not hold yet, and again those it recorded as skipped")
+    ("resume", "run only the points the results file does not hold yet, and again those it recorded as skipped "
+               "for want of a device or memory")
     ("overwrite", "replace an existing results file (after the first point finishes)")
     ("profile", "for Nsight: each point once, no warm-up loop, the sweep inside cudaProfilerStart/Stop, in-process "
                 "CUPTI off (README: Profiling)")
@@ -211,8 +212,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
                  "at once (removing the lock file); --resume continues a stopped or killed run. A point that\n"
                  "cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
                  "skipped with its reason; the exit status is still 0 (--resume runs it again, e.g. on a machine\n"
-                 "with a GPU or with a higher sweep.memory_limit). Threads: the config keys threads (0: every\n"
-                 "hardware thread) and threads_per_request; results do not depend on them. Every key, with its\n"
+                 "with a GPU or with a higher sweep.memory_limit). Threads: the config keys threads (0: OpenMP's\n"
+                 "default, every hardware thread unless OMP_NUM_THREADS says otherwise) and threads_per_request;\n"
+                 "the results, but not the stage times, are the same whatever they are. Every key, with its\n"
                  "default: --help-config.\n\n"
               << opts
               << "\nexamples:\n  indexpool run configs/quickstart.ini --set pool.group_size=2,4,8\n"

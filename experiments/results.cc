@@ -390,9 +390,10 @@ struct ResultsFile::Impl {
   double last_write_s = 0;          // how long the last write took
   bool write_failed = false;        // the last flush threw (its error went to the caller)
   bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
-  // Resumed: the file's skipped points (their rows left out of `rows`), which run again; the next write
-  // removes their groups and rewrites the table without them.
-  std::vector<std::int64_t> retried;
+  // Resumed: the file's points skipped for a reason that may have gone (skip_may_change), which run again.
+  // Their old rows stay in `rows` and on disk (not in keys / indices) until a new record of the point is
+  // written: that write removes the old row and group.
+  std::set<std::int64_t> retried;
   std::chrono::steady_clock::time_point last_write_end{};
 };
 
@@ -449,22 +450,19 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                  "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "
                  "({}); an older or newer build wrote it. Write to a new path, or pass --overwrite",
                  path, written_by(f), column_difference(rows, "the file", columns, "this sweep"));
-      // A point recorded as skipped (no device, over the memory limit, ...) holds no results: it runs again,
-      // and until its new record is written the file keeps the old one.
-      std::size_t status = 0;
-      while (status < rows.columns.size() && rows.columns[status].name != "status") ++status;
-      IP_REQUIRE(status < rows.columns.size(), "cannot resume '{}': its /points table has no status column", path);
-      h5::Table kept = points_table(meta.axis_keys);
+      // A point recorded as skipped for a reason that may have gone (no device, over the memory limit) holds
+      // no results: it runs again, and until its new record is written the file keeps the old one.
+      const h5::Column& status = rows.column("status");
+      const h5::Column& reason = rows.column("reason");
       for (std::size_t r = 0; r < rows.rows(); ++r) {
-        if (rows.columns[status].strings[r] == "skipped") {
-          impl_->retried.push_back(rows.columns[0].ints[r]);
+        if (status.strings[r] == "skipped" && skip_may_change(reason.strings[r])) {
+          impl_->retried.insert(rows.columns[0].ints[r]);
           continue;
         }
         impl_->keys.insert(rows.columns[1].strings[r]);
         impl_->indices.insert(rows.columns[0].ints[r]);
-        copy_row(kept, rows, r);
       }
-      impl_->rows = std::move(kept);
+      impl_->rows = std::move(rows);
       impl_->on_disk = true;
     }
   }
@@ -488,7 +486,11 @@ void ResultsFile::set_flush_policy(FlushPolicy policy) { impl_->policy = policy;
 
 bool ResultsFile::has(const std::string& point_key) const { return impl_->keys.count(point_key) > 0; }
 
-std::size_t ResultsFile::size() const { return impl_->rows.rows() + impl_->held.size(); }
+std::size_t ResultsFile::size() const {
+  return impl_->rows.rows() - impl_->retried.size() + impl_->held.size();  // the retried points' old rows are not
+}
+
+bool skip_may_change(const std::string& reason) { return reason.rfind(kSkipBudgetOverContext, 0) != 0; }
 
 std::size_t ResultsFile::retried() const { return impl_->retried.size(); }
 
@@ -517,6 +519,13 @@ void ResultsFile::flush() {
   const auto t0 = std::chrono::steady_clock::now();
   h5::Table batch = points_table(im.meta.axis_keys);
   for (const PointRecord& rec : im.held) copy_row(batch, one_row(rec, im.meta.axis_keys), 0);
+  std::set<std::int64_t> replaced;  // retried points among the held ones
+  for (const PointRecord& rec : im.held)
+    if (im.retried.count(static_cast<std::int64_t>(rec.index))) replaced.insert(static_cast<std::int64_t>(rec.index));
+  h5::Table filtered = points_table(im.meta.axis_keys);  // the rows on disk that stay, when some go
+  for (std::size_t r = 0; !replaced.empty() && r < im.rows.rows(); ++r)
+    if (!replaced.count(im.rows.columns[0].ints[r])) copy_row(filtered, im.rows, r);
+  const h5::Table& kept = replaced.empty() ? im.rows : filtered;
   const std::string tmp = fmt::format("{}.tmp-{}", im.path, ::getpid());
   try {
     std::error_code ec;
@@ -525,14 +534,15 @@ void ResultsFile::flush() {
     h5::File f(tmp, im.on_disk ? "a" : "w");
     if (!im.on_disk) write_root_attrs(f, im.meta);
     if (im.restamp_shard) f.set_attr("/", "shard", im.meta.shard);
-    for (const std::int64_t i : im.retried)  // skipped points run again: their old records go
+    // Retried points whose new record is in this write: their old rows and groups go.
+    for (const std::int64_t i : replaced)
       if (f.exists(group_name(static_cast<std::size_t>(i)))) f.remove(group_name(static_cast<std::size_t>(i)));
-    // A new file, retried points, or a string wider than its column: rewrite the table (HDF5 does not reuse
+    // A new file, replaced rows, or a string wider than its column: rewrite the table (HDF5 does not reuse
     // the old one's space, so the file grows by one table each time a column widens; widths double, so that
     // happens rarely).
-    if (!im.on_disk || !im.retried.empty() || !f.append_table("points", batch)) {
+    if (!im.on_disk || !replaced.empty() || !f.append_table("points", batch)) {
       if (im.on_disk) f.remove("points");
-      h5::Table all = im.rows;
+      h5::Table all = kept;
       for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(all, batch, r);
       f.write_table("points", all, kChunkRows);
     }
@@ -552,8 +562,11 @@ void ResultsFile::flush() {
                                                im.held.back().key);
     throw Error(fmt::format("cannot append {} to results file '{}': {}", what, im.path, e.what()));
   }
+  if (!replaced.empty()) {
+    im.rows = std::move(filtered);
+    for (const std::int64_t i : replaced) im.retried.erase(i);
+  }
   for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(im.rows, batch, r);
-  im.retried.clear();
   im.held.clear();
   im.on_disk = true;
   im.write_failed = false;

@@ -121,6 +121,15 @@ struct SweepMeta {
   std::string shard;
 };
 
+// The start of the reason of the one skip a point's own settings decide (select.topk_tokens above a
+// request's context, found once its workload is made): runner.cc writes it, skip_may_change reads it.
+inline constexpr const char kSkipBudgetOverContext[] = "select.topk_tokens = ";
+// Whether a point skipped for `reason` may run on another try (--resume runs it again): every skip but the
+// one its settings decide, which would be skipped again after making its workload. The others (no CUDA
+// build or device, device or host memory, sweep.memory_limit, the backend failing to start) depend on the
+// machine and the limits.
+bool skip_may_change(const std::string& reason);
+
 class ResultsFile {
  public:
   // Takes the lock on `path` (error if another live process holds it), then:
@@ -150,7 +159,8 @@ class ResultsFile {
 
   bool has(const std::string& point_key) const;  // written or held
   std::size_t size() const;                      // points written or held
-  // Resumed: points the file recorded as skipped, which are not held (has() is false) and run again.
+  // Resumed: points the file recorded as skipped for a reason that may have gone (skip_may_change), which
+  // are not held (has() is false) and run again; the file keeps their old records until new ones are written.
   std::size_t retried() const;
   std::size_t held() const;                      // appended points not yet on disk
   void append(const PointRecord& rec);  // throws ip::Error naming the file (then the points stay held)

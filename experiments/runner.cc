@@ -260,7 +260,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   const Index64 append = p.pipeline.append_per_step;
   for (const auto& w : reqs)
     if (const Index64 first = w.tokens() - (w.steps() - 1) * append; p.pipeline.topk_tokens > first)
-      return skip(fmt::format("select.topk_tokens = {} exceeds a request's context of {} tokens{}",
+      return skip(fmt::format("{}{} exceeds a request's context of {} tokens{}", kSkipBudgetOverContext,
                               p.pipeline.topk_tokens, first, append > 0 ? " at its first decode step" : ""));
   // select.batched puts the whole batch on the device at once: auto runs it on the cpu when it cannot.
   if (p.batched && plan.backend == "cuda") {

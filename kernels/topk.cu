@@ -74,18 +74,39 @@ namespace {
 // Whether `kernel` runs code compiled for sm_90 or later (griddepcontrol, clusters): its PTX version, not
 // the device's, since a build without sm_90 code runs its compute_80 PTX there, JIT-compiled, where the
 // sm_90 paths are stubs (the cluster kernel traps) or absent (no griddepcontrol.wait in chained kernels).
-template <class K>
-bool built_for_sm90(K* kernel) {
-  cudaFuncAttributes fa{};
-  if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return fa.ptxVersion >= 90;
+// Asked once per kernel (the answer is the build's; topk() is called for every decode step).
+template <auto Kernel>
+bool built_for_sm90() {
+  static const bool built = [] {
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(Kernel)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return fa.ptxVersion >= 90;
+  }();
+  return built;
 }
 
-// The clusters of `blocks` that fit the device at once for this k and row length (0: none, or unknown).
+int query_active_clusters(int blocks, int k, long long max_row);
+
+// The clusters of `blocks` that fit the device at once for this k and row length (0: none, or unknown);
+// the last answer is kept per host thread (a decode loop asks the same question every step).
 int active_clusters(int blocks, int k, long long max_row) {
+  struct Last {
+    int dev = -1, blocks = 0, k = 0;
+    long long max_row = 0;
+    int fits = 0;
+  };
+  thread_local Last last;
+  int dev = 0;
+  IP_CUDA_CHECK(cudaGetDevice(&dev));
+  if (last.dev != dev || last.blocks != blocks || last.k != k || last.max_row != max_row)
+    last = Last{dev, blocks, k, max_row, query_active_clusters(blocks, k, max_row)};
+  return last.fits;
+}
+
+int query_active_clusters(int blocks, int k, long long max_row) {
   if (blocks == 16)
     IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -115,7 +136,7 @@ bool topk_cluster_fits(int blocks, int k, long long max_row) {
   int dev = 0, major = 0;
   IP_CUDA_CHECK(cudaGetDevice(&dev));
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major < 9 || !built_for_sm90(detail::topk_cluster_kernel)) return false;
+  if (major < 9 || !built_for_sm90<detail::topk_cluster_kernel>()) return false;
   return active_clusters(blocks, k, max_row) >= 1;
 }
 
@@ -158,7 +179,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   // The passes are launched chained (programmatic dependent launch, sm_90 and later): each starts while
   // the one before it finishes, and waits for it inside (topk.cuh, chained_start).
-  const bool chain = a.chained && major >= 9 && built_for_sm90(detail::topk_hist_kernel<0>);
+  const bool chain = a.chained && major >= 9 && built_for_sm90<detail::topk_hist_kernel<0>>();
   long long want = (static_cast<long long>(sms) * kBlocksPerSm + a.rows - 1) / a.rows;
   if (a.one_wave) {
     int resident = 0;
@@ -203,7 +224,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
   if (cluster) {
     IP_REQUIRE(major >= 9, "top-k: launch cluster needs thread block clusters (sm_90 or later; this device is sm_{}x)",
                major);
-    IP_REQUIRE(built_for_sm90(detail::topk_cluster_kernel),
+    IP_REQUIRE(built_for_sm90<detail::topk_cluster_kernel>(),
                "top-k: launch cluster needs the kernels built for sm_90 (CMAKE_CUDA_ARCHITECTURES with 90); this build "
                "runs PTX of an older architecture here, where the cluster kernel is a stub");
     IP_REQUIRE(static_cast<long long>(a.rows) * detail::kTopkClusterMaxBlocks <= INT32_MAX,

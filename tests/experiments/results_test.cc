@@ -300,11 +300,12 @@ TEST_F(ResultsTest, ResumeRunsSkippedPointsAgain) {
     EXPECT_EQ(t.column("tokens").floats[2], 300.0);
     EXPECT_TRUE(g.exists("point_000002/steps"));
   }
-  // Skipped again: one record of it, the new one.
+  // Resumed again: nothing is left to retry.
   {
     ResultsFile f(p, meta(), true, false);
     EXPECT_EQ(f.retried(), 0u);
   }
+  // Skipped again: one record of it, the new one.
   const std::string q = write("q.h5", {1, 2});
   {
     ResultsFile f(q, meta(), true, false);
@@ -316,6 +317,48 @@ TEST_F(ResultsTest, ResumeRunsSkippedPointsAgain) {
   const ip::h5::Table t = g.read_table("points");
   EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(t.column("reason").strings[1], "still no device");
+}
+
+// Two skipped points, one of them run again before the run stops: the other keeps its old record (a stopped
+// resume loses nothing the file said). A skip the point's settings decide is not run again.
+TEST_F(ResultsTest, AStoppedResumeKeepsTheSkippedPointsItDidNotRun) {
+  const std::string p = path("r.h5");
+  {
+    ResultsFile f(p, meta(), false, false);
+    f.append(point(0));
+    PointRecord a = point(1, true), b = point(2, true), c = point(3, true);
+    a.summary.reason = "backend = cuda: no CUDA device (no driver)";
+    b.summary.reason = "estimated memory 50.0 MiB exceeds the limit 1.0 KiB (sweep.memory_limit)";
+    c.summary.reason = std::string(ip::exp::kSkipBudgetOverContext) + "4096 exceeds a request's context of 2048 tokens";
+    f.append(a);
+    f.append(b);
+    f.append(c);
+  }
+  EXPECT_TRUE(ip::exp::skip_may_change("backend = cuda: no CUDA device"));
+  EXPECT_FALSE(ip::exp::skip_may_change("select.topk_tokens = 4096 exceeds a request's context of 2048 tokens"));
+  {
+    ResultsFile f(p, meta(), true, false);
+    f.set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
+    EXPECT_EQ(f.retried(), 2u);
+    EXPECT_EQ(f.size(), 2u);  // point 0 and the settings-decided skip of point 3
+    EXPECT_TRUE(f.has(key_of(3)));
+    EXPECT_FALSE(f.has(key_of(1)));
+    EXPECT_FALSE(f.has(key_of(2)));
+    f.append(point(2));  // the first append of a run is written at once
+    EXPECT_EQ(f.held(), 0u);
+    EXPECT_EQ(f.size(), 3u);
+    EXPECT_EQ(f.retried(), 1u);
+  }  // stopped here: point 1 never ran again
+  ip::h5::File g(p, "r");
+  const ip::h5::Table t = g.read_table("points");
+  EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{0, 1, 3, 2}));
+  EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"ok", "skipped", "skipped", "ok"}));
+  EXPECT_EQ(t.column("reason").strings[1], "backend = cuda: no CUDA device (no driver)");
+  EXPECT_TRUE(g.exists("point_000001"));
+  EXPECT_TRUE(g.exists("point_000002/steps"));
+  ResultsFile again(p, meta(), true, false);
+  EXPECT_EQ(again.retried(), 1u);
+  EXPECT_EQ(again.size(), 3u);
 }
 
 TEST_F(ResultsTest, ResumeRefusesAnotherSweepOrSchemaAndLeavesTheFile) {
