@@ -365,7 +365,10 @@ int cmd_merge(const std::vector<std::string>& args) {
                  "them later).\n";
     return args.empty() ? 2 : 0;
   }
-  IP_REQUIRE(args.size() >= 2, "merge: need OUT and at least one input file");
+  if (args.size() < 2) {  // a usage error, as with no arguments
+    std::cerr << "indexpool merge: need OUT and at least one input file (usage: indexpool merge OUT IN...)\n";
+    return 2;
+  }
   const MergeSummary m = merge_results(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
   std::cout << fmt::format("merged {} file{} into {}: {} of the sweep's {} points{}\n", args.size() - 1,
                            args.size() == 2 ? "" : "s", args[0], m.points, m.points_total,

@@ -221,6 +221,11 @@ TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
   const auto bad = run("merge " + (dir_ / "bad.h5").string() + inputs + " " + foreign);
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("foreign.h5"), std::string::npos) << bad.out;
+  // OUT without inputs is a usage error (status 2, as with no arguments), and writes nothing.
+  const auto alone = run("merge " + (dir_ / "alone.h5").string());
+  EXPECT_EQ(alone.code, 2) << alone.out;
+  EXPECT_NE(alone.out.find("usage: indexpool merge OUT IN..."), std::string::npos) << alone.out;
+  EXPECT_FALSE(fs::exists(dir_ / "alone.h5"));
 }
 
 TEST_F(CliTest, BadConfigFailsBeforeWorkAndKeepsExistingResults) {
