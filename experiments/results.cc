@@ -454,7 +454,11 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
       // no results: it runs again, and until its new record is written the file keeps the old one.
       const h5::Column& status = rows.column("status");
       const h5::Column& reason = rows.column("reason");
+      std::set<std::int64_t> seen;
       for (std::size_t r = 0; r < rows.rows(); ++r) {
+        IP_REQUIRE(seen.insert(rows.columns[0].ints[r]).second,
+                   "cannot resume '{}': its /points table holds point {} twice (not a file indexpool wrote)", path,
+                   rows.columns[0].ints[r]);
         if (status.strings[r] == "skipped" && skip_may_change(reason.strings[r])) {
           impl_->retried.insert(rows.columns[0].ints[r]);
           continue;
@@ -486,9 +490,7 @@ void ResultsFile::set_flush_policy(FlushPolicy policy) { impl_->policy = policy;
 
 bool ResultsFile::has(const std::string& point_key) const { return impl_->keys.count(point_key) > 0; }
 
-std::size_t ResultsFile::size() const {
-  return impl_->rows.rows() - impl_->retried.size() + impl_->held.size();  // the retried points' old rows are not
-}
+std::size_t ResultsFile::size() const { return impl_->keys.size(); }  // not the retried points' old rows
 
 bool skip_may_change(const std::string& reason) { return reason.rfind(kSkipBudgetOverContext, 0) != 0; }
 

@@ -361,6 +361,26 @@ TEST_F(ResultsTest, AStoppedResumeKeepsTheSkippedPointsItDidNotRun) {
   EXPECT_EQ(again.size(), 3u);
 }
 
+// A /points table that holds a point twice (no indexpool writes one) is refused, not counted wrong.
+TEST_F(ResultsTest, ResumeRefusesAPointRecordedTwice) {
+  const std::string p = write("r.h5", {0, 2});
+  {
+    ip::h5::File f(p, "a");
+    ip::h5::Table t = f.read_table("points");
+    ip::h5::Table twice = t;
+    for (std::size_t c = 0; c < t.columns.size(); ++c) {
+      ip::h5::Column& d = twice.columns[c];
+      if (!d.strings.empty()) d.strings.push_back(d.strings[1]);
+      else if (!d.ints.empty()) d.ints.push_back(d.ints[1]);
+      else d.floats.push_back(d.floats[1]);
+    }
+    f.remove("points");
+    f.write_table("points", twice, 64);
+  }
+  const std::string e = error_of([&] { ResultsFile f(p, meta(), true, false); });
+  EXPECT_HAS(e, "holds point 2 twice");
+}
+
 TEST_F(ResultsTest, ResumeRefusesAnotherSweepOrSchemaAndLeavesTheFile) {
   const std::string p = write("r.h5", {0});
   const std::string before = bytes_of(p);
