@@ -88,24 +88,6 @@ bool built_for_sm90() {
   return built;
 }
 
-int query_active_clusters(int blocks, int k, long long max_row);
-
-// The clusters of `blocks` that fit the device at once for this k and row length (0: none, or unknown);
-// the last answer is kept per host thread (a decode loop asks the same question every step).
-int active_clusters(int blocks, int k, long long max_row) {
-  struct Last {
-    int dev = -1, blocks = 0, k = 0;
-    long long max_row = 0;
-    int fits = 0;
-  };
-  thread_local Last last;
-  int dev = 0;
-  IP_CUDA_CHECK(cudaGetDevice(&dev));
-  if (last.dev != dev || last.blocks != blocks || last.k != k || last.max_row != max_row)
-    last = Last{dev, blocks, k, max_row, query_active_clusters(blocks, k, max_row)};
-  return last.fits;
-}
-
 int query_active_clusters(int blocks, int k, long long max_row) {
   if (blocks == 16)
     IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -128,6 +110,22 @@ int query_active_clusters(int blocks, int k, long long max_row) {
     return 0;
   }
   return fits;
+}
+
+// The clusters of `blocks` that fit the device at once for this k and row length (0: none, or unknown);
+// the last answer is kept per host thread (a decode loop asks the same question every step).
+int active_clusters(int blocks, int k, long long max_row) {
+  struct Last {
+    int dev = -1, blocks = 0, k = 0;
+    long long max_row = 0;
+    int fits = 0;
+  };
+  thread_local Last last;
+  int dev = 0;
+  IP_CUDA_CHECK(cudaGetDevice(&dev));
+  if (last.dev != dev || last.blocks != blocks || last.k != k || last.max_row != max_row)
+    last = Last{dev, blocks, k, max_row, query_active_clusters(blocks, k, max_row)};
+  return last.fits;
 }
 
 }  // namespace
@@ -247,7 +245,7 @@ void topk(const TopkArgs& a, cudaStream_t stream) {
                  blocks, blocks, detail::kTopkClusterThreads,
                  detail::topk_cluster_smem(a.k, detail::topk_cluster_keep_cap(a.max_row, blocks)));
     }
-    if (blocks == 16)
+    if (blocks == 16)  // (set on every call: a cached occupancy answer may outlive a reset context's attributes)
       IP_CUDA_CHECK(cudaFuncSetAttribute(detail::topk_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     p.compact_cap = detail::topk_cluster_keep_cap(a.max_row, blocks);
     p.sample_min_row = kept_sample_min_row;
