@@ -2,7 +2,7 @@
 #   make run    install what is missing, build, run the quickstart sweep (the main job)
 #   make test   install what is missing, build, run every test (but the long CPU-emulator cases: make test-emu)
 # Other targets: build, bench, figures, report, kernel-figures, venv, device-bundle, kernel-resources, sass-counts, test-emu,
-# test-sanitize, test-race, clean.
+# test-sanitize, test-race, mem-profile, clean.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
@@ -18,7 +18,7 @@ REPORT_DIR  ?= results/report
 INDEXPOOL := $(BUILD_DIR)/experiments/indexpool
 VENV_PY   := $(VENV)/bin/python
 
-.PHONY: all deps configure build run test test-emu test-sanitize test-race bench clean venv figures report kernel-figures device-bundle kernel-resources sass-counts
+.PHONY: all deps configure build run test test-emu test-sanitize test-race mem-profile bench clean venv figures report kernel-figures device-bundle kernel-resources sass-counts
 
 all: build
 
@@ -81,6 +81,27 @@ test-race: deps
 	OMP_NUM_THREADS=1 ctest --test-dir $(RACE_DIR) --output-on-failure -j $(JOBS) -L emu -LE emu_long \
 	  -E '^emu\.KernelBench\.CaseTimeoutStopsTheRun$$'
 
+# The memory-access profile (emu/cuemu.h; no GPU needed): kernel_bench's cases on the CPU emulator, built
+# again in $(MEMPROF_DIR) with the kernels instrumented, one run of each case (MEMPROF_ARGS: the cases,
+# default the smoke run at 1/256 of the sizes; e.g. MEMPROF_ARGS='--smoke --only topk'). Per kernel and
+# instruction: device-memory requests and the 32-byte sectors they take against the fewest they could
+# (coalescing), shared-memory wavefronts against the fewest (bank conflicts), atomics and their addresses.
+# Writes $(MEMPROF_DIR)/memprof.jsonl (a line a launch) and $(MEMPROF_DIR)/memprof.txt (the summary, printed).
+MEMPROF_DIR  ?= $(BUILD_DIR)-memprof
+MEMPROF_ARGS ?= --smoke
+mem-profile: deps
+	@cmake -S . -B $(MEMPROF_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINDEXPOOL_EMU_MEMPROF=ON -DINDEXPOOL_TESTS=OFF \
+	  -DCMAKE_CUDA_ARCHITECTURES=90 -DINDEXPOOL_CUPTI=OFF > $(MEMPROF_DIR).configure.log 2>&1 \
+	  || { cat $(MEMPROF_DIR).configure.log; exit 1; }
+	@grep -q "instrumented for the memory-access profile" $(MEMPROF_DIR).configure.log \
+	  || { echo "mem-profile: the emulator was not configured (no CUDA toolkit?): $(MEMPROF_DIR).configure.log"; exit 1; }
+	@cmake --build $(MEMPROF_DIR) -j $(JOBS) --target kernel_bench_emu
+	CUEMU_MEMPROF=$(MEMPROF_DIR)/memprof.jsonl $(MEMPROF_DIR)/bench/kernel_bench-emu $(MEMPROF_ARGS) --runs 1 \
+	  --warmup 0 --no-hold --json $(MEMPROF_DIR)/kernel_bench.json > $(MEMPROF_DIR)/kernel_bench.txt
+	$(PYTHON) scripts/emu_memprof_summary.py $(MEMPROF_DIR)/memprof.jsonl --csv $(MEMPROF_DIR)/memprof.csv \
+	  > $(MEMPROF_DIR)/memprof.txt
+	@cat $(MEMPROF_DIR)/memprof.txt
+
 # The venv is rebuilt whenever analysis/requirements.txt changes (exact versions, wheels only).
 $(VENV)/.stamp: analysis/requirements.txt | deps
 	rm -rf $(VENV)
@@ -129,4 +150,4 @@ device-bundle: deps
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log $(SANITIZE_DIR) $(SANITIZE_DIR).configure.log $(RACE_DIR) \
-	  $(RACE_DIR).configure.log $(VENV)
+	  $(RACE_DIR).configure.log $(MEMPROF_DIR) $(MEMPROF_DIR).configure.log $(VENV)

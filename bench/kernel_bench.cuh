@@ -199,6 +199,9 @@ void guard_row(const Row& r);        // a row made outside run_case (the copy re
 template <class Body>
 void run_case(std::vector<Row>& rows, Row r, Body&& body) {
   guard_case_begins(r);
+#if defined(IP_CUEMU)
+  ::cuemu::memprof_label(r.group + " | " + r.name + " | " + r.params);  // (the emulator's memory-access profile)
+#endif
   try {
     body(r);
   } catch (const std::length_error& e) {

@@ -2,6 +2,7 @@
 // and the CUDA runtime API functions IndexPool calls (see emu/cuemu.h for what is and is not checked).
 #include "emu/cuemu.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,10 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 // The static __shared__ arrays of every kernel (section cuemu_shared, see cuemu.h); the linker defines
@@ -1193,6 +1199,316 @@ void own_static(Emu& e, unsigned r) {
   e.static_owner = static_cast<int>(r);
 }
 
+namespace {
+// ---------------------------------------------------------------- the memory-access profile (cuemu.h)
+struct MemKey {
+  std::uint64_t block;
+  std::uintptr_t pc;
+  std::uint32_t nth, warp;
+  MemSpace space;
+  MemOp op;
+  bool operator==(const MemKey&) const = default;
+};
+struct MemKeyHash {
+  std::size_t operator()(const MemKey& k) const {
+    std::uint64_t h = k.block * 0x9E3779B97F4A7C15ull;
+    h ^= (k.pc + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2));
+    h ^= ((std::uint64_t{k.nth} << 32 | k.warp) + 0x85EBCA77C2B2AE63ull + (h << 6) + (h >> 2));
+    h ^= static_cast<std::uint64_t>(k.space) << 8 | static_cast<std::uint64_t>(k.op);
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+struct MemAccess {
+  std::uintptr_t addr;
+  std::uint32_t size;
+  std::uint32_t lane;
+};
+struct MemProf {
+  bool enabled = false;   // memprof_enable
+  FILE* out = nullptr;    // CUEMU_MEMPROF's file
+  bool active = false;    // the running launch is profiled
+  std::uint64_t launches = 0;
+  std::vector<std::unordered_map<std::uintptr_t, std::uint32_t>> nth;  // by fiber: executions of each pc
+  std::unordered_map<MemKey, std::vector<MemAccess>, MemKeyHash> groups;  // the requests being filled
+  std::map<std::tuple<std::uintptr_t, MemSpace, MemOp>, MemRow> rows;
+  std::unordered_set<std::uint64_t> load_sectors, store_sectors;
+  std::vector<MemLaunch> taken;
+  std::string label;
+  struct Module {
+    std::uintptr_t pc = 0;  // relative to the module's load address
+    std::string file = "?";
+    long long mtime = 0;
+  };
+  std::map<std::uintptr_t, Module> modules;  // by absolute pc
+};
+MemProf& memprof() {
+  static MemProf* m = new MemProf;
+  return *m;
+}
+
+// One request's units and ideal units.
+void memprof_request(std::vector<MemAccess>& acc, MemSpace space, MemOp op, MemRow& row) {
+  ++row.requests;
+  row.lanes += acc.size();
+  for (const MemAccess& a : acc) row.bytes += a.size;
+  if (space == MemSpace::global) {
+    // distinct bytes (merged intervals) and the sectors they lie in
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> iv;
+    iv.reserve(acc.size());
+    for (const MemAccess& a : acc) iv.emplace_back(a.addr, a.addr + a.size);
+    std::sort(iv.begin(), iv.end());
+    std::uint64_t unique = 0, sectors = 0;
+    std::uintptr_t lo = iv[0].first, hi = iv[0].second, last_sector = ~std::uintptr_t{0};
+    const auto close = [&] {
+      unique += hi - lo;
+      for (std::uintptr_t s = lo / 32; s <= (hi - 1) / 32; ++s)
+        if (s != last_sector) {
+          ++sectors;
+          last_sector = s;
+        }
+    };
+    for (std::size_t i = 1; i < iv.size(); ++i) {
+      if (iv[i].first <= hi) {
+        hi = std::max(hi, iv[i].second);
+      } else {
+        close();
+        lo = iv[i].first;
+        hi = iv[i].second;
+      }
+    }
+    close();
+    row.units += sectors;
+    row.ideal += (unique + 31) / 32;
+    if (op == MemOp::atomic) {
+      std::vector<std::uintptr_t> addr;
+      for (const MemAccess& a : acc) addr.push_back(a.addr);
+      std::sort(addr.begin(), addr.end());
+      row.addresses += static_cast<std::uint64_t>(std::unique(addr.begin(), addr.end()) - addr.begin());
+    }
+    return;
+  }
+  // Shared memory: banks of 4-byte words, a phase of lanes at a time.
+  std::uint32_t size = 1;
+  for (const MemAccess& a : acc) size = std::max(size, a.size);
+  const std::uint32_t phase_lanes = size <= 4 ? 32 : size <= 8 ? 16 : 8;
+  std::sort(acc.begin(), acc.end(), [](const MemAccess& x, const MemAccess& y) { return x.lane < y.lane; });
+  std::size_t i = 0;
+  while (i < acc.size()) {
+    const std::uint32_t phase = acc[i].lane / phase_lanes;
+    std::vector<std::uintptr_t> words;
+    std::uint32_t per_bank[32] = {};
+    for (; i < acc.size() && acc[i].lane / phase_lanes == phase; ++i) {
+      for (std::uintptr_t w = acc[i].addr / 4; w <= (acc[i].addr + acc[i].size - 1) / 4; ++w) {
+        words.push_back(w);
+        if (op == MemOp::atomic) ++per_bank[w % 32];  // same-address atomics take a turn each
+      }
+    }
+    std::sort(words.begin(), words.end());
+    words.erase(std::unique(words.begin(), words.end()), words.end());
+    if (op != MemOp::atomic)
+      for (std::uintptr_t w : words) ++per_bank[w % 32];
+    row.units += *std::max_element(std::begin(per_bank), std::end(per_bank));
+    row.ideal += (words.size() + 31) / 32;
+    if (op == MemOp::atomic) row.addresses += words.size();
+  }
+}
+
+void memprof_flush() {
+  MemProf& m = memprof();
+  for (auto& [k, acc] : m.groups) {
+    MemRow& row = m.rows[{k.pc, k.space, k.op}];
+    row.space = k.space;
+    row.op = k.op;
+    row.pc = k.pc;
+    memprof_request(acc, k.space, k.op, row);
+  }
+  m.groups.clear();
+}
+
+void json_string(FILE* f, const std::string& s) {
+  std::fputc('"', f);
+  for (char c : s) {
+    if (c == '"' || c == '\\') std::fprintf(f, "\\%c", c);
+    else if (static_cast<unsigned char>(c) < 0x20) std::fprintf(f, "\\u%04x", c);
+    else std::fputc(c, f);
+  }
+  std::fputc('"', f);
+}
+
+void memprof_begin(Emu& e) {
+  MemProf& m = memprof();
+  static const bool from_env = [&m] {
+    const char* path = std::getenv("CUEMU_MEMPROF");
+    if (!path || !*path) return false;
+    if (!memprof_instrumented())
+      die("CUEMU_MEMPROF=%s: this program's kernels are not instrumented for the memory-access profile (build "
+          "them with INDEXPOOL_EMU_MEMPROF=ON, as make mem-profile does)", path);
+    m.out = std::fopen(path, "w");
+    if (!m.out) die("CUEMU_MEMPROF=%s: cannot open the file for writing", path);
+    // How it was made: the program's command line and the time, as the first line.
+    std::string cmd;
+    if (FILE* c = std::fopen("/proc/self/cmdline", "r")) {
+      for (int ch; (ch = std::fgetc(c)) != EOF;) cmd += ch ? static_cast<char>(ch) : ' ';
+      std::fclose(c);
+    }
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    char when[32] = "";
+    const std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::fprintf(m.out, "{\"profile\": \"cuemu memory-access profile (emu/cuemu.h)\", \"command\": ");
+    json_string(m.out, cmd);
+    std::fprintf(m.out, ", \"started\": \"%s\"}\n", when);
+    return true;
+  }();
+  (void)from_env;
+  m.active = m.enabled || m.out;
+  g_memprof = m.active;
+  if (!m.active) return;
+  m.groups.clear();
+  m.rows.clear();
+  m.load_sectors.clear();
+  m.store_sectors.clear();
+  m.nth.assign(e.fibers.size(), {});
+}
+
+void memprof_block_start(std::size_t fiber) {
+  MemProf& m = memprof();
+  if (m.active && fiber < m.nth.size()) m.nth[fiber].clear();
+}
+
+
+void memprof_end(const LaunchSite& site, dim3 grid, dim3 block) {
+  MemProf& m = memprof();
+  if (!m.active) return;
+  memprof_flush();
+  m.active = false;
+  g_memprof = false;
+  MemLaunch l;
+  l.index = m.launches++;
+  l.label = m.label;
+  l.kernel = site.kernel;
+  l.file = site.file;
+  l.line = site.line;
+  l.grid = grid;
+  l.block = block;
+  l.unique_load_sectors = m.load_sectors.size();
+  l.unique_store_sectors = m.store_sectors.size();
+  for (auto& [key, row] : m.rows) {
+    MemRow r = row;
+    auto mod = m.modules.find(r.pc);
+    if (mod == m.modules.end()) {
+      Dl_info info{};
+      MemProf::Module v;
+      v.pc = r.pc;
+      if (dladdr(reinterpret_cast<void*>(r.pc), &info) && info.dli_fname) {
+        v.pc = r.pc - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+        char* full = realpath(info.dli_fname, nullptr);  // (the program's own name may be relative)
+        v.file = full ? full : info.dli_fname;
+        std::free(full);
+        struct stat st {};
+        if (stat(v.file.c_str(), &st) == 0) v.mtime = static_cast<long long>(st.st_mtime);
+      }
+      mod = m.modules.emplace(r.pc, std::move(v)).first;
+    }
+    r.pc = mod->second.pc;
+    r.module = mod->second.file;
+    r.module_mtime = mod->second.mtime;
+    l.rows.push_back(std::move(r));
+  }
+  if (m.out) {
+    static const char* const kSpace[] = {"global", "shared"};
+    static const char* const kOp[] = {"load", "store", "atomic"};
+    std::fprintf(m.out, "{\"launch\": %llu, \"case\": ", static_cast<unsigned long long>(l.index));
+    json_string(m.out, l.label);
+    std::fprintf(m.out, ", \"kernel\": ");
+    json_string(m.out, l.kernel);
+    std::fprintf(m.out, ", \"site\": ");
+    json_string(m.out, l.file + ":" + std::to_string(l.line));
+    std::fprintf(m.out, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"unique_load_sectors\": %llu, "
+                 "\"unique_store_sectors\": %llu, \"rows\": [", grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                 static_cast<unsigned long long>(l.unique_load_sectors),
+                 static_cast<unsigned long long>(l.unique_store_sectors));
+    for (std::size_t i = 0; i < l.rows.size(); ++i) {
+      const MemRow& r = l.rows[i];
+      std::fprintf(m.out, "%s{\"pc\": \"0x%llx\", \"module\": ", i ? ", " : "", static_cast<unsigned long long>(r.pc));
+      json_string(m.out, r.module);
+      std::fprintf(m.out, ", \"module_mtime\": %lld, \"space\": \"%s\", \"op\": \"%s\", \"requests\": %llu, \"lanes\": %llu, \"bytes\": %llu, "
+                   "\"units\": %llu, \"ideal\": %llu, \"addresses\": %llu}",
+                   r.module_mtime, kSpace[static_cast<int>(r.space)], kOp[static_cast<int>(r.op)],
+                   static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.lanes),
+                   static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.units),
+                   static_cast<unsigned long long>(r.ideal), static_cast<unsigned long long>(r.addresses));
+    }
+    std::fprintf(m.out, "]}\n");
+    std::fflush(m.out);
+  }
+  if (m.enabled) m.taken.push_back(std::move(l));
+}
+}  // namespace
+
+bool g_memprof = false;
+
+// Defined by emu/memprof_hooks.cc, which only programs whose kernels are instrumented link.
+extern "C" const int cuemu_memprof_hooks __attribute__((weak));
+
+bool memprof_instrumented() {
+  return &cuemu_memprof_hooks != nullptr;
+}
+
+void memprof_enable(bool on) {
+  if (emu().launch) die("memprof_enable inside a kernel");
+  if (on && !memprof_instrumented())
+    die("memprof_enable: this program's kernels are not instrumented (build them with INDEXPOOL_EMU_MEMPROF=ON, "
+        "as make mem-profile does)");
+  memprof().enabled = on;
+}
+
+std::vector<MemLaunch> memprof_take() {
+  return std::exchange(memprof().taken, {});
+}
+
+void memprof_label(const std::string& label) {
+  memprof().label = label;
+}
+
+void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc) {
+  MemProf& m = memprof();
+  Emu& e = emu();
+  if (!m.active || !e.launch || !e.cur || n == 0) return;
+  // A CUDA thread's access: on its fiber's stack (not the emulator's own context running a collective).
+  const auto fi = static_cast<std::size_t>(e.cur - e.fibers.data());
+  const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  const auto stack = reinterpret_cast<std::uintptr_t>(e.stacks[fi].base) + kPage;
+  if (sp < stack || sp >= stack + kStackBytes) return;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const Running& l = *e.launch;
+  const auto smem = reinterpret_cast<std::uintptr_t>(l.smem);
+  MemSpace space = MemSpace::shared;
+  if (a >= smem && a < smem + l.slots * l.smem_span) {
+  } else if (std::any_of(e.static_regions.begin(), e.static_regions.end(), [a](const Emu::Region& g) {
+               return a >= reinterpret_cast<std::uintptr_t>(g.p) && a < reinterpret_cast<std::uintptr_t>(g.p) + g.n;
+             })) {
+  } else if (in_allocation(e, p)) {
+    space = MemSpace::global;
+  } else {
+    return;  // a local variable, a kernel parameter, host memory
+  }
+  const Fiber& f = *e.cur;
+  const std::uint64_t block = (1ull * f.c.block_idx.z * l.grid.y + f.c.block_idx.y) * l.grid.x + f.c.block_idx.x;
+  const auto at = reinterpret_cast<std::uintptr_t>(pc);
+  const std::uint32_t nth = m.nth[fi][at]++;
+  m.groups[MemKey{block, at, nth, f.warp, space, op}].push_back(
+      MemAccess{a, static_cast<std::uint32_t>(n), f.lane});
+  if (space == MemSpace::global && op != MemOp::atomic) {
+    auto& sectors = op == MemOp::store ? m.store_sectors : m.load_sectors;
+    for (std::uintptr_t s = a / 32; s <= (a + n - 1) / 32; ++s) sectors.insert(s);
+  }
+}
+
+void memprof_atomic(const void* p, std::size_t n) {
+  if (g_memprof) memprof_access(p, n, MemOp::atomic, __builtin_return_address(0));
+}
+
 bool slot_done(const Emu& e, unsigned r, unsigned n_threads) {
   for (unsigned i = r * n_threads; i < (r + 1) * n_threads; ++i)
     if (e.fibers[i].state != State::Done) return false;
@@ -1385,6 +1701,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
 #endif
   e.launch = &l;
   if (!e.regions_found) find_static_regions(e);
+  memprof_begin(e);
   const std::size_t static_bytes = e.static_bytes;
   // Clusters run one at a time (a block without clusters is a cluster of one), in the order CUEMU_ORDER
   // gives them too (a kernel may not depend on it): shuffle visits cluster (a * i + c) mod n at step i,
@@ -1417,6 +1734,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
       f.warp = i / 32;
       f.slot = r;
       start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
+      memprof_block_start(static_cast<std::size_t>(r) * n + i);
     }
     e.tsan_reads[r] = {};
   };
@@ -1452,6 +1770,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     tsan_acquire(&e.tsan_sync->block_end);
     e.static_copies.clear();
     e.static_owner = -1;
+    memprof_end(site, grid, block);
     e.launch = nullptr;
     check_slack(site);
     return;
@@ -1471,6 +1790,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     for (unsigned r = 0; r < cluster; ++r) start_block(r, make_uint3(l.block_idx.x + r, l.block_idx.y, l.block_idx.z));
     set_order(e, n, cluster);
     run_blocks(e, n, no_next);
+    memprof_flush();  // this cluster's requests are complete
     // The blocks of a cluster share the kernel's static __shared__ arrays here (one copy per kernel), so a
     // kernel launched with clusters must keep to dynamic shared memory: a static array it wrote (to
     // anything but 0xFF bytes) is reported.
@@ -1483,6 +1803,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
                 site.kernel, site.file, site.line, cluster, g.name.c_str());
   }
   tsan_acquire(&e.tsan_sync->block_end);  // the host's next reads and launches come after the blocks
+  memprof_end(site, grid, block);
   e.launch = nullptr;
   check_slack(site);
 }

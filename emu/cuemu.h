@@ -64,6 +64,13 @@
 // the inline device functions, and GCC can put both kinds into the one section.
 #define __global__ inline
 #define __launch_bounds__(...)
+// The memory-access profile (CUEMU_MEMPROF, below) tells instructions apart by where the hook is called
+// from: the wrappers of loads, stores and atomics are inlined into each kernel there.
+#if defined(CUEMU_MEMPROF)
+#define CUEMU_WRAP inline __attribute__((always_inline))
+#else
+#define CUEMU_WRAP
+#endif
 
 #include <cuda_runtime.h>
 
@@ -122,6 +129,65 @@ struct Counts {
   std::uint64_t preemptions = 0;  // block turns ended at an atomic or fence (CUEMU_PREEMPT)
 };
 Counts counts();
+
+// The memory-access profile (make mem-profile; emu/memprof_hooks.cc). Kernels compiled with GCC's
+// ThreadSanitizer instrumentation (-fsanitize=thread, with __SANITIZE_THREAD__ undefined and the
+// emulator's hooks in place of ThreadSanitizer's runtime, -DCUEMU_MEMPROF) report every load and store;
+// the emulator keeps those a CUDA thread makes to device memory (cudaMalloc, cudaMallocHost) and to shared
+// memory, and groups them into warp requests: the n-th execution of one instruction (the return address
+// of the hook) by each lane of a warp is one request. Per instruction and launch it counts, as Nsight
+// Compute does at L1:
+//   device memory: requests, the 32-byte sectors each touches (hit or miss) and the fewest sectors its
+//     distinct bytes could take ("ideal"): sectors / ideal > 1 is an uncoalesced access;
+//   shared memory: requests and wavefronts (per phase of 32 / 16 / 8 lanes for accesses of <= 4 / 8 /
+//     16 bytes, the most distinct 4-byte words any bank holds; atomics: the most lanes on one bank),
+//     against the fewest the distinct words could take;
+//   atomics on device memory: requests, lanes and the distinct addresses of each request;
+// and per launch the distinct sectors of device memory loaded and stored (a floor on DRAM traffic).
+// A lane that diverges shifts its later executions of an instruction: the grouping is exact for code
+// every lane of a warp runs alike (as the bandwidth-bound kernels do), an approximation elsewhere. The
+// lanes run one after another here, so an address made from an atomic's return value (a slot taken
+// with atomicAdd in a loop) follows the emulator's order: a warp's slots, consecutive on a GPU that
+// aggregates the warp's atomics, can be a lane's consecutive ones here and look scattered. Local
+// variables, kernel parameters and host memory are left out. Not modelled: caches, timing, the
+// instruction-level split of a request into 128-byte transactions.
+enum class MemSpace : std::uint8_t { global, shared };
+enum class MemOp : std::uint8_t { load, store, atomic };
+struct MemRow {
+  std::uintptr_t pc = 0;  // the instruction, relative to its module's load address
+  std::string module;     // the file it is in
+  long long module_mtime = 0;  // that file's modification time (s): a later build moves the instructions
+  MemSpace space = MemSpace::global;
+  MemOp op = MemOp::load;
+  std::uint64_t requests = 0;  // warp requests
+  std::uint64_t lanes = 0;     // thread accesses
+  std::uint64_t bytes = 0;     // bytes the threads accessed (a broadcast counted once per lane)
+  std::uint64_t units = 0;     // sectors (device memory) or wavefronts (shared memory)
+  std::uint64_t ideal = 0;     // the fewest units the requests' distinct bytes could take
+  std::uint64_t addresses = 0;  // atomics: distinct addresses summed over the requests
+};
+struct MemLaunch {
+  std::uint64_t index = 0;  // launches since the profile began, from 0
+  std::string label;        // memprof_label's at the launch
+  std::string kernel, file;
+  int line = 0;
+  dim3 grid, block;
+  std::vector<MemRow> rows;
+  std::uint64_t unique_load_sectors = 0, unique_store_sectors = 0;  // distinct sectors over the launch
+};
+// True when this program's kernels report their accesses (built with the instrumentation above).
+bool memprof_instrumented();
+// Starts (true) or stops collecting from the next launch. CUEMU_MEMPROF=<file> starts it at the first
+// launch and writes each launch as one JSON line there.
+void memprof_enable(bool on);
+// The launches profiled since the last call (not those written to CUEMU_MEMPROF's file).
+std::vector<MemLaunch> memprof_take();
+// A label for the launches that follow (kernel_bench: the case), kept with each.
+void memprof_label(const std::string& label);
+// Called by the hooks (emu/memprof_hooks.cc) and the atomics: one access by the calling thread.
+extern bool g_memprof;
+void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc);
+[[gnu::noinline]] void memprof_atomic(const void* p, std::size_t n);
 
 [[noreturn]] void fatal_shfl_source(int lane, int src, unsigned mask);
 // How many blocks of a launch without clusters are resident at once (1: one after another, the default
@@ -327,27 +393,27 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* entry,
 // Loads and stores with cache hints are plain loads and stores, at addresses aligned for their type (a
 // misaligned one stops the program, as the launch fails on a GPU).
 template <class T>
-T __ldg(const T* p) {
+CUEMU_WRAP T __ldg(const T* p) {
   ::cuemu::check_aligned(p, "__ldg");
   return *p;
 }
 template <class T>
-T __ldcs(const T* p) {
+CUEMU_WRAP T __ldcs(const T* p) {
   ::cuemu::check_aligned(p, "__ldcs");
   return *p;
 }
 template <class T>
-T __ldcg(const T* p) {
+CUEMU_WRAP T __ldcg(const T* p) {
   ::cuemu::check_aligned(p, "__ldcg");
   return *p;
 }
 template <class T>
-void __stcs(T* p, T v) {
+CUEMU_WRAP void __stcs(T* p, T v) {
   ::cuemu::check_aligned(p, "__stcs");
   *p = v;
 }
 template <class T>
-void __stcg(T* p, T v) {
+CUEMU_WRAP void __stcg(T* p, T v) {
   ::cuemu::check_aligned(p, "__stcg");
   *p = v;
 }
@@ -358,15 +424,19 @@ void __stcg(T* p, T v) {
 // plain access to the same address unless a barrier lies between them.
 namespace cuemu {
 template <class T, class F>
-T atomic_update(T* p, F f) {
-#if defined(__SANITIZE_THREAD__)
+CUEMU_WRAP T atomic_update(T* p, F f) {
+#if defined(__SANITIZE_THREAD__) || defined(CUEMU_MEMPROF)
   using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::conditional_t<sizeof(T) == 4, std::uint32_t,
                                                                                    std::uint16_t>>;
   static_assert(sizeof(T) == sizeof(U), "atomics on 2, 4 or 8 bytes");
   U* const q = reinterpret_cast<U*>(p);
   const T old = std::bit_cast<T>(__atomic_load_n(q, __ATOMIC_RELAXED));
   __atomic_store_n(q, std::bit_cast<U>(static_cast<T>(f(old))), __ATOMIC_RELAXED);
+#if defined(CUEMU_MEMPROF)
+  memprof_atomic(p, sizeof(T));  // (the two accesses above are atomic ones, which the profile leaves out)
+#else
   tsan_atomic(p);  // after the store: a release publishes the update itself too
+#endif
 #else
   const T old = *p;
   *p = f(old);
@@ -379,7 +449,7 @@ T atomic_update(T* p, F f) {
 // race-check build a relaxed atomic load (no race with the atomics that update it) that a later
 // __threadfence makes an acquire (tsan_fence); elsewhere a volatile load.
 template <class T>
-T load_relaxed(const T* p) {
+CUEMU_WRAP T load_relaxed(const T* p) {
 #if defined(__SANITIZE_THREAD__)
   using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
   static_assert(sizeof(T) == sizeof(U), "relaxed loads of 4 or 8 bytes");
@@ -392,31 +462,31 @@ T load_relaxed(const T* p) {
 }
 }  // namespace cuemu
 template <class T>
-T atomicAdd(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicAdd(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x + v); });
 }
 template <class T>
-T atomicOr(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicOr(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x | v); });
 }
 template <class T>
-T atomicAnd(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicAnd(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T x) { return static_cast<T>(x & v); });
 }
 template <class T>
-T atomicMin(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicMin(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T x) { return v < x ? v : x; });
 }
 template <class T>
-T atomicMax(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicMax(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T x) { return v > x ? v : x; });
 }
 template <class T>
-T atomicExch(T* p, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicExch(T* p, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [v](T) { return v; });
 }
 template <class T>
-T atomicCAS(T* p, std::type_identity_t<T> cmp, std::type_identity_t<T> v) {
+CUEMU_WRAP T atomicCAS(T* p, std::type_identity_t<T> cmp, std::type_identity_t<T> v) {
   return ::cuemu::atomic_update(p, [cmp, v](T x) { return x == cmp ? v : x; });
 }
 

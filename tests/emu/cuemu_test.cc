@@ -914,4 +914,10 @@ TEST(CuemuDeathTest, RacesBetweenResidentBlocksAreReportedByTheRaceCheck) {
   cuemu::set_preempt(preempt);
 }
 
+// The memory-access profile needs kernels built for it (make mem-profile); this program's are not.
+TEST(CuemuDeathTest, TheMemoryProfileRefusesKernelsNotInstrumented) {
+  EXPECT_FALSE(cuemu::memprof_instrumented());
+  EXPECT_DEATH(cuemu::memprof_enable(true), "not instrumented");
+}
+
 }  // namespace
