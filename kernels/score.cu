@@ -30,6 +30,9 @@ void validate(const ScoreArgs& a) {
   if (a.batch.total_entries == 0) return;
   IP_REQUIRE(a.rows != nullptr, "score: rows is null");
   IP_REQUIRE(a.queries != nullptr, "score: queries is null");
+  IP_REQUIRE(aligned16(a.queries),
+             "score: queries is not 16-byte aligned (the kernels load a lane's share of the query in float4; "
+             "cudaMalloc's allocations are aligned)");
   IP_REQUIRE(a.head_weights != nullptr, "score: head_weights is null");
   IP_REQUIRE(a.scores != nullptr, "score: scores is null");
   const bool scaled = a.precision == Precision::int8 || a.precision == Precision::fp8;

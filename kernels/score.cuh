@@ -163,6 +163,35 @@ __device__ __forceinline__ float core_elem(const unsigned char (&b)[V * Elem<P>:
   }
 }
 
+// A lane's V consecutive query elements in as few loads as their alignment allows: q is aligned to
+// 4 W bytes, W the widest of 4, 2 and 1 that divides V (the query is 16-byte aligned, score.cu checks,
+// and a lane's share starts V floats after the previous lane's). One float4 a lane is one fully used
+// 512-byte request a warp where V scalar loads each touch 4 V sectors for 128 bytes (the memory-access
+// profile, make mem-profile, counted 16 sectors a request for them at D = 128).
+template <int V>
+__device__ __forceinline__ void load_query(const float* q, float (&out)[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < V / 4; ++i) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(q) + i);
+      out[4 * i] = f.x;
+      out[4 * i + 1] = f.y;
+      out[4 * i + 2] = f.z;
+      out[4 * i + 3] = f.w;
+    }
+  } else if constexpr (V % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      const float2 f = __ldg(reinterpret_cast<const float2*>(q) + i);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = __ldg(q + i);
+  }
+}
+
 // One head of N entries for a lane: its share of each dot product (or of each Quest bound).
 // query(u): head j of the query of entry u.
 template <Precision P, int D, bool MAXMIN, int N, class Query>
@@ -172,9 +201,11 @@ __device__ __forceinline__ void core_parts(const unsigned char (&b)[N][MAXMIN ? 
 #pragma unroll
   for (int u = 0; u < N; ++u) {
     float acc = 0.0f;
+    float qv[V];
+    load_query<V>(query(u) + lane * V, qv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float qd = __ldg(query(u) + lane * V + v);
+      const float qd = qv[v];
       if constexpr (MAXMIN) {
         float hi = core_elem<P, V>(b[u][0], v), lo = core_elem<P, V>(b[u][1], v);
         if constexpr (kHasScale<P>) {
@@ -441,10 +472,7 @@ __device__ void stage_query(const ScoreParams& p, int r, uint4* qf, float* hws) 
     const int n = nt * 8 + (lane >> 2), t = lane & 3;
     const int d0 = (s / C) * KC + t * 4 * C + (s % C) * 4;
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (n < p.heads) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = __ldg(q + static_cast<long long>(n) * D + d0 + i);
-    }
+    if (n < p.heads) load_query<4>(q + static_cast<long long>(n) * D + d0, v);  // (d0: a multiple of 4)
     float lo[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) lo[i] = p.split ? bf16_residual(v[i]) : 0.0f;

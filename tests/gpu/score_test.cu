@@ -341,7 +341,7 @@ TEST(Score, AutomaticMathChoice) {
 TEST(Score, BadArgumentsAreRejectedOnTheHost) {
   // Runs without a GPU: validation throws before any CUDA call.
   long long off[2] = {0, 4};
-  float f[1] = {0};
+  alignas(16) float f[4] = {0, 0, 0, 0};
   auto good = [&] {
     cuda::ScoreArgs a;
     a.batch.entry_offset = off;
@@ -383,6 +383,9 @@ TEST(Score, BadArgumentsAreRejectedOnTheHost) {
   a = good();
   a.queries = nullptr;
   expect_error(a, "queries");
+  a = good();
+  a.queries = f + 1;
+  expect_error(a, "queries is not 16-byte aligned");
   a = good();
   a.head_weights = nullptr;
   expect_error(a, "head_weights");
