@@ -99,6 +99,7 @@ mem-profile: deps
 	CUEMU_MEMPROF=$(MEMPROF_DIR)/memprof.jsonl $(MEMPROF_DIR)/bench/kernel_bench-emu $(MEMPROF_ARGS) --runs 1 \
 	  --warmup 0 --no-hold --json $(MEMPROF_DIR)/kernel_bench.json > $(MEMPROF_DIR)/kernel_bench.txt
 	$(PYTHON) scripts/emu_memprof_summary.py $(MEMPROF_DIR)/memprof.jsonl --csv $(MEMPROF_DIR)/memprof.csv \
+	  --declared $(MEMPROF_DIR)/kernel_bench.json \
 	  > $(MEMPROF_DIR)/memprof.txt
 	@cat $(MEMPROF_DIR)/memprof.txt
 

@@ -111,9 +111,16 @@ Stats time_runs(const Env& env, int runs, Fn&& fn) {
   t.reserve(runs);
   u.reserve(runs);
   bool queued = env.hold != nullptr;
+#if defined(IP_CUEMU)
+  // (the emulator's memory-access profile) the timed calls by number; the warm-ups came first
+  const auto mark = [&] { ::cuemu::memprof_run(call - env.warmup); };
+#else
+  const auto mark = [] {};
+#endif
   for (int r = 0; queued && r < runs; ++r) {
     env.hold->hold(env.stream);
     a.record(env.stream);
+    mark();
     fn(call++);  // a call that waits for the device (cudaFree, a copy to the host) waits for the timeout
     b.record(env.stream);
     env.hold->release();
@@ -123,11 +130,15 @@ Stats time_runs(const Env& env, int runs, Fn&& fn) {
   }
   for (int r = 0; r < runs; ++r) {
     a.record(env.stream);
+    mark();
     fn(call++);
     b.record(env.stream);
     b.sync();
     u.push_back(b.ms_since(a));
   }
+#if defined(IP_CUEMU)
+  ::cuemu::memprof_run(-1);
+#endif
   IP_CUDA_CHECK(cudaGetLastError());
   if (!queued) t = u;
   Stats s;

@@ -1234,6 +1234,7 @@ struct MemProf {
   std::unordered_set<std::uint64_t> load_sectors, store_sectors;
   std::vector<MemLaunch> taken;
   std::string label;
+  int run = -1;
   struct Module {
     std::uintptr_t pc = 0;  // relative to the module's load address
     std::string file = "?";
@@ -1386,6 +1387,7 @@ void memprof_end(const LaunchSite& site, dim3 grid, dim3 block) {
   MemLaunch l;
   l.index = m.launches++;
   l.label = m.label;
+  l.run = m.run;
   l.kernel = site.kernel;
   l.file = site.file;
   l.line = site.line;
@@ -1420,7 +1422,7 @@ void memprof_end(const LaunchSite& site, dim3 grid, dim3 block) {
     static const char* const kOp[] = {"load", "store", "atomic"};
     std::fprintf(m.out, "{\"launch\": %llu, \"case\": ", static_cast<unsigned long long>(l.index));
     json_string(m.out, l.label);
-    std::fprintf(m.out, ", \"kernel\": ");
+    std::fprintf(m.out, ", \"run\": %d, \"kernel\": ", l.run);
     json_string(m.out, l.kernel);
     std::fprintf(m.out, ", \"site\": ");
     json_string(m.out, l.file + ":" + std::to_string(l.line));
@@ -1469,6 +1471,11 @@ std::vector<MemLaunch> memprof_take() {
 
 void memprof_label(const std::string& label) {
   memprof().label = label;
+  memprof().run = -1;
+}
+
+void memprof_run(int run) {
+  memprof().run = run;
 }
 
 void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc) {

@@ -169,6 +169,7 @@ struct MemRow {
 struct MemLaunch {
   std::uint64_t index = 0;  // launches since the profile began, from 0
   std::string label;        // memprof_label's at the launch
+  int run = -1;             // memprof_run's at the launch (-1: none)
   std::string kernel, file;
   int line = 0;
   dim3 grid, block;
@@ -182,8 +183,10 @@ bool memprof_instrumented();
 void memprof_enable(bool on);
 // The launches profiled since the last call (not those written to CUEMU_MEMPROF's file).
 std::vector<MemLaunch> memprof_take();
-// A label for the launches that follow (kernel_bench: the case), kept with each.
+// A label for the launches that follow (kernel_bench: the case), kept with each; it sets the run to -1.
 void memprof_label(const std::string& label);
+// The run of the labelled work the launches that follow belong to (kernel_bench: each timed call; -1 none).
+void memprof_run(int run);
 // Called by the hooks (emu/memprof_hooks.cc) and the atomics: one access by the calling thread.
 extern bool g_memprof;
 void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc);

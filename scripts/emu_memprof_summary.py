@@ -2,7 +2,7 @@
 """Summary of the emulator's memory-access profile (emu/cuemu.h, "The memory-access profile").
 
 usage: scripts/emu_memprof_summary.py PROFILE.jsonl [--by-case] [--case REGEX] [--worst N] [--min-excess F]
-                                     [--csv FILE]
+                                     [--csv FILE] [--declared KERNEL_BENCH.json]
 
 PROFILE.jsonl is what a program whose kernels are instrumented (make mem-profile) writes with
 CUEMU_MEMPROF=PROFILE.jsonl: one JSON line per launch, per instruction its warp requests, the 32-byte
@@ -15,7 +15,10 @@ kernel_bench case and kernel):
   device atomics: lanes and distinct addresses a request;
   the distinct bytes the launches loaded and stored (a floor on DRAM traffic, in MiB);
 then the instructions with the most excess units (sectors or wavefronts above ideal), with their source
-lines (addr2line, from the module each row names). The counts are the emulator's, at the sizes the
+lines (addr2line, from the module each row names). --declared takes the kernel_bench JSON of the same
+run and sets each case's declared bytes (what its % of copy bandwidth is computed from) beside the
+distinct bytes its first timed run's kernels loaded and stored (summed over its launches: a row that
+two kernels read counts twice, as DRAM may serve it twice). The counts are the emulator's, at the sizes the
 program ran: a GPU's caches and timing are not modelled. --csv writes one row per kernel, space and op.
 Exit status 0; 2 for bad arguments or an unreadable profile.
 """
@@ -132,6 +135,36 @@ def source_lines(rows, mtimes):
     return out, stale
 
 
+def compare_declared(path, launches):
+    """Each kernel_bench case's declared bytes per run against the distinct bytes of its run 0's launches."""
+    try:
+        with open(path) as f:
+            bench = json.load(f)
+        cases = bench["cases"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"{path}: not a kernel_bench JSON file ({e})", file=sys.stderr)
+        sys.exit(2)
+    moved = collections.defaultdict(int)
+    kernels = collections.defaultdict(int)
+    for l in launches:
+        if l.get("run") == 0:
+            moved[l["case"]] += 32 * (l["unique_load_sectors"] + l["unique_store_sectors"])
+            kernels[l["case"]] += 1
+    print("\ndeclared bytes per run (kernel_bench, what % of copy is computed from) against the distinct bytes "
+          "the first timed run's kernels loaded and stored, summed over its launches:")
+    print(f'{"case":90} {"declared KB":>11} {"profile KB":>10} {"profile/declared":>16} {"launches":>8}')
+    for c in cases:
+        label = f'{c["group"]} | {c["name"]} | {c["params"]}'
+        if c.get("group") == "copy" or not c.get("bytes"):
+            continue
+        short = label if len(label) <= 90 else label[:87] + "..."
+        got = moved.get(label, 0)
+        if not kernels.get(label):
+            print(f'{short:90} {c["bytes"] / 1e3:11.1f} {"-":>10} {"(no kernel profiled)":>16}')
+            continue
+        print(f'{short:90} {c["bytes"] / 1e3:11.1f} {got / 1e3:10.1f} {got / c["bytes"]:16.2f} {kernels[label]:8d}')
+
+
 def pct(a, b):
     return f"{100.0 * a / b:5.1f}%" if b else "    -"
 
@@ -145,6 +178,8 @@ def main():
     ap.add_argument("--min-excess", type=float, default=1.25,
                     help="list instructions whose units exceed ideal by this factor (default 1.25)")
     ap.add_argument("--csv", help="write per kernel, space and op rows here")
+    ap.add_argument("--declared", metavar="KERNEL_BENCH_JSON",
+                    help="compare each case's declared bytes with the profile's (kernel_bench --json of the same run)")
     a = ap.parse_args()
     if a.worst < 0 or a.min_excess < 1:
         ap.error("--worst must be >= 0 and --min-excess >= 1")
@@ -228,6 +263,8 @@ def main():
                   f'{where.get((module, pc), pc)}')
     else:
         print(f"\nno instruction exceeds {a.min_excess:g}x its ideal sectors or wavefronts")
+    if a.declared:
+        compare_declared(a.declared, launches)
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.writer(f)

@@ -256,6 +256,19 @@ TEST(Memprof, OnlyEnabledLaunchesAreProfiled) {
   });
   ASSERT_EQ(l.size(), 2u);
   EXPECT_EQ(l[1].index, l[0].index + 1);
+  // a label and a run go with the launches after them; a new label ends the run
+  const auto labelled = profile([&] {
+    cuemu::memprof_label("a");
+    cuemu::memprof_run(0);
+    IP_LAUNCH(1, 32, 0, nullptr, copy_kernel)(in, out, 1);
+    cuemu::memprof_label("b");
+    IP_LAUNCH(1, 32, 0, nullptr, copy_kernel)(in, out, 1);
+  });
+  ASSERT_EQ(labelled.size(), 2u);
+  EXPECT_EQ(labelled[0].label, "a");
+  EXPECT_EQ(labelled[0].run, 0);
+  EXPECT_EQ(labelled[1].label, "b");
+  EXPECT_EQ(labelled[1].run, -1);
   cudaFree(in);
   cudaFree(out);
 }
@@ -272,6 +285,7 @@ TEST(MemprofDeathTest, TheEnvironmentVariableWritesAJsonLineALaunch) {
         float* in = device<float>(64);
         float* out = device<float>(64);
         cuemu::memprof_label("case one");
+        cuemu::memprof_run(2);
         IP_LAUNCH(2, 32, 0, nullptr, copy_kernel)(in, out, 1);
         std::exit(0);
       },
@@ -284,7 +298,8 @@ TEST(MemprofDeathTest, TheEnvironmentVariableWritesAJsonLineALaunch) {
   EXPECT_NE(first.find("\"profile\": \"cuemu memory-access profile"), std::string::npos) << first;
   EXPECT_NE(first.find("\"command\": \""), std::string::npos) << first;
   EXPECT_NE(first.find("emu_memprof_test"), std::string::npos) << first;
-  EXPECT_NE(second.find("{\"launch\": 0, \"case\": \"case one\", \"kernel\": \"copy_kernel\""), std::string::npos)
+  EXPECT_NE(second.find("{\"launch\": 0, \"case\": \"case one\", \"run\": 2, \"kernel\": \"copy_kernel\""),
+            std::string::npos)
       << second;
   EXPECT_NE(second.find("\"grid\": [2, 1, 1], \"block\": [32, 1, 1], \"unique_load_sectors\": 8, "
                         "\"unique_store_sectors\": 8"),
