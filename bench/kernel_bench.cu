@@ -3,7 +3,7 @@
 // GB/s of the bytes it is declared to move and as a fraction of the device's copy bandwidth measured
 // in the same run, with the issue's targets marked met / not met. Without a device it says so and exits 0.
 //
-//   kernel_bench [--quick | --smoke] [--json FILE] [--only GROUP[,GROUP...]] [--runs N] [--warmup N] [--no-hold]
+//   kernel_bench [--quick | --smoke | --shrink N] [--json FILE] [--only GROUP[,GROUP...]] [--runs N] [--warmup N] [--no-hold]
 //                [--device N]
 //                [--case-timeout S] [--help]
 #include <cuda_runtime.h>
@@ -92,6 +92,8 @@ void print_help() {
       "  --quick        fewer sizes and runs (about a tenth of the time)\n"
       "  --smoke        the quick cases at 1/256 of their sizes, 1 warm-up and 2 timed runs, no target judged:\n"
       "                 checks that every case runs (seconds on a GPU; kernel_bench-emu runs it on the CPU)\n"
+      "  --shrink N     the quick cases at 1/N of their sizes (N >= 1; with --smoke, in place of 256), no target\n"
+      "                 judged unless N is 1: e.g. kernel_bench-emu's memory-access profile at larger sizes\n"
       "  --json FILE    also write the results as JSON\n"
       "  --only GROUPS  one group or several, comma-separated: pool, score, indexer, topk, decode, attention, gla,\n"
       "                 stats\n"
@@ -173,7 +175,8 @@ void write_json(const std::string& path, const std::string& device, const Option
   IP_REQUIRE(f.good(), "--json: cannot write '{}'", path);
   f << "{\n  \"tool\": \"kernel_bench\",\n  \"git_revision\": " << json_str(IP_GIT_REVISION)
     << ",\n  \"device\": " << json_str(device) << ",\n  \"quick\": " << (o.quick ? "true" : "false")
-    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false") << ",\n  \"command\": " << json_str(o.command)
+    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false") << ",\n  \"shrink\": " << env.shrink
+    << ",\n  \"command\": " << json_str(o.command)
     << ",\n  \"started\": " << json_str(o.started);
   if (!skipped.empty()) {
     f << ",\n  \"skipped\": " << json_str(skipped) << "\n}\n";
@@ -458,6 +461,14 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--quick") o.quick = true;
     else if (a == "--smoke") o.smoke = o.quick = true;
+    else if (a == "--shrink") {
+      o.shrink = count("--shrink");
+      if (o.shrink < 1) {
+        std::fprintf(stderr, "kernel_bench: --shrink 0: the sizes are divided by N, which must be at least 1\n");
+        return 2;
+      }
+      o.quick = true;
+    }
     else if (a == "--json") o.json = value("--json");
     else if (a == "--only") o.only = value("--only");
     else if (a == "--runs") o.runs = std::max(1, count("--runs"));
@@ -524,7 +535,7 @@ int main(int argc, char** argv) {
     env.l2_bytes = l2;
     env.quick = o.quick;
     env.smoke = o.smoke;
-    env.shrink = o.smoke ? 256 : 1;
+    env.shrink = o.shrink ? o.shrink : o.smoke ? 256 : 1;
     env.runs = o.runs ? o.runs : (o.smoke ? 2 : o.quick ? 15 : 50);
     env.warmup = o.warmup >= 0 ? o.warmup : (o.smoke ? 1 : o.quick ? 2 : 5);
     const std::string device =
@@ -539,6 +550,8 @@ int main(int argc, char** argv) {
       std::printf("smoke: sizes divided by %lld and targets not judged: this run checks that every case runs, "
                   "its times say nothing\n",
                   env.shrink);
+    else if (env.shrink > 1)
+      std::printf("sizes divided by %lld (--shrink): targets not judged\n", env.shrink);
 #ifdef IP_CUEMU
     constexpr double kDefaultCaseTimeoutS = 0;  // the emulator reports its own deadlocks; its speed varies
 #else
@@ -599,7 +612,7 @@ int main(int argc, char** argv) {
         rows.push_back(r);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (o.smoke)  // at 1/256 of the sizes a target means nothing
+      if (env.shrink > 1)  // at a fraction of the sizes a target means nothing
         for (std::size_t i = first; i < rows.size(); ++i)
           if (rows[i].verdict == "met" || rows[i].verdict == "not met" || rows[i].verdict == "pending")
             rows[i].verdict = "not judged";
@@ -635,7 +648,10 @@ int main(int argc, char** argv) {
         env.runs, env.hold ? "launches queued behind a blocking kernel" : "each from an idle GPU", env.runs,
         env.copy_gbs);
     std::printf("kernel_bench: summary: copy %.0f GB/s; cases %zu; errors %d; targets met %d of %d%s\n", env.copy_gbs,
-                rows.size(), errors, met, targets, o.smoke ? " (smoke run: sizes / 256, targets not judged)" : "");
+                rows.size(), errors, met, targets,
+                env.shrink > 1 ? fmt::format(" ({}sizes / {}, targets not judged)", o.smoke ? "smoke run: " : "",
+                                             env.shrink).c_str()
+                               : "");
     if (!o.json.empty()) {
       write_json(o.json, device, o, env, rows, met, targets, errors, "");
       std::printf("json: %s\n", o.json.c_str());

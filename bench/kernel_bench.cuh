@@ -22,6 +22,7 @@ namespace ip::kbench {
 struct Options {
   bool quick = false;
   bool smoke = false;    // --smoke: every case at 1/256 of its size, no target judged (kernel_bench-emu, CI)
+  long long shrink = 0;  // --shrink N: the quick cases' sizes divided by N, no target judged (0: the mode's)
   std::string json;      // --json FILE ("" = none)
   std::string only;      // --only GROUP[,GROUP...]: the case groups to run (pool, score, indexer, topk, decode,
                          // attention, gla, stats); "" all

@@ -17,8 +17,9 @@ kernel_bench case and kernel):
 then the instructions with the most excess units (sectors or wavefronts above ideal), with their source
 lines (addr2line, from the module each row names). --declared takes the kernel_bench JSON of the same
 run and sets each case's declared bytes (what its % of copy bandwidth is computed from) beside the
-distinct bytes its first timed run's kernels loaded and stored (summed over its launches: a row that
-two kernels read counts twice, as DRAM may serve it twice). The counts are the emulator's, at the sizes the
+distinct bytes its first timed run's kernels loaded and stored, summed over its launches: a row that
+two kernels read counts twice and a row one kernel reads twice counts once (the traffic when nothing
+stays in L2 from one launch to the next and everything does within one). The counts are the emulator's, at the sizes the
 program ran: a GPU's caches and timing are not modelled. --csv writes one row per kernel, space and op.
 Exit status 0; 2 for bad arguments or an unreadable profile.
 """
@@ -151,7 +152,8 @@ def compare_declared(path, launches):
             moved[l["case"]] += 32 * (l["unique_load_sectors"] + l["unique_store_sectors"])
             kernels[l["case"]] += 1
     print("\ndeclared bytes per run (kernel_bench, what % of copy is computed from) against the distinct bytes "
-          "the first timed run's kernels loaded and stored, summed over its launches:")
+          "the first timed run's kernels loaded and stored, summed over its launches (a re-read within one launch "
+          "counts once, one in another launch again):")
     print(f'{"case":90} {"declared KB":>11} {"profile KB":>10} {"profile/declared":>16} {"launches":>8}')
     for c in cases:
         label = f'{c["group"]} | {c["name"]} | {c["params"]}'
