@@ -355,17 +355,18 @@ __global__ void cluster_early_map_kernel(int* out) {
 
 // Rank 0 leaves after the second cluster barrier, setting a flag; rank 1 waits for the flag and then maps
 // rank 0's shared memory (`late`), or reads it through the address it mapped between the barriers (`!late`).
-__global__ void cluster_late_map_kernel(volatile int* flag, int* out, bool late) {
+// The flag is set and read with atomics (plain volatile accesses would be a data race to the race check).
+__global__ void cluster_late_map_kernel(int* flag, int* out, bool late) {
   IP_DYNAMIC_SHARED(int, s);
   s[0] = 7;
   ip::cuda::cluster_sync();
   int* const early = ip::cuda::cluster_map(s, 0u);
   ip::cuda::cluster_sync();
   if (ip::cuda::cluster_rank() == 0) {
-    *flag = 1;
+    atomicExch(flag, 1);
     return;
   }
-  while (*flag == 0) __nanosleep(100);
+  while (atomicAdd(flag, 0) == 0) __nanosleep(100);
   out[0] = late ? *ip::cuda::cluster_map(s, 0u) : *early;
 }
 
