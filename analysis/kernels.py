@@ -53,6 +53,9 @@ class Run:
         if d.get("smoke"):
             raise AnalysisError(f"'{path}' is a --smoke run (sizes divided by 256, 2 timed runs): its times say "
                                 "nothing of the kernels; use a full or --quick run")
+        if isinstance(d.get("shrink"), (int, float)) and d["shrink"] > 1:
+            raise AnalysisError(f"'{path}' is a --shrink {d['shrink']} run (sizes divided by {d['shrink']}): its "
+                                "cases are not the benchmark's sizes; use a full or --quick run")
         if not isinstance(d.get("cases"), list) or not all(isinstance(c, dict) for c in d["cases"]):
             raise AnalysisError(f"'{path}': 'cases' is not a list of cases")
         for i, c in enumerate(d["cases"]):

@@ -92,8 +92,9 @@ void print_help() {
       "  --quick        fewer sizes and runs (about a tenth of the time)\n"
       "  --smoke        the quick cases at 1/256 of their sizes, 1 warm-up and 2 timed runs, no target judged:\n"
       "                 checks that every case runs (seconds on a GPU; kernel_bench-emu runs it on the CPU)\n"
-      "  --shrink N     the quick cases at 1/N of their sizes (N >= 1; with --smoke, in place of 256), no target\n"
-      "                 judged unless N is 1: e.g. kernel_bench-emu's memory-access profile at larger sizes\n"
+      "  --shrink N     the quick cases' sizes divided by N (N >= 1; with --smoke, in place of 256), no target\n"
+      "                 judged unless N is 1: e.g. kernel_bench-emu's memory-access profile at larger sizes. Only\n"
+      "                 the sizes: --smoke also runs the decode step at B = 64 (not 1024) and rotates 2 copies\n"
       "  --json FILE    also write the results as JSON\n"
       "  --only GROUPS  one group or several, comma-separated: pool, score, indexer, topk, decode, attention, gla,\n"
       "                 stats\n"
@@ -168,6 +169,11 @@ void print_table(const std::vector<Row>& rows, bool queued_mode) {
   for (const auto& r : rows) print_row(r, queued_mode);
 }
 
+// What the sizes are divided by: --shrink N, else 256 for --smoke, else 1.
+long long shrink_of(const Options& o) {
+  return o.shrink ? o.shrink : o.smoke ? 256 : 1;
+}
+
 void write_json(const std::string& path, const std::string& device, const Options& o, const Env& env,
                 const std::vector<Row>& rows, int met, int targets, int errors, const std::string& skipped,
                 const std::string& stopped = "") {
@@ -175,7 +181,7 @@ void write_json(const std::string& path, const std::string& device, const Option
   IP_REQUIRE(f.good(), "--json: cannot write '{}'", path);
   f << "{\n  \"tool\": \"kernel_bench\",\n  \"git_revision\": " << json_str(IP_GIT_REVISION)
     << ",\n  \"device\": " << json_str(device) << ",\n  \"quick\": " << (o.quick ? "true" : "false")
-    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false") << ",\n  \"shrink\": " << env.shrink
+    << ",\n  \"smoke\": " << (o.smoke ? "true" : "false") << ",\n  \"shrink\": " << shrink_of(o)
     << ",\n  \"command\": " << json_str(o.command)
     << ",\n  \"started\": " << json_str(o.started);
   if (!skipped.empty()) {
@@ -535,7 +541,7 @@ int main(int argc, char** argv) {
     env.l2_bytes = l2;
     env.quick = o.quick;
     env.smoke = o.smoke;
-    env.shrink = o.shrink ? o.shrink : o.smoke ? 256 : 1;
+    env.shrink = shrink_of(o);
     env.runs = o.runs ? o.runs : (o.smoke ? 2 : o.quick ? 15 : 50);
     env.warmup = o.warmup >= 0 ? o.warmup : (o.smoke ? 1 : o.quick ? 2 : 5);
     const std::string device =
@@ -612,7 +618,7 @@ int main(int argc, char** argv) {
         rows.push_back(r);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (env.shrink > 1)  // at a fraction of the sizes a target means nothing
+      if (o.smoke || env.shrink > 1)  // at a fraction of the sizes, or on 2 runs, a target means nothing
         for (std::size_t i = first; i < rows.size(); ++i)
           if (rows[i].verdict == "met" || rows[i].verdict == "not met" || rows[i].verdict == "pending")
             rows[i].verdict = "not judged";
@@ -649,9 +655,10 @@ int main(int argc, char** argv) {
         env.copy_gbs);
     std::printf("kernel_bench: summary: copy %.0f GB/s; cases %zu; errors %d; targets met %d of %d%s\n", env.copy_gbs,
                 rows.size(), errors, met, targets,
-                env.shrink > 1 ? fmt::format(" ({}sizes / {}, targets not judged)", o.smoke ? "smoke run: " : "",
-                                             env.shrink).c_str()
-                               : "");
+                o.smoke || env.shrink > 1
+                    ? fmt::format(" ({}sizes / {}, targets not judged)", o.smoke ? "smoke run: " : "", env.shrink)
+                          .c_str()
+                    : "");
     if (!o.json.empty()) {
       write_json(o.json, device, o, env, rows, met, targets, errors, "");
       std::printf("json: %s\n", o.json.c_str());

@@ -3,6 +3,7 @@
 #include "emu/cuemu.h"
 
 #include <dlfcn.h>
+#include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -1336,6 +1337,10 @@ void json_string(FILE* f, const std::string& s) {
   std::fputc('"', f);
 }
 
+// The thread running a profiled launch (the kernel's fibers run on it): another thread's accesses in
+// instrumented code (kernel_bench's watchdog) never touch the emulator's state.
+thread_local bool t_profiling = false;
+
 void memprof_begin(Emu& e) {
   MemProf& m = memprof();
   static const bool from_env = [&m] {
@@ -1364,6 +1369,7 @@ void memprof_begin(Emu& e) {
   (void)from_env;
   m.active = m.enabled || m.out;
   g_memprof = m.active;
+  t_profiling = m.active;
   if (!m.active) return;
   m.groups.clear();
   m.rows.clear();
@@ -1378,14 +1384,78 @@ void memprof_block_start(std::size_t fiber) {
 }
 
 
-void memprof_end(const LaunchSite& site, dim3 grid, dim3 block) {
+// The program's functions by address, from its symbol table (dladdr sees only exported symbols, and a
+// program exports none of its kernels).
+const std::unordered_map<std::uintptr_t, std::string>& program_functions() {
+  static const auto* table = [] {
+    auto* t = new std::unordered_map<std::uintptr_t, std::string>;
+    const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      if (fd >= 0) close(fd);
+      return t;
+    }
+    void* m = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return t;
+    std::uintptr_t bias = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* out) {
+          *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;
+          return 1;
+        },
+        &bias);
+    const auto* base = static_cast<const unsigned char*>(m);
+    const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
+    const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
+    for (unsigned i = 0; i < eh->e_shnum; ++i) {
+      if (sh[i].sh_type != SHT_SYMTAB) continue;
+      const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
+      const char* const str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
+      for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j)
+        if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC && sym[j].st_value)
+          t->emplace(bias + sym[j].st_value, str + sym[j].st_name);
+    }
+    munmap(m, static_cast<std::size_t>(st.st_size));
+    return t;
+  }();
+  return *table;
+}
+
+// The kernel's function name, demangled ("" when the program has no symbol for it).
+std::string kernel_symbol(const void* kernel) {
+  static std::map<const void*, std::string> names;
+  auto it = names.find(kernel);
+  if (it != names.end()) return it->second;
+  std::string mangled;
+  Dl_info info{};
+  if (dladdr(kernel, &info) && info.dli_sname) {
+    mangled = info.dli_sname;
+  } else {
+    const auto& f = program_functions();
+    const auto at = f.find(reinterpret_cast<std::uintptr_t>(kernel));
+    if (at != f.end()) mangled = at->second;
+  }
+  std::string name = mangled;
+  if (!mangled.empty()) {
+    int status = 0;
+    char* d = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+    if (status == 0 && d) name = d;
+    std::free(d);
+  }
+  return names.emplace(kernel, name).first->second;
+}
+
+void memprof_end(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block) {
   MemProf& m = memprof();
   if (!m.active) return;
   memprof_flush();
   m.active = false;
   g_memprof = false;
+  t_profiling = false;
   MemLaunch l;
   l.index = m.launches++;
+  l.symbol = kernel_symbol(kernel);
   l.label = m.label;
   l.run = m.run;
   l.kernel = site.kernel;
@@ -1424,6 +1494,8 @@ void memprof_end(const LaunchSite& site, dim3 grid, dim3 block) {
     json_string(m.out, l.label);
     std::fprintf(m.out, ", \"run\": %d, \"kernel\": ", l.run);
     json_string(m.out, l.kernel);
+    std::fprintf(m.out, ", \"symbol\": ");
+    json_string(m.out, l.symbol);
     std::fprintf(m.out, ", \"site\": ");
     json_string(m.out, l.file + ":" + std::to_string(l.line));
     std::fprintf(m.out, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"unique_load_sectors\": %llu, "
@@ -1479,9 +1551,10 @@ void memprof_run(int run) {
 }
 
 void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc) {
+  if (!t_profiling || n == 0) return;
   MemProf& m = memprof();
   Emu& e = emu();
-  if (!m.active || !e.launch || !e.cur || n == 0) return;
+  if (!m.active || !e.launch || !e.cur) return;
   // A CUDA thread's access: on its fiber's stack (not the emulator's own context running a collective).
   const auto fi = static_cast<std::size_t>(e.cur - e.fibers.data());
   const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
@@ -1777,7 +1850,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
     tsan_acquire(&e.tsan_sync->block_end);
     e.static_copies.clear();
     e.static_owner = -1;
-    memprof_end(site, grid, block);
+    memprof_end(site, kernel, grid, block);
     e.launch = nullptr;
     check_slack(site);
     return;
@@ -1810,7 +1883,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
                 site.kernel, site.file, site.line, cluster, g.name.c_str());
   }
   tsan_acquire(&e.tsan_sync->block_end);  // the host's next reads and launches come after the blocks
-  memprof_end(site, grid, block);
+  memprof_end(site, kernel, grid, block);
   e.launch = nullptr;
   check_slack(site);
 }

@@ -132,9 +132,12 @@ Counts counts();
 
 // The memory-access profile (make mem-profile; emu/memprof_hooks.cc). Kernels compiled with GCC's
 // ThreadSanitizer instrumentation (-fsanitize=thread, with __SANITIZE_THREAD__ undefined and the
-// emulator's hooks in place of ThreadSanitizer's runtime, -DCUEMU_MEMPROF) report every load and store;
-// the emulator keeps those a CUDA thread makes to device memory (cudaMalloc, cudaMallocHost) and to shared
-// memory, and groups them into warp requests: the n-th execution of one instruction (the return address
+// emulator's hooks in place of ThreadSanitizer's runtime, -DCUEMU_MEMPROF) report their loads and stores
+// (those the instrumentation sees: not the bytes a memcpy call moves, which the kernels use only between
+// registers and locals); the emulator keeps those a CUDA thread makes to device memory (cudaMalloc,
+// cudaMallocHost) and to shared memory (dynamic, and the static __shared__ arrays it knows:
+// static_shared_arrays; a template kernel's outside namespace ip::cuda are left out), and groups them
+// into warp requests: the n-th execution of one instruction (the return address
 // of the hook) by each lane of a warp is one request. Per instruction and launch it counts, as Nsight
 // Compute does at L1:
 //   device memory: requests, the 32-byte sectors each touches (hit or miss) and the fewest sectors its
@@ -143,7 +146,9 @@ Counts counts();
 //     16 bytes, the most distinct 4-byte words any bank holds; atomics: the most lanes on one bank),
 //     against the fewest the distinct words could take;
 //   atomics on device memory: requests, lanes and the distinct addresses of each request;
-// and per launch the distinct sectors of device memory loaded and stored (a floor on DRAM traffic).
+// and per launch the distinct sectors of device memory loaded and stored (atomics not included; a
+// floor on the launch's DRAM traffic). In resident-block mode a launch's requests are kept to its end.
+// 128-bit atomics have no hook (a kernel using them would not link).
 // A lane that diverges shifts its later executions of an instruction: the grouping is exact for code
 // every lane of a warp runs alike (as the bandwidth-bound kernels do), an approximation elsewhere. The
 // lanes run one after another here, so an address made from an atomic's return value (a slot taken
@@ -170,7 +175,8 @@ struct MemLaunch {
   std::uint64_t index = 0;  // launches since the profile began, from 0
   std::string label;        // memprof_label's at the launch
   int run = -1;             // memprof_run's at the launch (-1: none)
-  std::string kernel, file;
+  std::string kernel, file;  // the launch site's kernel expression and file
+  std::string symbol;        // the kernel's function, demangled ("" without a symbol table)
   int line = 0;
   dim3 grid, block;
   std::vector<MemRow> rows;

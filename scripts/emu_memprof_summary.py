@@ -7,13 +7,14 @@ usage: scripts/emu_memprof_summary.py PROFILE.jsonl [--by-case] [--case REGEX] [
 PROFILE.jsonl is what a program whose kernels are instrumented (make mem-profile) writes with
 CUEMU_MEMPROF=PROFILE.jsonl: one JSON line per launch, per instruction its warp requests, the 32-byte
 sectors (device memory) or wavefronts (shared memory) they took, and the fewest their distinct bytes
-could take ("ideal"). Prints, per kernel (all launches of one name together; with --by-case, per
-kernel_bench case and kernel):
+could take ("ideal"). Prints, per kernel (its function, template arguments included, where the program
+has a symbol table; all its launches together; with --by-case, per kernel_bench case and kernel):
   device memory loads and stores: requests, sectors a request, and efficiency = ideal / sectors (100%:
     coalesced; 25%: a quarter of each sector used);
   shared memory: wavefronts against the ideal (bank conflicts), and shared atomics;
   device atomics: lanes and distinct addresses a request;
-  the distinct bytes the launches loaded and stored (a floor on DRAM traffic, in MiB);
+  each launch's distinct bytes loaded and stored, summed over the launches (MiB; whole sectors,
+    atomics left out: a floor on DRAM traffic when nothing stays in L2 from one launch to the next);
 then the instructions with the most excess units (sectors or wavefronts above ideal), with their source
 lines (addr2line, from the module each row names). --declared takes the kernel_bench JSON of the same
 run and sets each case's declared bytes (what its % of copy bandwidth is computed from) beside the
@@ -55,6 +56,34 @@ def load(path):
         print(f"{path}: {e.strerror}", file=sys.stderr)
         sys.exit(2)
     return launches, header
+
+
+PRECISIONS = ["fp32", "fp16", "bf16", "int8", "fp8"]  # ip::Precision's values, in order (core/quant.h)
+
+
+def kernel_name(launch):
+    """A launch's kernel: its function (the symbol, without return type, namespaces and parameters, the
+    precisions by name), or the launch site's kernel expression where the program had no symbol."""
+    sym = launch.get("symbol") or ""
+    if not sym:
+        return launch["kernel"]
+    sym = re.sub(r"^void ", "", sym)
+    # the parameter list: the last top-level (...) group
+    depth, cut = 0, len(sym)
+    for i in range(len(sym) - 1, -1, -1):
+        if sym[i] == ")":
+            depth += 1
+        elif sym[i] == "(":
+            depth -= 1
+            if depth == 0:
+                cut = i
+                break
+    sym = sym[:cut]
+    sym = re.sub(r"\(ip::Precision\)(\d)", lambda m: PRECISIONS[int(m.group(1))] if int(m.group(1)) < 5 else m.group(0),
+                 sym)
+    for ns in ("(anonymous namespace)::", "ip::cuda::detail::", "ip::cuda::", "ip::kbench::", "ip::"):
+        sym = sym.replace(ns, "")
+    return sym
 
 
 def simple_name(func):
@@ -136,7 +165,7 @@ def source_lines(rows, mtimes):
     return out, stale
 
 
-def compare_declared(path, launches):
+def compare_declared(path, launches, case_rx=None):
     """Each kernel_bench case's declared bytes per run against the distinct bytes of its run 0's launches."""
     try:
         with open(path) as f:
@@ -157,7 +186,7 @@ def compare_declared(path, launches):
     print(f'{"case":90} {"declared KB":>11} {"profile KB":>10} {"profile/declared":>16} {"launches":>8}')
     for c in cases:
         label = f'{c["group"]} | {c["name"]} | {c["params"]}'
-        if c.get("group") == "copy" or not c.get("bytes"):
+        if c.get("group") == "copy" or not c.get("bytes") or (case_rx and not case_rx.search(label)):
             continue
         short = label if len(label) <= 90 else label[:87] + "..."
         got = moved.get(label, 0)
@@ -200,7 +229,7 @@ def main():
     instr = collections.defaultdict(lambda: collections.Counter())
     mtimes = {}
     for l in launches:
-        name = l["kernel"]
+        name = kernel_name(l)
         if a.by_case:
             name = f'{l.get("case") or "(no case)"} :: {name}'
         k = kern.setdefault(name, collections.Counter())
@@ -220,7 +249,8 @@ def main():
     if header:
         print(f'made by: {header.get("command", "?")} at {header.get("started", "?")} (CPU emulator, not a GPU)')
     print("device memory: requests (warp), sectors a request, efficiency = ideal sectors / sectors; "
-          "shared: wavefronts / ideal; MiB = distinct bytes loaded / stored over the launches")
+          "shared: wavefronts / ideal; ld/st MiB: each launch's distinct sectors loaded / stored (atomics left "
+          "out), x 32 bytes, summed over the launches")
     w = min(100, max(len("kernel"), max(len(n) for n in kern)))
     hdr = (f'{"kernel":{w}} {"launch":>6} {"ld req":>9} {"sec/req":>7} {"ld eff":>6} {"st req":>8} {"sec/req":>7} '
            f'{"st eff":>6} {"sh wf/ideal":>11} {"atom lanes":>10} {"addr/req":>8} {"ld MiB":>8} {"st MiB":>8}')
@@ -249,7 +279,7 @@ def main():
             worst.append((c["units"] - c["ideal"], ik, c))
     worst.sort(key=lambda w: -w[0])
     worst = worst[: a.worst]
-    if worst:
+    if worst and a.worst:
         where, stale = source_lines([(ik[1], ik[2]) for _, ik, _ in worst], mtimes)
         for m in sorted(stale):
             print(f"\n(no source lines for {m}: rebuilt or gone since the profile; its instructions are by address)")
@@ -263,10 +293,10 @@ def main():
             print(f'{short:{w}} {space + "." + op:14} {c["requests"]:9d} {c["units"] / c["requests"]:9.2f} '
                   f'{c["units"] / c["ideal"]:7.2f} {c["bytes"] / c["lanes"]:6.1f}  '
                   f'{where.get((module, pc), pc)}')
-    else:
+    elif a.worst:
         print(f"\nno instruction exceeds {a.min_excess:g}x its ideal sectors or wavefronts")
     if a.declared:
-        compare_declared(a.declared, launches)
+        compare_declared(a.declared, launches, rx if a.case else None)
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.writer(f)

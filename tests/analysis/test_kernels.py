@@ -105,6 +105,7 @@ def test_a_run_without_variants_skips_that_figure(tmp_path, capsys):
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d.update(smoke=True), "is a --smoke run"),
+    (lambda d: d.update(shrink=16), "is a --shrink 16 run"),
     (lambda d: d.update(tool="something"), "is not a kernel_bench JSON file"),
     (lambda d: d.update(skipped="no CUDA device"), "is a skipped run"),
     (lambda d: d["cases"][3].pop("median_ms"), "case 3 has no median_ms"),

@@ -33,7 +33,9 @@ def main():
          "block": [32, 1, 1], "unique_load_sectors": 32, "unique_store_sectors": 0,
          "rows": [row("global", "load", 1, 32, 128, 32, 4, pc="0x40"),
                   row("global", "atomic", 1, 32, 128, 1, 1, addresses=1, pc="0x50")]},
-        {"launch": 2, "case": "topk | b | n=2", "run": 0, "kernel": "k2", "site": "x:2", "grid": [1, 1, 1],
+        {"launch": 2, "case": "topk | b | n=2", "run": 0, "kernel": "kernel",
+         "symbol": "void ip::cuda::detail::k2<(ip::Precision)4, 128>(ip::cuda::detail::P const&)",
+         "site": "x:2", "grid": [1, 1, 1],
          "block": [32, 1, 1], "unique_load_sectors": 4, "unique_store_sectors": 0,
          "rows": [row("global", "load", 1, 32, 128, 4, 4, pc="0x60")]},
     ]
@@ -74,12 +76,16 @@ def main():
         problems.append("--declared: no 2.00 for topk | b")
     if not any("decode | c" in l and "no kernel profiled" in l for l in lines):
         problems.append("--declared: the case without a kernel is not named")
-    only = run(prof, "--case", "^topk ")
-    if "k2 " not in only or any(l.startswith("k1 ") for l in only.splitlines()):
-        problems.append("--case ^topk kept the wrong kernels")
+    only = run(prof, "--case", "^topk ", "--declared", bench)
+    if "k2<fp8, 128> " not in only or any(l.startswith("k1 ") for l in only.splitlines()):
+        problems.append("--case ^topk kept the wrong kernels, or the symbol is not the kernel's name")
+    if "score | a" in only or "decode | c" in only:
+        problems.append("--case ^topk --declared lists cases the filter left out")
     by_case = run(prof, "--by-case")
-    if "topk | b | n=2 :: k2" not in by_case:
+    if "topk | b | n=2 :: k2<fp8, 128>" not in by_case:
         problems.append("--by-case does not name case and kernel")
+    if "no instruction exceeds" in run(prof, "--worst", "0"):
+        problems.append("--worst 0 says no instruction exceeds the ideal (it lists none because it was asked for none)")
     bad = os.path.join(work, "bad.jsonl")
     with open(bad, "w") as f:
         f.write("not json\n")
