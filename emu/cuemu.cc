@@ -1114,17 +1114,20 @@ void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::u
 // (_ZZN2ip4cuda...). So inline and template host functions in ip::cuda must not have static locals: the
 // emulator would overwrite them at every block start (none had on 2026-12-05; test
 // Cuemu.StaticSharedArraysOfTemplateKernelsAreFilledAtEveryBlockStart).
-void find_static_regions(Emu& e) {
-  e.regions_found = true;
-  unsigned char* const lo = __start_cuemu_shared;
-  unsigned char* const hi = __stop_cuemu_shared;
-  if (lo && hi > lo) e.static_regions.push_back({lo, static_cast<std::size_t>(hi - lo), "cuemu_shared"});
+// Calls f(symbol, its name, the section headers, their count, their names, the load bias) for every
+// entry of the program's symbol tables (/proc/self/exe). Returns 1, 0 when the program has none
+// (stripped), -1 when it cannot be read.
+template <class F>
+int for_each_program_symbol(F&& f) {
   const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) die("cannot read /proc/self/exe for the static __shared__ arrays");
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
   void* m = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (m == MAP_FAILED) die("cannot map /proc/self/exe for the static __shared__ arrays");
+  if (m == MAP_FAILED) return -1;
   const auto* base = static_cast<const unsigned char*>(m);
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
   const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
@@ -1137,21 +1140,34 @@ void find_static_regions(Emu& e) {
       },
       &bias);
   const char* const shstr = reinterpret_cast<const char*>(base + sh[eh->e_shstrndx].sh_offset);
+  bool found = false;
   for (unsigned i = 0; i < eh->e_shnum; ++i) {
     if (sh[i].sh_type != SHT_SYMTAB) continue;
-    e.symtab_read = true;
+    found = true;
     const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
     const char* const str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
-    for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j) {
-      const Elf64_Sym& y = sym[j];
-      if (ELF64_ST_TYPE(y.st_info) != STT_OBJECT || ELF64_ST_BIND(y.st_info) != STB_GNU_UNIQUE || y.st_size == 0 ||
-          y.st_shndx == SHN_UNDEF || y.st_shndx >= eh->e_shnum || !(sh[y.st_shndx].sh_flags & SHF_WRITE) ||
-          std::strncmp(str + y.st_name, "_ZZN2ip4cuda", 12) != 0 || std::strcmp(shstr + sh[y.st_shndx].sh_name, "cuemu_shared") == 0)
-        continue;
-      e.static_regions.push_back({reinterpret_cast<unsigned char*>(bias + y.st_value), y.st_size, str + y.st_name});
-    }
+    for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j)
+      f(sym[j], str + sym[j].st_name, sh, static_cast<unsigned>(eh->e_shnum), shstr, bias);
   }
   munmap(m, static_cast<std::size_t>(st.st_size));
+  return found ? 1 : 0;
+}
+
+void find_static_regions(Emu& e) {
+  e.regions_found = true;
+  unsigned char* const lo = __start_cuemu_shared;
+  unsigned char* const hi = __stop_cuemu_shared;
+  if (lo && hi > lo) e.static_regions.push_back({lo, static_cast<std::size_t>(hi - lo), "cuemu_shared"});
+  const int read = for_each_program_symbol([&e](const Elf64_Sym& y, const char* name, const Elf64_Shdr* sh,
+                                               unsigned n_sections, const char* shstr, std::uintptr_t bias) {
+    if (ELF64_ST_TYPE(y.st_info) != STT_OBJECT || ELF64_ST_BIND(y.st_info) != STB_GNU_UNIQUE || y.st_size == 0 ||
+        y.st_shndx == SHN_UNDEF || y.st_shndx >= n_sections || !(sh[y.st_shndx].sh_flags & SHF_WRITE) ||
+        std::strncmp(name, "_ZZN2ip4cuda", 12) != 0 || std::strcmp(shstr + sh[y.st_shndx].sh_name, "cuemu_shared") == 0)
+      return;
+    e.static_regions.push_back({reinterpret_cast<unsigned char*>(bias + y.st_value), y.st_size, name});
+  });
+  if (read < 0) die("cannot read /proc/self/exe for the static __shared__ arrays");
+  e.symtab_read = read > 0;
   if (!e.symtab_read)
     std::fprintf(stderr, "cuemu: the program has no symbol table (stripped?): the __shared__ arrays of template "
                          "kernels are not filled with 0xFF at block starts\n");
@@ -1389,34 +1405,10 @@ void memprof_block_start(std::size_t fiber) {
 const std::unordered_map<std::uintptr_t, std::string>& program_functions() {
   static const auto* table = [] {
     auto* t = new std::unordered_map<std::uintptr_t, std::string>;
-    const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-    struct stat st {};
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      if (fd >= 0) close(fd);
-      return t;
-    }
-    void* m = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return t;
-    std::uintptr_t bias = 0;
-    dl_iterate_phdr(
-        [](dl_phdr_info* info, std::size_t, void* out) {
-          *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;
-          return 1;
-        },
-        &bias);
-    const auto* base = static_cast<const unsigned char*>(m);
-    const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
-    const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
-    for (unsigned i = 0; i < eh->e_shnum; ++i) {
-      if (sh[i].sh_type != SHT_SYMTAB) continue;
-      const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
-      const char* const str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
-      for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j)
-        if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC && sym[j].st_value)
-          t->emplace(bias + sym[j].st_value, str + sym[j].st_name);
-    }
-    munmap(m, static_cast<std::size_t>(st.st_size));
+    for_each_program_symbol([t](const Elf64_Sym& y, const char* name, const Elf64_Shdr*, unsigned, const char*,
+                                std::uintptr_t bias) {
+      if (ELF64_ST_TYPE(y.st_info) == STT_FUNC && y.st_value) t->emplace(bias + y.st_value, name);
+    });
     return t;
   }();
   return *table;
