@@ -1806,7 +1806,7 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
       f.warp = i / 32;
       f.slot = r;
       start_fiber(e, f, static_cast<std::size_t>(r) * n + i);
-      memprof_block_start(static_cast<std::size_t>(r) * n + i);
+      if (g_memprof) memprof_block_start(static_cast<std::size_t>(r) * n + i);
     }
     e.tsan_reads[r] = {};
   };

@@ -34,6 +34,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_bench_compare as kbc  # noqa: E402  (the kernel_bench JSON loader, beside this script)
+
 
 def load(path):
     launches, header = [], {}
@@ -168,11 +171,9 @@ def source_lines(rows, mtimes):
 def compare_declared(path, launches, case_rx=None):
     """Each kernel_bench case's declared bytes per run against the distinct bytes of its run 0's launches."""
     try:
-        with open(path) as f:
-            bench = json.load(f)
-        cases = bench["cases"]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"{path}: not a kernel_bench JSON file ({e})", file=sys.stderr)
+        cases = kbc.load(path)["cases"]
+    except SystemExit as e:  # kernel_bench_compare's loader reports a bad file by SystemExit(message)
+        print(str(e).replace("kernel_bench_compare: ", "emu_memprof_summary: --declared: "), file=sys.stderr)
         sys.exit(2)
     moved = collections.defaultdict(int)
     kernels = collections.defaultdict(int)

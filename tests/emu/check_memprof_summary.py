@@ -43,7 +43,7 @@ def main():
         for l in launches:
             f.write(json.dumps(l) + "\n")
     with open(bench, "w") as f:
-        json.dump({"cases": [{"group": "score", "name": "a", "params": "T=1", "bytes": 1024},
+        json.dump({"tool": "kernel_bench", "cases": [{"group": "score", "name": "a", "params": "T=1", "bytes": 1024},
                              {"group": "topk", "name": "b", "params": "n=2", "bytes": 64},
                              {"group": "decode", "name": "c", "params": "-", "bytes": 10}]}, f)
     problems = []
@@ -92,6 +92,7 @@ def main():
     run(bad, code=2)
     run(os.path.join(work, "missing.jsonl"), code=2)
     run(prof, "--case", "(", code=2)
+    run(prof, "--declared", prof, code=2)  # not a kernel_bench JSON file
     if problems:
         print("\n".join(problems))
         print("--- output ---\n" + out)
