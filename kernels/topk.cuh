@@ -595,7 +595,8 @@ __device__ __forceinline__ void topk_hist_block(const TopkParams& p, int row, in
   std::uint32_t local = 0;
   // Its buckets [hi_d - per, hi_d) in uint4 loads (16-byte aligned: the workspace is, and per is a
   // multiple of 4), cnt[i] = bucket hi_d - 1 - i. Scalar loads, one bucket each, had the warp's lanes
-  // 4 per bytes apart: 32 sectors a request for 128 bytes (make mem-profile), per requests in all.
+  // 4 per bytes apart: 32 sectors a request for 128 bytes at per = 8, 16 at per = 4 (make mem-profile),
+  // per requests in all.
   const uint4* quads = reinterpret_cast<const uint4*>(gh + hi_d - per);
 #pragma unroll
   for (int q = 0; q < per / 4; ++q) {
