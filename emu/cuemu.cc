@@ -1243,7 +1243,6 @@ struct MemAccess {
 struct MemProf {
   bool enabled = false;   // memprof_enable
   FILE* out = nullptr;    // CUEMU_MEMPROF's file
-  bool active = false;    // the running launch is profiled
   std::uint64_t launches = 0;
   std::vector<std::unordered_map<std::uintptr_t, std::uint32_t>> nth;  // by fiber: executions of each pc
   std::unordered_map<MemKey, std::vector<MemAccess>, MemKeyHash> groups;  // the requests being filled
@@ -1383,10 +1382,8 @@ void memprof_begin(Emu& e) {
     return true;
   }();
   (void)from_env;
-  m.active = m.enabled || m.out;
-  g_memprof = m.active;
-  t_profiling = m.active;
-  if (!m.active) return;
+  g_memprof = t_profiling = m.enabled || m.out;  // (g_memprof: the running launch is profiled)
+  if (!g_memprof) return;
   m.groups.clear();
   m.rows.clear();
   m.load_sectors.clear();
@@ -1396,7 +1393,7 @@ void memprof_begin(Emu& e) {
 
 void memprof_block_start(std::size_t fiber) {
   MemProf& m = memprof();
-  if (m.active && fiber < m.nth.size()) m.nth[fiber].clear();
+  if (g_memprof && fiber < m.nth.size()) m.nth[fiber].clear();
 }
 
 
@@ -1440,9 +1437,8 @@ std::string kernel_symbol(const void* kernel) {
 
 void memprof_end(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block) {
   MemProf& m = memprof();
-  if (!m.active) return;
+  if (!g_memprof) return;
   memprof_flush();
-  m.active = false;
   g_memprof = false;
   t_profiling = false;
   MemLaunch l;
@@ -1546,7 +1542,7 @@ void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc) {
   if (!t_profiling || n == 0) return;
   MemProf& m = memprof();
   Emu& e = emu();
-  if (!m.active || !e.launch || !e.cur) return;
+  if (!g_memprof || !e.launch || !e.cur) return;
   // A CUDA thread's access: on its fiber's stack (not the emulator's own context running a collective).
   const auto fi = static_cast<std::size_t>(e.cur - e.fibers.data());
   const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
@@ -1555,14 +1551,14 @@ void memprof_access(const void* p, std::size_t n, MemOp op, const void* pc) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   const Running& l = *e.launch;
   const auto smem = reinterpret_cast<std::uintptr_t>(l.smem);
+  // Dynamic shared memory, device memory (one map lookup), then the static __shared__ arrays (a scan).
   MemSpace space = MemSpace::shared;
   if (a >= smem && a < smem + l.slots * l.smem_span) {
-  } else if (std::any_of(e.static_regions.begin(), e.static_regions.end(), [a](const Emu::Region& g) {
-               return a >= reinterpret_cast<std::uintptr_t>(g.p) && a < reinterpret_cast<std::uintptr_t>(g.p) + g.n;
-             })) {
   } else if (in_allocation(e, p)) {
     space = MemSpace::global;
-  } else {
+  } else if (std::none_of(e.static_regions.begin(), e.static_regions.end(), [a](const Emu::Region& g) {
+               return a >= reinterpret_cast<std::uintptr_t>(g.p) && a < reinterpret_cast<std::uintptr_t>(g.p) + g.n;
+             })) {
     return;  // a local variable, a kernel parameter, host memory
   }
   const Fiber& f = *e.cur;
