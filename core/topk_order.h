@@ -4,6 +4,7 @@
 //             key(a) == key(b), so -0.0 and +0.0 (equal under the CPU's comparison) get the same key.
 //             NaN (which the CPU rejects) gets key 0, below -inf: on the GPU a NaN is never chosen
 //             unless k forces it.
+//   topk_number_key: topk_key of a number's bits, without branches (the CPU's top-k; NaNs found apart).
 //   topk_composite: (key, id) packed so that a larger composite comes first in the top-k order;
 //             unique for distinct ids, so sorting composites descending is the full stable sort.
 #pragma once
@@ -20,6 +21,13 @@ IP_HOST_DEVICE std::uint32_t topk_key(float f) {
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0u;  // NaN: below everything
   if (u == 0x80000000u) u = 0u;                     // -0.0 ranks with +0.0
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// topk_key of a number's bits without branches (the CPU's top-k histograms a row's keys, whose signs are
+// not predictable); a NaN's key is not 0 here, so callers find NaNs apart.
+IP_HOST_DEVICE std::uint32_t topk_number_key(std::uint32_t u) {
+  u = u == 0x80000000u ? 0u : u;  // -0.0 ranks with +0.0
+  return u ^ (static_cast<std::uint32_t>(static_cast<std::int32_t>(u) >> 31) | 0x80000000u);
 }
 
 // The CPU's comparison (core/topk.cc): does (sa, ia) come before (sb, ib)?

@@ -35,6 +35,21 @@ TEST(TopkOrder, NanRanksBelowMinusInfinity) {
   EXPECT_LT(topk_key(nan), topk_key(-std::numeric_limits<float>::infinity()));
 }
 
+TEST(TopkOrder, NumberKeyIsTheKeyOfEveryNumber) {
+  // Every 97th bit pattern of the 2^32 and both ends of each sign's range: the same key, NaNs apart.
+  auto check = [](std::uint32_t u) {
+    const float f = ip::f32_from_bits(u);
+    if (std::isnan(f)) return true;
+    return ip::topk_number_key(u) == topk_key(f);
+  };
+  std::uint64_t wrong = 0, checked = 0;
+  for (std::uint64_t u = 0; u <= 0xFFFFFFFFull; u += 97, ++checked) wrong += !check(static_cast<std::uint32_t>(u));
+  for (std::uint32_t u :
+       {0x00000000u, 0x00000001u, 0x7F7FFFFFu, 0x7F800000u, 0x80000000u, 0x80000001u, 0xFF7FFFFFu, 0xFF800000u})
+    wrong += !check(u);
+  EXPECT_EQ(wrong, 0u) << "of " << checked;
+}
+
 TEST(TopkOrder, KeyComparisonMatchesFloatComparison) {
   std::mt19937 rng(7);
   std::vector<float> v;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -81,6 +82,76 @@ TEST(TopK, ChunkedPathIsTheSameWithOneOrManyThreads) {
     EXPECT_EQ(ip::topk(s.data(), n, 5000), ref) << threads << " threads";
   }
   ip::set_num_threads(0);
+}
+
+// Rows that take each path of the radix select (core/topk.cc): no histogram (n <= 16Ki), one histogram
+// then candidates selected in memory, two or three histograms (a crowded top bin), all 32 bits known
+// with ties at the threshold, and k = n; on several distributions, each checked against the full sort.
+std::vector<float> scores_of(const std::string& kind, std::int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> uniform;
+  std::vector<float> s(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (kind == "normal") s[i] = normal(gen);
+    if (kind == "uniform") s[i] = uniform(gen);                         // top bin: 1/8 of the row
+    if (kind == "relu") s[i] = std::max(0.0f, normal(gen));             // half the row ties at 0
+    if (kind == "few") s[i] = static_cast<float>(static_cast<int>(uniform(gen) * 7)) - 3;  // 7 values
+    if (kind == "close") s[i] = 1.0f + static_cast<float>(gen() % 4096) * 0x1p-23f;  // equal top 22 bits
+    if (kind == "signed_zeros") s[i] = (gen() & 1) ? 0.0f : -0.0f;     // equal under the comparison
+    if (kind == "tiny") s[i] = static_cast<float>(static_cast<int>(gen() % 2001) - 1000) * 0x1p-140f;  // subnormals
+  }
+  if (kind == "signed_zeros") s[n / 3] = std::numeric_limits<float>::infinity();
+  return s;
+}
+
+TEST(TopK, RadixSelectEqualsTheFullSortOnEveryPath) {
+  const char* kinds[] = {"normal", "uniform", "relu", "few", "close", "signed_zeros", "tiny"};
+  const std::int64_t sizes[] = {5000, 16384, 16385, 40000, 300007};
+  unsigned seed = 11;
+  for (const char* kind : kinds)
+    for (std::int64_t n : sizes) {
+      const auto s = scores_of(kind, n, seed++);
+      for (std::int64_t k : {std::int64_t{1}, std::int64_t{2048}, n / 2 + 1, n - 1, n})
+        ASSERT_EQ(ip::topk(s.data(), n, k), reference_topk(s, k)) << kind << ", n = " << n << ", k = " << k;
+    }
+}
+
+TEST(TopK, RadixSelectIsTheSameOnOneOrManyThreads) {
+  for (const char* kind : {"normal", "few", "close"}) {
+    const std::int64_t n = 1 << 20;
+    const auto s = scores_of(kind, n, 5);
+    const auto ref = reference_topk(s, 4096);
+    for (int threads : {1, 2, 8}) {
+      ip::set_num_threads(threads);
+      EXPECT_EQ(ip::topk(s.data(), n, 4096), ref) << kind << ", " << threads << " threads";
+    }
+    ip::set_num_threads(0);
+  }
+}
+
+TEST(TopK, SignedZerosTieAndGoToTheLowerId) {
+  // -0.0 == +0.0 under the comparison, so neither ranks above the other: ties by id, in every path.
+  for (std::int64_t n : {std::int64_t{10}, std::int64_t{100000}}) {
+    std::vector<float> s(n, -1.0f);
+    s[3] = -0.0f;
+    s[5] = 0.0f;
+    s[7] = -0.0f;
+    EXPECT_EQ(ip::topk(s.data(), n, 3), (Ids{3, 5, 7})) << "n = " << n;
+    s[3] = 0.0f;
+    s[5] = -0.0f;
+    EXPECT_EQ(ip::topk(s.data(), n, 2), (Ids{3, 5})) << "n = " << n;
+  }
+}
+
+TEST(TopK, NanIsFoundWhateverKAndTheRowLength) {
+  for (std::int64_t n : {std::int64_t{20000}, std::int64_t{100000}}) {
+    std::vector<float> s(n, 1.0f);
+    s[n - 1] = -std::numeric_limits<float>::quiet_NaN();  // a negative NaN, in the last chunk
+    const std::int64_t b = n > 65536 ? 65536 : 0;
+    for (std::int64_t k : {std::int64_t{1}, n})
+      EXPECT_IP_ERROR(ip::topk(s.data(), n, k), fmt::format("NaN score in ids [{}, {})", b, n)) << n << " " << k;
+  }
 }
 
 TEST(TopK, GroupsForBudgetIsCeil) {
