@@ -41,15 +41,23 @@ AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> 
   Tensor<float> logits({n, Ha});
   const Index64 chunks = (n + kChunk - 1) / kChunk;
   std::vector<float> cmax(chunks * Ha, -INFINITY);
-  // Each head's dot product in the fixed lane order of core/weights.h (head_dots), the heads of a
-  // token four at a time.
+  // Each head's dot product in the fixed lane order of core/weights.h (head_dots), four tokens and four
+  // heads at a time (four_rows_head_dots).
   with_dim(static_cast<int>(Da), [&](auto D) {
     parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
       const Index64 c = b / kChunk;
-      for (Index64 i = b; i < e; ++i) {
+      for (Index64 i = b; i < e; ++i)
         IP_REQUIRE(token(i) >= 0 && token(i) < T, "attention: token {} outside [0, {})", token(i), T);
+      Index64 i = b;
+      for (; i + 4 <= e; i += 4) {
+        const float* rows[4] = {keys.row(token(i)), keys.row(token(i + 1)), keys.row(token(i + 2)),
+                                keys.row(token(i + 3))};
+        four_rows_head_dots(rows, queries.data, queries.ld, static_cast<int>(Ha), D, logits.data() + i * Ha);
+      }
+      for (; i < e; ++i)
+        all_head_dots(keys.row(token(i)), queries.data, queries.ld, static_cast<int>(Ha), D, logits.data() + i * Ha);
+      for (i = b; i < e; ++i) {
         float* li = logits.data() + i * Ha;
-        all_head_dots(keys.row(token(i)), queries.data, queries.ld, static_cast<int>(Ha), D, li);
         for (Index64 h = 0; h < Ha; ++h) {
           li[h] *= scale;
           cmax[c * Ha + h] = std::max(cmax[c * Ha + h], li[h]);

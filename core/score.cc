@@ -14,15 +14,13 @@ namespace {
 constexpr Index64 kRowsPerBlock = 256;   // rows scored per step of a chunk
 constexpr Index64 kBlocksPerChunk = 16;  // parallel chunk = 4096 rows, fixed
 
-// Score of each of n rows: the head dot products (core/weights.h all_head_dots), then the weighted ReLU sum.
+// Score of each of n rows: the head dot products (core/weights.h rows_head_dots), then the weighted ReLU
+// sum. dots holds n x H floats.
 template <class Dim>
 void score_block(MatrixView<const float> rows, const IndexQuery& q, Dim D, float* dots, float* out) {
   const int H = static_cast<int>(q.heads.rows);
-  const Index64 ldq = q.heads.ld;
-  for (Index64 r = 0; r < rows.rows; ++r) {
-    all_head_dots(rows.row(r), q.heads.data, ldq, H, D, dots);
-    out[r] = head_weighted_relu(dots, q.head_weights, H);
-  }
+  rows_head_dots(rows.data, rows.ld, rows.rows, q.heads.data, q.heads.ld, H, D, dots);
+  for (Index64 r = 0; r < rows.rows; ++r) out[r] = head_weighted_relu(dots + r * H, q.head_weights, H);
 }
 
 template <class RowSource>
@@ -30,7 +28,7 @@ void score_rows(Index64 nrows, Index64 D, const IndexQuery& q, RowSource&& sourc
   const int H = static_cast<int>(q.heads.rows);
   with_dim(static_cast<int>(D), [&](auto Dc) {
     parallel_for(nrows, kRowsPerBlock * kBlocksPerChunk, [&](Index64 b, Index64 e) {
-      std::vector<float> buf(kRowsPerBlock * D), dots(H);
+      std::vector<float> buf(kRowsPerBlock * D), dots(kRowsPerBlock * H);
       for (Index64 r0 = b; r0 < e; r0 += kRowsPerBlock) {
         const Index64 n = std::min(kRowsPerBlock, e - r0);
         score_block(source(r0, n, buf.data()), q, Dc, dots.data(), out + r0);

@@ -26,6 +26,11 @@
 #else
 #define IP_X86_AVX 0
 #endif
+#if IP_X86_AVX && defined(__AVX512F__) && defined(__FMA__)
+#define IP_X86_AVX512 1
+#else
+#define IP_X86_AVX512 0
+#endif
 
 namespace ip {
 
@@ -188,6 +193,55 @@ inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, 
   }
 }
 
+#if IP_X86_AVX512
+// out[r * ldo + h] = k[r] . q_h for 4 rows k[r] and 4 heads q_h (stride ldq), D a multiple of 16, each
+// sum the bits of head_dots': its 16 lanes accumulate by fused multiply-adds in d order (as the
+// compiler makes head_dots' loop), and are folded by the same pairwise additions, done for the 16 sums
+// together: each step adds two half-width parts of two accumulators into one vector (shuffles of
+// 128-bit blocks, then of elements within blocks), where head_dots folds one accumulator at a time
+// (four dependent steps of horizontal adds: at H = 64 as many instructions as the multiply-adds).
+// _mm512_shuffle_f32x4 without its undefined pass-through operand (g++ 12 warns that it is
+// uninitialized); with every lane selected the mask is dropped, the same vshuff32x4.
+#define shuffle_blocks(a, b, imm) _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, imm)
+
+template <class Dim>
+inline void rows4_head4_dots(const float* const* k, const float* __restrict__ q, long long ldq, Dim D,
+                             float* __restrict__ out, long long ldo) {
+  __m512 acc[16];  // acc[4 h + r]: row r, head h
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int d = 0; d < D; d += 16) {
+    __m512 kv[4], qv[4];
+    for (int r = 0; r < 4; ++r) kv[r] = _mm512_loadu_ps(k[r] + d);
+    for (int h = 0; h < 4; ++h) qv[h] = _mm512_loadu_ps(q + h * ldq + d);
+    for (int h = 0; h < 4; ++h)
+      for (int r = 0; r < 4; ++r) acc[4 * h + r] = _mm512_fmadd_ps(kv[r], qv[h], acc[4 * h + r]);
+  }
+  // a[j] + a[j + 8]: w[i] holds acc[2i]'s 8 sums in lanes 0-7, acc[2i + 1]'s in lanes 8-15.
+  __m512 w[8];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(shuffle_blocks(acc[2 * i], acc[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         shuffle_blocks(acc[2 * i], acc[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // + [j + 4]: block b of x[i] holds acc[4i + b]'s 4 sums.
+  __m512 x[4];
+  for (int i = 0; i < 4; ++i)
+    x[i] = _mm512_add_ps(shuffle_blocks(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         shuffle_blocks(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // + [j + 2]: block b of y[i] holds acc[8i + b]'s 2 sums, then acc[8i + 4 + b]'s.
+  __m512 y[2];
+  for (int i = 0; i < 2; ++i)
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // [0] + [1]: lane 4b + m holds acc[4m + b], i.e. row b, head m.
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, z);
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < 4; ++h) out[r * ldo + h] = lanes[4 * r + h];
+}
+#undef shuffle_blocks
+#endif
+
 // out[j] = k . q_j for the H rows of q (stride ldq), four at a time, in head_dots' order.
 template <class Dim>
 inline void all_head_dots(const float* __restrict__ k, const float* __restrict__ q, long long ldq, int H, Dim D,
@@ -195,6 +249,36 @@ inline void all_head_dots(const float* __restrict__ k, const float* __restrict__
   int j = 0;
   for (; j + 4 <= H; j += 4) head_dots<4>(k, q + j * ldq, ldq, D, out + j);
   for (; j < H; ++j) head_dots<1>(k, q + j * ldq, ldq, D, out + j);
+}
+
+// out[r * H + j] = k[r] . q_j for 4 rows k[r] and the H rows of q, in head_dots' order (the same bits as
+// all_head_dots row by row); four heads at a time together where the machine has AVX-512 and D is a
+// multiple of 16.
+template <class Dim>
+inline void four_rows_head_dots(const float* const* k, const float* __restrict__ q, long long ldq, int H, Dim D,
+                                float* __restrict__ out) {
+#if IP_X86_AVX512
+  if (D % 16 == 0) {
+    int j = 0;
+    for (; j + 4 <= H; j += 4) rows4_head4_dots(k, q + j * ldq, ldq, D, out + j, H);
+    for (int r = 0; r < 4; ++r)
+      for (int i = j; i < H; ++i) head_dots<1>(k[r], q + i * ldq, ldq, D, out + r * H + i);
+    return;
+  }
+#endif
+  for (int r = 0; r < 4; ++r) all_head_dots(k[r], q, ldq, H, D, out + r * H);
+}
+
+// out[r * H + j] = k_r . q_j for n rows k_r (stride ldk) and the H rows of q, as four_rows_head_dots.
+template <class Dim>
+inline void rows_head_dots(const float* __restrict__ k, long long ldk, long long n, const float* __restrict__ q,
+                           long long ldq, int H, Dim D, float* __restrict__ out) {
+  long long r = 0;
+  for (; r + 4 <= n; r += 4) {
+    const float* rows[4] = {k + r * ldk, k + (r + 1) * ldk, k + (r + 2) * ldk, k + (r + 3) * ldk};
+    four_rows_head_dots(rows, q, ldq, H, D, out + r * H);
+  }
+  for (; r < n; ++r) all_head_dots(k + r * ldk, q, ldq, H, D, out + r * H);
 }
 
 // sum_d max(q_d hi_d, q_d lo_d), the Quest-style bound of core/score_math.h box_upper_bound, in the order

@@ -75,9 +75,11 @@ TEST(Score, SingleHeadIsTheClampedDotProduct) {
 // the number of heads (four at a time, then one at a time) and whether D is dispatched as a
 // compile-time constant (64, 128, 256) or not (100, 17): the scores are those bits.
 TEST(Score, HeadDotsAreTheFixedLaneOrderAtEveryHeadCountAndDimension) {
+  // H = 8, 12 and 64 take the four-row, four-head blocks where the machine has AVX-512 (core/weights.h
+  // rows_head_dots; D = 64, 128, 256), T = 301 leaves a row past the last block of four.
   for (const int D : {17, 64, 100, 128, 256})
-    for (const int H : {1, 3, 4, 5, 8}) {
-      const int T = 300;
+    for (const int H : {1, 3, 4, 5, 8, 12, 64}) {
+      const int T = 301;
       const auto k = randn(T * D, 3 + D), qh = randn(H * D, 5 + H);
       std::vector<float> hw(H);
       for (int j = 0; j < H; ++j) hw[j] = 0.25f + 0.5f * static_cast<float>(j);
@@ -94,6 +96,22 @@ TEST(Score, HeadDotsAreTheFixedLaneOrderAtEveryHeadCountAndDimension) {
         ASSERT_EQ(std::bit_cast<std::uint32_t>(got[t]), std::bit_cast<std::uint32_t>(want))
             << "D " << D << " H " << H << " token " << t;
       }
+    }
+}
+
+TEST(Score, FourRowsOfHeadDotsAreEachRowsHeadDots) {
+  // The dense attention's logits take four rows from anywhere (its selected tokens): the bits of
+  // all_head_dots for each row, at dimensions with and without the AVX-512 blocks, every head count.
+  for (const int D : {17, 64, 128, 256})
+    for (const int H : {1, 3, 4, 5, 8, 64}) {
+      const auto k = randn(40 * D, 7 + D), qh = randn(H * D, 11 + H);
+      const float* rows[4] = {k.data() + 31 * D, k.data() + 2 * D, k.data() + 17 * D, k.data() + 2 * D};
+      std::vector<float> got(4 * H), want(4 * H);
+      ip::with_dim(D, [&](auto Dc) { ip::four_rows_head_dots(rows, qh.data(), D, H, Dc, got.data()); });
+      for (int r = 0; r < 4; ++r) ip::all_head_dots(rows[r], qh.data(), D, H, D, want.data() + r * H);
+      for (int i = 0; i < 4 * H; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+            << "D " << D << " H " << H << " row " << i / H << " head " << i % H;
     }
 }
 
