@@ -36,10 +36,12 @@ inline std::uint32_t number_key(float f) { return topk_number_key(std::bit_cast<
 // NaN by its bits (std::isnan may be assumed false under fast-math, and does not vectorize as well).
 inline bool is_nan_bits(float f) { return (std::bit_cast<std::uint32_t>(f) & 0x7FFFFFFFu) > 0x7F800000u; }
 
+// The ids of sel's composites, best first (sel is emptied).
 std::vector<std::int32_t> ids_best_first(std::vector<std::uint64_t>& sel) {
   std::sort(sel.begin(), sel.end(), std::greater<>());
   std::vector<std::int32_t> ids(sel.size());
   for (std::size_t i = 0; i < sel.size(); ++i) ids[i] = topk_composite_id(sel[i]);
+  std::vector<std::uint64_t>().swap(sel);
   return ids;
 }
 
@@ -132,12 +134,29 @@ std::vector<std::int32_t> topk(const float* scores, Index64 n, Index64 k) {
   }
 
   // Keys above the prefix are taken; of those equal to it, all (candidates == remaining), the first
-  // `remaining` in id order (all 32 bits known: ties), or all, to be selected from below.
+  // `remaining` in id order (all 32 bits known: ties), or all, to be selected from below. For ties, a
+  // count of each chunk's equal keys first gives each chunk its share, so that no more than k
+  // composites are ever held.
   const bool ties = known == 32 && candidates > remaining;
+  std::vector<Index64> quota(chunks, n);
+  if (ties) {
+    std::vector<Index64> equal(chunks, 0);
+    parallel_for(n, kChunk, [&, prefix](Index64 b, Index64 e) {
+      Index64 c = 0;
+      for (Index64 i = b; i < e; ++i) c += number_key(scores[i]) == prefix;
+      equal[b / kChunk] = c;
+    });
+    Index64 before = 0;
+    for (Index64 c = 0; c < chunks; ++c) {
+      quota[c] = std::clamp<Index64>(remaining - before, 0, equal[c]);
+      before += equal[c];
+    }
+  }
   std::vector<std::vector<std::uint64_t>> above_in(chunks), equal_in(chunks);
-  parallel_for(n, kChunk, [&, prefix, low = 32 - known, cap = ties ? remaining : n](Index64 b, Index64 e) {
+  parallel_for(n, kChunk, [&, prefix, low = 32 - known](Index64 b, Index64 e) {
     auto& above = above_in[b / kChunk];
     auto& equal = equal_in[b / kChunk];
+    const Index64 cap = quota[b / kChunk];
     auto take = [&](Index64 i) {
       const std::uint32_t key = number_key(scores[i]);
       const std::uint32_t top = key >> low;
@@ -158,17 +177,28 @@ std::vector<std::int32_t> topk(const float* scores, Index64 n, Index64 k) {
     }
     for (; i < e; ++i) take(i);
   });
-  std::vector<std::uint64_t> sel, cand;
+  // Each chunk's composites are freed as they are merged (with k = n they are the whole row).
+  auto merge = [](std::vector<std::vector<std::uint64_t>>& parts, std::vector<std::uint64_t>& into) {
+    for (auto& p : parts) {
+      into.insert(into.end(), p.begin(), p.end());
+      std::vector<std::uint64_t>().swap(p);
+    }
+  };
+  std::vector<std::uint64_t> sel;
   sel.reserve(k);
-  for (const auto& a : above_in) sel.insert(sel.end(), a.begin(), a.end());
+  merge(above_in, sel);
   IP_REQUIRE(static_cast<Index64>(sel.size()) == k - remaining,
              "top-k: {} keys above the threshold, expected {} (internal error)", sel.size(), k - remaining);
-  for (const auto& q : equal_in) cand.insert(cand.end(), q.begin(), q.end());
-  if (ties)
-    cand.resize(remaining);  // chunk order is id order: the lowest ids among equal keys
-  else
+  if (ties || candidates == remaining) {
+    merge(equal_in, sel);  // ties: the quotas took the lowest ids among the equal keys
+  } else {
+    std::vector<std::uint64_t> cand;  // at most kInMemory
+    merge(equal_in, cand);
     keep_largest(cand, remaining);
-  sel.insert(sel.end(), cand.begin(), cand.end());
+    sel.insert(sel.end(), cand.begin(), cand.end());
+  }
+  IP_REQUIRE(static_cast<Index64>(sel.size()) == k, "top-k: {} keys selected, expected {} (internal error)",
+             sel.size(), k);
   return ids_best_first(sel);
 }
 

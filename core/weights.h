@@ -195,11 +195,14 @@ inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, 
 
 #if IP_X86_AVX512
 // out[r * ldo + h] = k[r] . q_h for 4 rows k[r] and 4 heads q_h (stride ldq), D a multiple of 16, each
-// sum the bits of head_dots': its 16 lanes accumulate by fused multiply-adds in d order (as the
-// compiler makes head_dots' loop), and are folded by the same pairwise additions, done for the 16 sums
-// together: each step adds two half-width parts of two accumulators into one vector (shuffles of
-// 128-bit blocks, then of elements within blocks), where head_dots folds one accumulator at a time
-// (four dependent steps of horizontal adds: at H = 64 as many instructions as the multiply-adds).
+// sum the bits of head_dots': its 16 lanes accumulate in d order by a multiply and an add, which the
+// compiler fuses exactly where it fuses head_dots' loop (at -O2 and above unless -ffp-contract=off;
+// an explicit fused multiply-add here differed from head_dots' bits at -O0 and -O1), and are folded by
+// the same pairwise additions, done for the 16 sums together: each step adds two half-width parts of two
+// accumulators into one vector (shuffles of 128-bit blocks, then of elements within blocks), where
+// head_dots folds one accumulator at a time (four dependent steps of horizontal adds: at H = 64 as many
+// instructions as the multiply-adds).
+//
 // _mm512_shuffle_f32x4 without its undefined pass-through operand (g++ 12 warns that it is
 // uninitialized); with every lane selected the mask is dropped, the same vshuff32x4.
 #define shuffle_blocks(a, b, imm) _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, imm)
@@ -214,7 +217,7 @@ inline void rows4_head4_dots(const float* const* k, const float* __restrict__ q,
     for (int r = 0; r < 4; ++r) kv[r] = _mm512_loadu_ps(k[r] + d);
     for (int h = 0; h < 4; ++h) qv[h] = _mm512_loadu_ps(q + h * ldq + d);
     for (int h = 0; h < 4; ++h)
-      for (int r = 0; r < 4; ++r) acc[4 * h + r] = _mm512_fmadd_ps(kv[r], qv[h], acc[4 * h + r]);
+      for (int r = 0; r < 4; ++r) acc[4 * h + r] = _mm512_add_ps(acc[4 * h + r], _mm512_mul_ps(kv[r], qv[h]));
   }
   // a[j] + a[j + 8]: w[i] holds acc[2i]'s 8 sums in lanes 0-7, acc[2i + 1]'s in lanes 8-15.
   __m512 w[8];

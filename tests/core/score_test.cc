@@ -104,14 +104,22 @@ TEST(Score, FourRowsOfHeadDotsAreEachRowsHeadDots) {
   // all_head_dots for each row, at dimensions with and without the AVX-512 blocks, every head count.
   for (const int D : {17, 64, 128, 256})
     for (const int H : {1, 3, 4, 5, 8, 64}) {
-      const auto k = randn(40 * D, 7 + D), qh = randn(H * D, 11 + H);
-      const float* rows[4] = {k.data() + 31 * D, k.data() + 2 * D, k.data() + 17 * D, k.data() + 2 * D};
+      const int ldq = D + 3, ldk = D + 5;  // strides other than D
+      const auto k = randn(40 * ldk, 7 + D), qh = randn(H * ldq, 11 + H);
+      const float* rows[4] = {k.data() + 31 * D, k.data() + 2 * D + 1, k.data() + 17 * D, k.data() + 2 * D + 1};
       std::vector<float> got(4 * H), want(4 * H);
-      ip::with_dim(D, [&](auto Dc) { ip::four_rows_head_dots(rows, qh.data(), D, H, Dc, got.data()); });
-      for (int r = 0; r < 4; ++r) ip::all_head_dots(rows[r], qh.data(), D, H, D, want.data() + r * H);
+      ip::with_dim(D, [&](auto Dc) { ip::four_rows_head_dots(rows, qh.data(), ldq, H, Dc, got.data()); });
+      for (int r = 0; r < 4; ++r) ip::all_head_dots(rows[r], qh.data(), ldq, H, D, want.data() + r * H);
       for (int i = 0; i < 4 * H; ++i)
         ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
             << "D " << D << " H " << H << " row " << i / H << " head " << i % H;
+      // Rows at a stride (scoring's blocks), seven of them: one block of four, three rows after it.
+      std::vector<float> got7(7 * H), want7(7 * H);
+      ip::with_dim(D, [&](auto Dc) { ip::rows_head_dots(k.data() + 2, ldk, 7, qh.data(), ldq, H, Dc, got7.data()); });
+      for (int r = 0; r < 7; ++r) ip::all_head_dots(k.data() + 2 + r * ldk, qh.data(), ldq, H, D, want7.data() + r * H);
+      for (int i = 0; i < 7 * H; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got7[i]), std::bit_cast<std::uint32_t>(want7[i]))
+            << "D " << D << " H " << H << " strided row " << i / H << " head " << i % H;
     }
 }
 

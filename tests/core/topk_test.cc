@@ -149,6 +149,12 @@ TEST(TopK, NanIsFoundWhateverKAndTheRowLength) {
     std::vector<float> s(n, 1.0f);
     s[n - 1] = -std::numeric_limits<float>::quiet_NaN();  // a negative NaN, in the last chunk
     const std::int64_t b = n > 65536 ? 65536 : 0;
+    if (n > 65536) {  // a second NaN in the first chunk: that one is named
+      s[70] = std::numeric_limits<float>::quiet_NaN();
+      for (std::int64_t k : {std::int64_t{1}, n})
+        EXPECT_IP_ERROR(ip::topk(s.data(), n, k), "NaN score in ids [0, 65536)") << n << " " << k;
+      s[70] = 1.0f;
+    }
     for (std::int64_t k : {std::int64_t{1}, n})
       EXPECT_IP_ERROR(ip::topk(s.data(), n, k), fmt::format("NaN score in ids [{}, {})", b, n)) << n << " " << k;
   }
