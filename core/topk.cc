@@ -5,8 +5,9 @@
 //   2. while that bin holds many keys, histogram the next digit (11, then 10 bits) of the keys in it;
 //   3. collect the keys above the threshold's known bits and those equal to them (the candidates), as
 //      (key, id) composites, and pick the rest of the k among the candidates: all of them, the first in
-//      id order when all 32 bits are known (they are then ties, which go to the lower id), or by
-//      nth_element over the composites when the candidates are few enough to select in memory;
+//      id order when all 32 bits are known (they are then ties, which go to the lower id; a count of
+//      each chunk's equal keys gives each chunk its share), or by nth_element over the composites when
+//      the candidates are few enough to select in memory (at most 32Ki);
 //   4. sort the k composites, best first.
 // Chunk boundaries depend on n only, and the k best are unique under the total order, so the result is
 // the same bits for any thread count. Small rows skip the histograms.
