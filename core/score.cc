@@ -11,27 +11,40 @@
 namespace ip {
 namespace {
 
-constexpr Index64 kRowsPerBlock = 256;   // rows scored per step of a chunk
-constexpr Index64 kBlocksPerChunk = 16;  // parallel chunk = 4096 rows, fixed
+constexpr Index64 kChunkRows = 4096;  // rows of a parallel chunk, fixed
+// Rows scored per step of a chunk: read in place, or decoded into a buffer first (kept small enough to
+// stay in L1 between its decoding and its scoring: 32 x 128 floats is 16 KiB).
+constexpr Index64 kRowsPerBlock = 256;
+constexpr Index64 kDecodedRowsPerBlock = 32;
+
+// Rows [r0, r0 + rows.rows) of a chunk as floats; `ahead` rows after them, same stride, are the chunk's
+// next rows in the same memory (prefetched while these are scored), 0 when the floats are a copy.
+struct RowBlock {
+  MatrixView<const float> rows;
+  Index64 ahead = 0;
+};
 
 // Score of each of n rows: the head dot products (core/weights.h rows_head_dots), then the weighted ReLU
 // sum. dots holds n x H floats.
 template <class Dim>
-void score_block(MatrixView<const float> rows, const IndexQuery& q, Dim D, float* dots, float* out) {
+void score_block(RowBlock block, const IndexQuery& q, Dim D, float* dots, float* out) {
   const int H = static_cast<int>(q.heads.rows);
-  rows_head_dots(rows.data, rows.ld, rows.rows, q.heads.data, q.heads.ld, H, D, dots);
+  const MatrixView<const float>& rows = block.rows;
+  rows_head_dots(rows.data, rows.ld, rows.rows, q.heads.data, q.heads.ld, H, D, dots, block.ahead);
   for (Index64 r = 0; r < rows.rows; ++r) out[r] = head_weighted_relu(dots + r * H, q.head_weights, H);
 }
 
+// source(r0, n, e, buf) gives rows [r0, r0 + n) of the chunk ending at row e, in its memory or decoded
+// into buf (n x D floats).
 template <class RowSource>
-void score_rows(Index64 nrows, Index64 D, const IndexQuery& q, RowSource&& source, float* out) {
+void score_rows(Index64 nrows, Index64 D, const IndexQuery& q, Index64 block_rows, RowSource&& source, float* out) {
   const int H = static_cast<int>(q.heads.rows);
   with_dim(static_cast<int>(D), [&](auto Dc) {
-    parallel_for(nrows, kRowsPerBlock * kBlocksPerChunk, [&](Index64 b, Index64 e) {
-      std::vector<float> buf(kRowsPerBlock * D), dots(kRowsPerBlock * H);
-      for (Index64 r0 = b; r0 < e; r0 += kRowsPerBlock) {
-        const Index64 n = std::min(kRowsPerBlock, e - r0);
-        score_block(source(r0, n, buf.data()), q, Dc, dots.data(), out + r0);
+    parallel_for(nrows, kChunkRows, [&](Index64 b, Index64 e) {
+      std::vector<float> buf(block_rows * D), dots(block_rows * H);
+      for (Index64 r0 = b; r0 < e; r0 += block_rows) {
+        const Index64 n = std::min(block_rows, e - r0);
+        score_block(source(r0, n, e, buf.data()), q, Dc, dots.data(), out + r0);
       }
     });
   });
@@ -53,8 +66,11 @@ void validate_query(const IndexQuery& q, Index64 dim) {
 
 void score_tokens(MatrixView<const float> keys, const IndexQuery& q, float* out) {
   validate_query(q, keys.cols);
-  score_rows(keys.rows, keys.cols, q,
-             [&](Index64 r0, Index64 n, float*) { return keys.rows_range(r0, r0 + n); }, out);
+  score_rows(keys.rows, keys.cols, q, kRowsPerBlock,
+             [&](Index64 r0, Index64 n, Index64 e, float*) {
+               return RowBlock{keys.rows_range(r0, r0 + n), std::min<Index64>(kPrefetchRows, e - r0 - n)};
+             },
+             out);
 }
 
 void score_index(const PooledIndex& index, const IndexQuery& q, float* out) {
@@ -62,13 +78,19 @@ void score_index(const PooledIndex& index, const IndexQuery& q, float* out) {
   const Index64 D = m.cols;
   validate_query(q, D);
   const bool fp32 = m.precision == Precision::fp32;
-  auto source = [&](Index64 r0, Index64 n, float* buf) {
-    if (fp32) return MatrixView<const float>(reinterpret_cast<const float*>(m.row_bytes(r0)), n, D);
-    for (Index64 r = 0; r < n; ++r) dequantize_row(m, r0 + r, buf + r * D);
-    return MatrixView<const float>(buf, n, D);
+  const Index64 row_bytes = D * element_bytes(m.precision);
+  auto source = [&](Index64 r0, Index64 n, Index64 e, float* buf) {
+    if (fp32)
+      return RowBlock{MatrixView<const float>(reinterpret_cast<const float*>(m.row_bytes(r0)), n, D),
+                      std::min<Index64>(kPrefetchRows, e - r0 - n)};
+    for (Index64 r = 0; r < n; ++r) {
+      if (r0 + r + kPrefetchRows < e) prefetch_bytes(m.row_bytes(r0 + r + kPrefetchRows), row_bytes);
+      dequantize_row(m, r0 + r, buf + r * D);
+    }
+    return RowBlock{MatrixView<const float>(buf, n, D), 0};
   };
   if (index.method != Weighting::maxmin) {
-    score_rows(m.rows, D, q, source, out);
+    score_rows(m.rows, D, q, fp32 ? kRowsPerBlock : kDecodedRowsPerBlock, source, out);
     return;
   }
   const int H = static_cast<int>(q.heads.rows);
@@ -77,7 +99,7 @@ void score_index(const PooledIndex& index, const IndexQuery& q, float* out) {
     parallel_for(groups, 2048, [&](Index64 b, Index64 e) {
       std::vector<float> buf(2 * D), ub(H);
       for (Index64 g = b; g < e; ++g) {
-        const float* rows = source(2 * g, 2, buf.data()).data;
+        const float* rows = source(2 * g, 2, 2 * e, buf.data()).rows.data;
         for (int j = 0; j < H; ++j) ub[j] = box_bound_lanes(q.heads.row(j), rows, rows + D, Dc);
         out[g] = head_weighted_relu(ub.data(), q.head_weights, H);
       }

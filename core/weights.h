@@ -272,13 +272,35 @@ inline void four_rows_head_dots(const float* const* k, const float* __restrict__
   for (int r = 0; r < 4; ++r) all_head_dots(k[r], q, ldq, H, D, out + r * H);
 }
 
+// Streams of rows read with arithmetic between them are prefetched this many rows ahead in software: on
+// the machine of bench/RESULTS.md ("Software prefetch"), the hardware prefetchers alone kept the H = 8
+// scoring scan at 45% of memcpy, and even H = 64 lost a fifth of its time waiting for memory.
+inline constexpr int kPrefetchRows = 8;
+
+// Asks for the cache lines of [p, p + bytes) (no effect on the values; a hint the compiler may drop).
+inline void prefetch_bytes(const void* p, long long bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{63};
+  const auto last = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes);
+  for (std::uintptr_t a = first; a < last; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // out[r * H + j] = k_r . q_j for n rows k_r (stride ldk) and the H rows of q, as four_rows_head_dots.
+// `ahead` more rows after the n, same stride, are read next by the caller: they are prefetched too (the
+// first kPrefetchRows of the n are the caller's to prefetch, as they are when it passed `ahead` before).
 template <class Dim>
 inline void rows_head_dots(const float* __restrict__ k, long long ldk, long long n, const float* __restrict__ q,
-                           long long ldq, int H, Dim D, float* __restrict__ out) {
+                           long long ldq, int H, Dim D, float* __restrict__ out, long long ahead = 0) {
+  const long long readable = n + ahead;
   long long r = 0;
   for (; r + 4 <= n; r += 4) {
     const float* rows[4] = {k + r * ldk, k + (r + 1) * ldk, k + (r + 2) * ldk, k + (r + 3) * ldk};
+    for (long long p = r + kPrefetchRows; p < r + kPrefetchRows + 4 && p < readable; ++p)
+      prefetch_bytes(k + p * ldk, static_cast<long long>(D) * 4);
     four_rows_head_dots(rows, q, ldq, H, D, out + r * H);
   }
   for (; r < n; ++r) all_head_dots(k + r * ldk, q, ldq, H, D, out + r * H);

@@ -261,6 +261,29 @@ TEST(Score, EveryPrecisionStaysWithinItsQuantisationBoundOfFp32) {
   }
 }
 
+TEST(Score, EveryPrecisionScoresItsDecodedRowsBitForBit) {
+  // A stored index is decoded in blocks of rows (32 at a time, parallel chunks of 4096) and scored like
+  // fp32 keys: its scores are the exact-token scores of its decoded rows, every bit, whatever the block
+  // and chunk boundaries (4096 + 37 composites: a second chunk, a last block of 5 rows and a last block
+  // of four rows of one; the fp32 rows are read in place with the next rows prefetched).
+  const int G = 4, D = 128, H = 5;
+  const int T = (4096 + 37) * G - 2;  // the last group holds 2 tokens
+  const auto keys = randn(T * D, 41), q = randn(H * D, 42);
+  const std::vector<float> h = {0.25f, 0.5f, 1.0f, 1.5f, 0.75f};
+  const ip::IndexQuery iq{view(q, H, D), h.data()};
+  for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8, Precision::fp8}) {
+    const auto index = ip::build_index(view(keys, T, D), params(Weighting::uniform, G, p), nullptr, nullptr);
+    ASSERT_EQ(index.rows.rows, 4096 + 37);
+    std::vector<float> got(index.rows.rows), want(index.rows.rows);
+    ip::score_index(index, iq, got.data());
+    const ip::Tensor<float> decoded = ip::dequantize(index.rows);
+    ip::score_tokens(ip::MatrixView<const float>(decoded.data(), index.rows.rows, D), iq, want.data());
+    for (ip::Index64 g = 0; g < index.rows.rows; ++g)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(want[g]))
+          << ip::to_string(p) << " composite " << g << ": " << got[g] << " vs " << want[g];
+  }
+}
+
 TEST(Score, MacsCount) {
   EXPECT_EQ(ip::scoring_macs(1000, 64, 128), 8192000.0);  // 1000 * 64 * 128
 }
