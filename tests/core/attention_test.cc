@@ -1,4 +1,5 @@
 // Decode attention: o_h = sum_t softmax_t(q_h . k_t / sqrt(Da)) v_t, dense and over token lists.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -7,6 +8,7 @@
 
 #include "core/attention.h"
 #include "core/parallel.h"
+#include "core/weights.h"
 #include "tests/core/test_helpers.h"
 
 namespace {
@@ -97,6 +99,67 @@ TEST(Attention, ProbabilitiesSumToOnePerHead) {
       sum += p;
     }
     EXPECT_NEAR(sum, 1.0, 1e-5) << "head " << h;  // T float roundings of relative 6e-8 each
+  }
+}
+
+// The definition, written out plainly: logits by all_head_dots (core/weights.h's lane order) times
+// 1/sqrt(Da); per head the maximum; p = exp(logit - max); per chunk of 4096 listed tokens, in token order,
+// double sums of p and of p v (one multiply and one add a term); the chunks' sums added in chunk order.
+std::vector<float> plain_attention(const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& q,
+                                   int Da, int Dv, int Ha, const Tok& tokens) {
+  const ip::Index64 n = static_cast<ip::Index64>(tokens.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Da));
+  std::vector<float> logit(n * Ha);
+  std::vector<float> mx(Ha, -INFINITY);
+  for (ip::Index64 i = 0; i < n; ++i) {
+    ip::all_head_dots(k.data() + tokens[i] * Da, q.data(), Da, Ha, Da, logit.data() + i * Ha);
+    for (int h = 0; h < Ha; ++h) {
+      logit[i * Ha + h] *= scale;
+      mx[h] = std::max(mx[h], logit[i * Ha + h]);
+    }
+  }
+  std::vector<double> sum(Ha, 0.0), acc(Ha * Dv, 0.0);
+  for (ip::Index64 c0 = 0; c0 < n; c0 += 4096) {
+    std::vector<double> csum(Ha, 0.0), cacc(Ha * Dv, 0.0);
+    for (ip::Index64 i = c0; i < std::min(n, c0 + 4096); ++i)
+      for (int h = 0; h < Ha; ++h) {
+        const float p = std::exp(logit[i * Ha + h] - mx[h]);
+        csum[h] += p;
+        for (int d = 0; d < Dv; ++d) cacc[h * Dv + d] += static_cast<double>(p) * v[tokens[i] * Dv + d];
+      }
+    for (int h = 0; h < Ha; ++h) {
+      sum[h] += csum[h];
+      for (int d = 0; d < Dv; ++d) acc[h * Dv + d] += cacc[h * Dv + d];
+    }
+  }
+  std::vector<float> out(Ha * Dv);
+  for (int h = 0; h < Ha; ++h)
+    for (int d = 0; d < Dv; ++d) out[h * Dv + d] = static_cast<float>(acc[h * Dv + d] / sum[h]);
+  return out;
+}
+
+TEST(Attention, WideValuesAreThePlainDefinitionBitForBit) {
+  // Da = 128 (four tokens and four heads at a time), Dv = 133 (two blocks of 64 value sums held in
+  // registers, then 5 in a plain loop), Ha = 5 (a head left over), 4096 + 77 tokens (a second chunk,
+  // ending in a part tile of value sums), dense and over a list with gaps.
+  constexpr int T = 4096 + 77, Da = 128, Dv = 133, Ha = 5;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(T * Da), v(T * Dv), q(Ha * Da);
+  for (auto& x : k) x = nd(gen);
+  for (auto& x : v) x = nd(gen);
+  for (auto& x : q) x = 0.3f * nd(gen);
+  Tok all(T), some;
+  for (int t = 0; t < T; ++t) all[t] = t;
+  for (int t = 0; t < T; t += 1 + t % 3) some.push_back(t);
+  for (const Tok* tokens : {&all, &some}) {
+    const auto want = plain_attention(k, v, q, Da, Dv, Ha, *tokens);
+    const auto got = ip::attention(view(k, T, Da), view(v, T, Dv), view(q, Ha, Da),
+                                   tokens == &all ? Tok{} : *tokens, false);
+    ASSERT_EQ(got.out.size(), Ha * Dv);
+    for (int i = 0; i < Ha * Dv; ++i)
+      ASSERT_EQ(got.out.data()[i], want[i]) << (tokens == &all ? "dense" : "listed") << ", head " << i / Dv
+                                            << ", element " << i % Dv;
   }
 }
 
