@@ -105,8 +105,8 @@ TEST(Attention, ProbabilitiesSumToOnePerHead) {
 // The definition, written out plainly: logits by all_head_dots (core/weights.h's lane order) times
 // 1/sqrt(Da); per head the maximum; p = exp(logit - max); per chunk of 4096 listed tokens, in token order,
 // double sums of p and of p v (one multiply and one add a term); the chunks' sums added in chunk order.
-std::vector<float> plain_attention(const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& q,
-                                   int Da, int Dv, int Ha, const Tok& tokens) {
+std::vector<float> plain_attention(const std::vector<float>& k, const std::vector<float>& v,
+                                   const std::vector<float>& q, int Da, int Dv, int Ha, const Tok& tokens) {
   const ip::Index64 n = static_cast<ip::Index64>(tokens.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(Da));
   std::vector<float> logit(n * Ha);
