@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_util.h"
+#include "core/attention.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
   if (vm.count("help")) {
     std::printf("CPU benchmark: pooling and scoring throughput against same-run memcpy bandwidth, compressed vs\n"
                 "exact scoring speedup, top-k against the former nth_element selection, the indexer (scoring +\n"
-                "top-k) compressed vs exact, peak memory of one pipeline point.\n\n");
+                "top-k) compressed vs exact, dense attention, peak memory of one pipeline point.\n\n");
     std::cout << opts;
     return 0;
   }
@@ -273,6 +274,19 @@ int main(int argc, char** argv) {
                   (te + t_select[1]) * 1e3, (tc + t_select[0]) * 1e3);
     }
 
+    // Dense attention over the T tokens (the fidelity reference of every step), Ha = 4 heads, the keys
+    // serving as keys and values (D = Dv): reads 2 T D floats, writes the T Ha probabilities.
+    {
+      const Index64 Ha = std::min<Index64>(4, w.index_queries.dim(1));
+      const MatrixView<const float> qa = w.index_queries.slice(0).rows_range(0, Ha);
+      attention(keys, keys, qa, {}, true);  // warm-up
+      const double t = median_seconds(reps, [&] { attention(keys, keys, qa, {}, true); });
+      const double bytes = 2.0 * key_bytes + 4.0 * static_cast<double>(tokens * Ha);
+      std::printf("  %-34s %8.2f GB/s  = %5.1f%% of memcpy  (%.2f ms)\n",
+                  fmt::format("attention dense Ha={}", Ha).c_str(), gbps(bytes, t), 100.0 * gbps(bytes, t) / copy_bw,
+                  t * 1e3);
+    }
+
     // Index precisions: encoding the T keys (quantize_row: reads 4 B, writes the element and the row's
     // scale), decoding them (dequantize_row: the reverse), and compressed scoring of a uniform index
     // stored at that precision (it decodes blocks of rows before the dot products), at the largest H,
@@ -314,7 +328,8 @@ int main(int argc, char** argv) {
   }
   std::printf("GB/s = 1e9 bytes per second; pooling counts keys read + composites written, scoring counts the\n"
               "index bytes read, memcpy counts bytes read + written, encode and decode count fp32 keys plus the\n"
-              "stored bytes (elements and scales). Targets (issue 2): pooling and compressed scoring >= 50%% of\n"
+              "stored bytes (elements and scales), dense attention its keys and values read (the keys serve as\n"
+              "both) and its probabilities written. Targets (issue 2): pooling and compressed scoring >= 50%% of\n"
               "memcpy on one core; compressed scoring >= 3.5x faster than exact at G = 4.\n"
               "Top-k rows: median time of ip::topk and of the former per-chunk nth_element selection, run\n"
               "alternately on the same scores (the H row's); the indexer row adds each side's scoring and top-k\n"
