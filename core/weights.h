@@ -207,18 +207,9 @@ inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, 
 // uninitialized); with every lane selected the mask is dropped, the same vshuff32x4.
 #define shuffle_blocks(a, b, imm) _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, imm)
 
-template <class Dim>
-inline void rows4_head4_dots(const float* const* k, const float* __restrict__ q, long long ldq, Dim D,
-                             float* __restrict__ out, long long ldo) {
-  __m512 acc[16];  // acc[4 h + r]: row r, head h
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (int d = 0; d < D; d += 16) {
-    __m512 kv[4], qv[4];
-    for (int r = 0; r < 4; ++r) kv[r] = _mm512_loadu_ps(k[r] + d);
-    for (int h = 0; h < 4; ++h) qv[h] = _mm512_loadu_ps(q + h * ldq + d);
-    for (int h = 0; h < 4; ++h)
-      for (int r = 0; r < 4; ++r) acc[4 * h + r] = _mm512_add_ps(acc[4 * h + r], _mm512_mul_ps(kv[r], qv[h]));
-  }
+// The 16 sums of acc[4 h + r] (16 lanes each, row or group r, head h) folded in pairwise_lane_sum's
+// order, plus 0 (the empty tail: -0 becomes +0 as in head_dots), into out[r * ldo + h].
+inline void fold16_store(const __m512* acc, float* __restrict__ out, long long ldo) {
   // a[j] + a[j + 8]: w[i] holds acc[2i]'s 8 sums in lanes 0-7, acc[2i + 1]'s in lanes 8-15.
   __m512 w[8];
   for (int i = 0; i < 8; ++i)
@@ -238,9 +229,47 @@ inline void rows4_head4_dots(const float* const* k, const float* __restrict__ q,
   const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
   alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, z);
+  _mm512_store_ps(lanes, _mm512_add_ps(z, _mm512_setzero_ps()));
   for (int r = 0; r < 4; ++r)
     for (int h = 0; h < 4; ++h) out[r * ldo + h] = lanes[4 * r + h];
+}
+
+template <class Dim>
+inline void rows4_head4_dots(const float* const* k, const float* __restrict__ q, long long ldq, Dim D,
+                             float* __restrict__ out, long long ldo) {
+  __m512 acc[16];  // acc[4 h + r]: row r, head h
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int d = 0; d < D; d += 16) {
+    __m512 kv[4], qv[4];
+    for (int r = 0; r < 4; ++r) kv[r] = _mm512_loadu_ps(k[r] + d);
+    for (int h = 0; h < 4; ++h) qv[h] = _mm512_loadu_ps(q + h * ldq + d);
+    for (int h = 0; h < 4; ++h)
+      for (int r = 0; r < 4; ++r) acc[4 * h + r] = _mm512_add_ps(acc[4 * h + r], _mm512_mul_ps(kv[r], qv[h]));
+  }
+  fold16_store(acc, out, ldo);
+}
+
+// out[r * ldo + h] = box_bound_lanes(q_h, hi[r], lo[r]) for 4 groups' bounds and 4 heads (stride ldq), D a
+// multiple of 16, the same bits: per lane max(q hi, q lo) (the vector max is `a > b ? a : b`) added in
+// d order, then fold16_store. The 8 bound rows and 4 heads are loaded once for the 16 sums.
+template <class Dim>
+inline void groups4_head4_bounds(const float* const* hi, const float* const* lo, const float* __restrict__ q,
+                                 long long ldq, Dim D, float* __restrict__ out, long long ldo) {
+  __m512 acc[16];  // acc[4 h + r]: group r, head h
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int d = 0; d < D; d += 16) {
+    __m512 hv[4], lv[4], qv[4];
+    for (int r = 0; r < 4; ++r) {
+      hv[r] = _mm512_loadu_ps(hi[r] + d);
+      lv[r] = _mm512_loadu_ps(lo[r] + d);
+    }
+    for (int h = 0; h < 4; ++h) qv[h] = _mm512_loadu_ps(q + h * ldq + d);
+    for (int h = 0; h < 4; ++h)
+      for (int r = 0; r < 4; ++r)
+        acc[4 * h + r] = _mm512_add_ps(
+            acc[4 * h + r], _mm512_max_ps(_mm512_mul_ps(qv[h], hv[r]), _mm512_mul_ps(qv[h], lv[r])));
+  }
+  fold16_store(acc, out, ldo);
 }
 #undef shuffle_blocks
 #endif

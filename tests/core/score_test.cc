@@ -185,12 +185,14 @@ float box_bound_written_out(const float* q, const float* hi, const float* lo, in
 // The maxmin bound is summed in the fixed lane order too: score_index's bits are those of the order
 // written out above per head, which equals box_upper_bound's in-order sum to rounding.
 TEST(Score, MaxminBoundIsTheFixedLaneOrder) {
-  for (const int D : {17, 128}) {
-    const int T = 64, G = 4, H = 5;
+  // 19 groups: four blocks of four groups and three left over; 5 and 9 heads: one left over; an index
+  // stored at fp32 (read in place) and at int8 (decoded first: compared with its decoded rows).
+  auto check = [](int D, int H, Precision p) {
+    const int T = 76, G = 4;
     const auto k = randn(T * D, 21 + D), qh = randn(H * D, 23);
     std::vector<float> hw(H, 0.5f);
     const ip::IndexQuery q{view(qh, H, D), hw.data()};
-    const auto idx = ip::build_index(view(k, T, D), params(Weighting::maxmin, G), nullptr, nullptr);
+    const auto idx = ip::build_index(view(k, T, D), params(Weighting::maxmin, G, p), nullptr, nullptr);
     std::vector<float> got(T / G);
     ip::score_index(idx, q, got.data());
     const auto rows = ip::dequantize(idx.rows);
@@ -203,9 +205,13 @@ TEST(Score, MaxminBoundIsTheFixedLaneOrder) {
         EXPECT_NEAR(ub[j], seq, 1e-5f * (1.0f + std::fabs(seq))) << "D " << D << " group " << g << " head " << j;
       }
       const float want = ip::head_weighted_relu(ub.data(), hw.data(), H);
-      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(want)) << "D " << D << " group " << g;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(want))
+          << ip::to_string(p) << " D " << D << " H " << H << " group " << g;
     }
-  }
+  };
+  for (const int D : {17, 128})
+    for (const int H : {5, 9})
+      for (const Precision p : {Precision::fp32, Precision::int8}) check(D, H, p);
 }
 
 TEST(Score, MaxminUpperBoundDominatesEveryTokenInItsGroup) {
