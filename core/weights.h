@@ -208,7 +208,8 @@ inline void head_dots(const float* __restrict__ k, const float* __restrict__ q, 
 #define shuffle_blocks(a, b, imm) _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, imm)
 
 // The 16 sums of acc[4 h + r] (16 lanes each, row or group r, head h) folded in pairwise_lane_sum's
-// order, plus 0 (the empty tail: -0 becomes +0 as in head_dots), into out[r * ldo + h].
+// order into out[r * ldo + h]. (The per-head forms then add their empty tail, +0: no change, as sums
+// whose accumulators start at +0 are never -0.)
 inline void fold16_store(const __m512* acc, float* __restrict__ out, long long ldo) {
   // a[j] + a[j + 8]: w[i] holds acc[2i]'s 8 sums in lanes 0-7, acc[2i + 1]'s in lanes 8-15.
   __m512 w[8];
@@ -229,7 +230,7 @@ inline void fold16_store(const __m512* acc, float* __restrict__ out, long long l
   const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
   alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, _mm512_add_ps(z, _mm512_setzero_ps()));
+  _mm512_store_ps(lanes, z);
   for (int r = 0; r < 4; ++r)
     for (int h = 0; h < 4; ++h) out[r * ldo + h] = lanes[4 * r + h];
 }

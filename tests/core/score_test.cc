@@ -123,6 +123,36 @@ TEST(Score, FourRowsOfHeadDotsAreEachRowsHeadDots) {
     }
 }
 
+TEST(Score, AllNegativeZeroProductsSumToPositiveZeroInEveryForm) {
+  // A zero key row against a query of negative elements: every product is -0, and every form's sum is
+  // +0 (its accumulators start at +0, which a -0 added leaves +0), so the per-head forms' final + 0 of
+  // the empty tail, which the four-by-four forms leave out, changes no bit. A form that started from
+  // its first product instead would give -0 here.
+  for (const int D : {64, 128}) {
+    const int H = 4;
+    std::vector<float> k(4 * D, 0.0f), qh(H * D, -1.0f);
+    const float* rows[4] = {k.data(), k.data() + D, k.data() + 2 * D, k.data() + 3 * D};
+    std::vector<float> got(4 * H, 1.0f), want(4 * H, 1.0f);
+    ip::with_dim(D, [&](auto Dc) { ip::four_rows_head_dots(rows, qh.data(), D, H, Dc, got.data()); });
+    for (int r = 0; r < 4; ++r) ip::all_head_dots(rows[r], qh.data(), D, H, D, want.data() + r * H);
+    for (int i = 0; i < 4 * H; ++i) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(want[i]), 0u) << "D " << D << " per-head sum " << i;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), 0u) << "D " << D << " four-by-four sum " << i;
+    }
+    // The maxmin bounds: hi = lo = 0, so every max(q hi, q lo) is -0.
+    for (int j = 0; j < H; ++j) {
+      const float lanes = ip::box_bound_lanes(qh.data() + j * D, k.data(), k.data() + D, D);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(lanes), 0u) << "D " << D << " box bound, head " << j;
+    }
+#if IP_X86_AVX512
+    std::vector<float> bounds(4 * H, 1.0f);
+    ip::with_dim(D, [&](auto Dc) { ip::groups4_head4_bounds(rows, rows, qh.data(), D, Dc, bounds.data(), H); });
+    for (int i = 0; i < 4 * H; ++i)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(bounds[i]), 0u) << "D " << D << " four-by-four bound " << i;
+#endif
+  }
+}
+
 TEST(Score, HeadWeightedReluFunction) {
   const float dots[3] = {2.0f, -7.0f, 0.25f}, hw[3] = {3.0f, 100.0f, 4.0f};
   EXPECT_EQ(ip::head_weighted_relu(dots, hw, 3), 7.0f);  // 3*2 + 0 + 4*0.25
