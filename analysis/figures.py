@@ -82,7 +82,9 @@ def fig_memory(res):
         x = np.arange(len(labels)) + (pi - (len(precs) - 1) / 2) * width
         bars = b.bar(x, vals, width=width * 0.95, color=color_of(pi + 1), label=p, edgecolor="black", lw=0.4,
                      hatch=["", "//", "..", "xx", "\\\\"][pi % 5])
-        b.bar_label(bars, fmt="%.0f", fontsize=6.5, padding=1)
+        # Whole bytes as they are, fractions kept: int8 at G = 8 stores 8.5 B a token (scales included).
+        b.bar_label(bars, fmt=lambda v: f"{v:.0f}" if v >= 100 or v == round(v) else f"{v:.3g}", fontsize=6.5,
+                    padding=1)
     b.set_xticks(np.arange(len(labels)), labels, rotation=20, ha="right")
     logy(b)
     b.set_ylabel("index bytes per context token (B)")

@@ -1064,6 +1064,21 @@ def test_reason_summary_gives_ranges_of_differing_numbers():
     assert text == "estimated memory 214.7 MiB–1.0 GiB exceeds the limit 200.0 MiB (sweep.memory_limit)"
 
 
+def test_memory_bar_labels_keep_fractional_bytes(res):
+    # Panel (b) labels each bar with its bytes per token: a fraction (int8 at G = 8: 8.5 B with its scale) must
+    # not be rounded to a whole byte; whole numbers stay without decimals.
+    import matplotlib.pyplot as plt
+    r = copy.copy(res)
+    pooled = (res.points["pool.precision"] == "fp8") & (res.points["pool.weighting"] != "exact")
+    r.points = res.points.assign(index_bytes_per_token=np.where(pooled, res.points["index_bytes_per_token"] + 0.5,
+                                                                res.points["index_bytes_per_token"]))
+    fig = FAMILIES["memory"][0](r)
+    labels = {t.get_text() for t in fig.axes[1].texts}
+    plt.close(fig)
+    assert {"9.5", "18.5", "36"} <= labels, labels  # fp8 D = 32 (+4 B scale): G = 4, G = 2, exact
+    assert not {"10", "18", "19"} & labels, labels
+
+
 def test_memory_claim_is_in_mib_and_says_the_context_differs(res):
     # One unit system (MiB) in the measured value and the reason; at 4Ki tokens the row says it was not measured
     # at the article's 1M, what the ratio is, and what the measured bytes per token give at 1M.
