@@ -317,8 +317,10 @@ int run_stream(const Options& o) {
     }
   });
   IP_REQUIRE(n > 0, "trace '{}' holds no accesses", o.trace);
-  talk.line(fmt::format("streamed {} accesses from {} through {} level{} in {:.1f} s", n, o.trace, h.levels(),
-                        h.levels() == 1 ? "" : "s", talk.seconds()));
+  // As in memory: a summary line on a terminal, with --progress, or for a trace of kTalkAbove accesses or more.
+  if (o.progress || tty || n >= kTalkAbove)
+    talk.line(fmt::format("streamed {} accesses from {} through {} level{} in {:.1f} s", n, o.trace, h.levels(),
+                          h.levels() == 1 ? "" : "s", talk.seconds()));
   Outcome r;
   r.has_request = header.has_request;
   r.has_step = header.has_step;

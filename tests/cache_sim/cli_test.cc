@@ -281,6 +281,13 @@ TEST(CacheSimCli, ProgressLinesOnStderrOnly) {
   const CmdResult q = run({"--trace", t, "--level", "lru:2", "--quiet"});
   ASSERT_EQ(q.rc, 0) << q.err;
   EXPECT_TRUE(q.err.empty()) << q.err;
+  // --stream as well: a short trace off a terminal prints nothing on stderr unless --progress asks.
+  const CmdResult streamed = run({"--trace", t, "--level", "lru:2", "--stream"});
+  ASSERT_EQ(streamed.rc, 0) << streamed.err;
+  EXPECT_TRUE(streamed.err.empty()) << streamed.err;
+  const CmdResult asked = run({"--trace", t, "--level", "lru:2", "--stream", "--progress"});
+  ASSERT_EQ(asked.rc, 0) << asked.err;
+  EXPECT_NE(asked.err.find("cache-sim: streamed 5 accesses from " + t), std::string::npos) << asked.err;
   const CmdResult both = run({"--trace", t, "--quiet", "--progress"});
   EXPECT_NE(both.rc, 0);
   EXPECT_NE(both.err.find("--quiet and --progress"), std::string::npos) << both.err;
