@@ -552,7 +552,8 @@ def _cells(i, r):
 
 INPUT_FIELDS = (("path", "file"), ("tool_version", "tool version"), ("git_revision", "git revision"),
                 ("argv", "argv"), ("created_utc", "written (UTC)"), ("config_path", "config"),
-                ("sweep_id", "sweep id"), ("points", "points"), ("merged_from", "merged from"))
+                ("sweep_id", "sweep id"), ("points", "points"), ("imported_workloads", "imported workloads"),
+                ("resumed_by", "resumed by"), ("merged_from", "merged from"))
 
 
 def _inputs(res):

@@ -189,8 +189,9 @@ def _complete(df, info):
     synthetic = df["workload.source"] == "synthetic"
     df["context"] = np.where(synthetic, df["workload.tokens"], df["tokens"]).astype(float)
     df["file"] = info.path
-    for a in ("sweep_id", "host", "device", "tool_version", "git_revision", "config_path", "argv"):
+    for a in ("sweep_id", "host", "device", "tool_version", "config_path", "argv"):
         df["attr." + a] = str(info.attrs.get(a, ""))
+    df["attr.git_revision"] = revisions(info.attrs)
     # What each point ran on. Files from before run_backend/run_device: the old reading (the configured
     # backend, and the root attribute "device"), marked as such.
     df[schema.RUN_COLUMNS_READ] = all(c in df.columns for c in schema.RUN_COLUMNS)
@@ -199,6 +200,19 @@ def _complete(df, info):
     if schema.RUN_DEVICE not in df.columns:
         df[schema.RUN_DEVICE] = df["attr.device"]
     return df
+
+
+def revisions(attrs):
+    """The git revision a file's points came from: the root attribute git_revision (the run that created the
+    file), and those of the runs that resumed it when they differ (their lines in resumed_by carry the tool
+    version, 'indexpool 0.1.0 (git 0123456789ab; ...'): 'a14b21c2b117 (resumed at 0995c8c59b3d)'."""
+    first = str(attrs.get("git_revision") or "")
+    later = []
+    for line in str(attrs.get("resumed_by") or "").splitlines():
+        m = re.search(r"\(git ([^;)]+)[;)]", line)
+        if m and m.group(1) != first and m.group(1) not in later:
+            later.append(m.group(1))
+    return f"{first} (resumed at {', '.join(later)})" if later else first
 
 
 @dataclass
@@ -289,6 +303,8 @@ class Results:
                         "created_utc": a.get("created_utc") or "?", "config_path": a.get("config_path") or "?",
                         "sweep_id": a.get("sweep_id") or "?",
                         "merged_from": "; ".join(str(a.get("merged_from") or "").splitlines()),
+                        "resumed_by": "; ".join(str(a.get("resumed_by") or "").splitlines()),
+                        "imported_workloads": "; ".join(str(a.get("imported_workloads") or "").splitlines()),
                         "points": int((self.points["file"] == info.path).sum())})
         return out
 

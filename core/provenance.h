@@ -6,14 +6,23 @@
 
 namespace ip {
 
-// The current time in UTC as ISO 8601 ("2026-12-05T20:01:28Z").
-inline std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
+// A time in UTC as ISO 8601 ("2026-12-05T20:01:28Z").
+inline std::string format_utc(std::time_t t) {
   std::tm tm{};
-  gmtime_r(&now, &tm);
+  gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// The current time, as format_utc writes it.
+inline std::string utc_now() { return format_utc(std::time(nullptr)); }
+
+// The time utc_now wrote ("2026-12-05T20:01:28Z"), in seconds since the epoch; -1 when `text` is not one.
+inline std::time_t parse_utc(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return end && *end == '\0' ? timegm(&tm) : std::time_t{-1};
 }
 
 // argv as one shell line: an argument empty or holding characters a shell would read is single-quoted

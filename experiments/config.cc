@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <unistd.h>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "experiments/import.h"
 
 namespace ip::exp {
 namespace {
@@ -768,6 +770,22 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   if (std::any_of(sw.points.begin(), sw.points.end(), [](const Point& p) { return p.save_tensors; }))
     canon += "output.save_tensors=true\n";
   if (const char* env = std::getenv("INDEXPOOL_CACHE_SIZE"); env && *env) canon += fmt::format("cache_size={}\n", env);
+  // An imported workload is its file's bytes, not its path: a file replaced under the same path makes another
+  // sweep (sizes and digests; read once per distinct file).
+  std::set<std::string> sources;
+  for (const auto& p : sw.points)
+    if (p.source != "synthetic") sources.insert(p.source);
+  for (const auto& path : sources) {
+    std::string line;
+    try {
+      const FileDigest d = file_digest(path);
+      line = fmt::format("{}: {} bytes, digest {:016x}", path, d.bytes, d.hash);
+    } catch (const Error&) {
+      line = path + ": unreadable";  // preload_imports refuses the run, naming the cause
+    }
+    sw.imports += (sw.imports.empty() ? "" : "\n") + line;
+    canon += "import " + line + "\n";
+  }
   for (const auto& z : sw.zips) {
     canon += "zip=";
     for (const auto& k : z) canon += k + " ";
@@ -867,7 +885,7 @@ std::string format_bytes(double bytes) {
 }
 
 double estimate_reference_bytes(const Point& p) {
-  if (p.backend == "cuda" || !p.pipeline.fidelity || p.source != "synthetic") return 0.0;
+  if (p.backend == "cuda" || !p.pipeline.fidelity) return 0.0;
   const WorkloadSpec& s = p.workload;
   const double T = static_cast<double>(s.tokens + static_cast<Index64>(s.steps) * s.append_per_step), B = s.requests;
   // The cap: the requests' arrays (Workload::input_bytes, as the runner counts them).

@@ -67,6 +67,10 @@ struct Sweep {
   std::vector<std::string> axis_keys;          // the axes, in order (a zip group counts as its keys)
   std::vector<Point> points;                   // grid order: last axis fastest
   std::string sweep_id;  // hash of the resolved settings without output.* (shards of one sweep share it)
+  // The imported workload files (workload.source other than synthetic), one line each: "PATH: N bytes,
+  // digest H" (file_digest; "PATH: unreadable" when it cannot be read, which the run then refuses). Part of
+  // sweep_id, and the results file's root attribute imported_workloads. Empty for a synthetic sweep.
+  std::string imports;
   double memory_limit = 0;  // bytes; a point whose estimate exceeds it is skipped
 };
 
@@ -89,6 +93,8 @@ std::vector<Point> shard_points(const Sweep& sweep, int index, int count);
 std::pair<int, int> parse_shard(const std::string& spec);
 
 // Estimated peak bytes of running point p (workload arrays of every request, index, scores, attention).
+// From p.workload's sizes: for an imported workload, pass sized_point (experiments/runner.h), which takes
+// them from the file.
 double estimate_point_bytes(const Point& p);
 // The most that the fidelity references of p's workload (core/pipeline.h, StepReference: each request's
 // exact scores and top-k and dense attention per step, kept on the cpu backend for the workload's later

@@ -310,6 +310,12 @@ std::string File::attr_text(const std::string& object, const std::string& name) 
   }
 }
 
+void File::remove_attr(const std::string& object, const std::string& name) {
+  if (!has_attr(object, name)) return;
+  IP_REQUIRE(H5Adelete_by_name(id(), object.c_str(), name.c_str(), H5P_DEFAULT) >= 0, "{}: cannot remove attribute '{}'",
+             where(object), name);
+}
+
 void File::copy_attrs_from(const File& src, const std::string& src_object, const std::string& dst_object) {
   for (const auto& name : src.attr_names(src_object)) {
     Handle a(H5Aopen_by_name(src.id(), src_object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);

@@ -115,6 +115,7 @@ class File {
   std::string attr_string(const std::string& object, const std::string& name) const;
   std::int64_t attr_int(const std::string& object, const std::string& name) const;
   bool has_attr(const std::string& object, const std::string& name) const;
+  void remove_attr(const std::string& object, const std::string& name);  // nothing when absent
   std::vector<std::string> attr_names(const std::string& object) const;  // in creation order
   std::string attr_text(const std::string& object, const std::string& name) const;  // any scalar, as text
   // Copies every attribute of `src_object` in `src` onto `dst_object` here (fixed-size types only).

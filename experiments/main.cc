@@ -241,7 +241,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   WorkloadCache cache;
   preload_imports(points, cache);
   check_outputs_are_not_inputs(sweep, points);
-  check_cache_traces(points, vm.count("overwrite") > 0 || vm.count("resume") > 0);
+  check_cache_traces(points, vm.count("overwrite") > 0, vm.count("resume") ? out_path : std::string());
   if (points.empty()) {  // a shard of a sweep with fewer points than shards (a Slurm array larger than it)
     std::cout << fmt::format("shard {}/{} has no points: the sweep has {} point{}, and shard i runs the points p with "
                              "p mod {} = i; nothing to run, no results file written{}\n",
@@ -265,6 +265,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     meta.axis_keys = sweep.axis_keys;
     meta.points_total = static_cast<std::int64_t>(sweep.points.size());
     meta.shard = fmt::format("{}/{}", shard, shards);
+    meta.imports = sweep.imports;
+    meta.started_utc = ip::utc_now();
     results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);
     results->set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
   }
@@ -323,29 +325,36 @@ int cmd_list(const std::vector<std::string>& args) {
     std::cout << "Prints the exact points a run of CONFIG would execute (after --set and --shard), one per line,\n"
                  "with the host memory estimate (KiB, MiB or GiB), for backend = cuda or auto the device memory estimate (per\n"
                  "request, or for the whole batch with select.batched), and the reason for any point already known\n"
-                 "to be skipped; runs nothing.\n\n"
+                 "to be skipped; runs nothing. An imported workload (workload.source) is read and checked as run\n"
+                 "reads it: a file run would refuse is refused, and its sizes give the estimates and skips.\n\n"
               << opts;
     return 0;
   }
   const Sweep sweep = load_from(vm);
   const auto [shard, shards] = shard_of(vm);
   const auto points = shard_points(sweep, shard, shards);
+  // Imported workloads are read and checked as a run reads them (a file run would refuse, list refuses), and
+  // their shapes, not the generator's defaults, give the estimates and the skips.
+  WorkloadCache imports;
+  preload_imports(points, imports);
   std::cout << fmt::format("# {} of {} points (shard {}/{}), sweep id {}\n", points.size(), sweep.points.size(), shard,
                            shards, sweep.sweep_id);
   double references = 0;
-  for (const auto& p : points) {
+  for (const auto& listed : points) {
+    const Point p = sized_point(listed, imports);
     references = std::max(references, estimate_reference_bytes(p));
     const double mem = estimate_point_bytes(p);
     std::string note = fmt::format("host ~{}", format_bytes(mem));
     if (mem > sweep.memory_limit) note += " (will be skipped: over sweep.memory_limit)";
     ip::Index64 shortest = p.workload.tokens + p.workload.append_per_step;  // the shortest request at its first step
-    for (int r = 0; p.source == "synthetic" && r < p.workload.requests; ++r)
+    for (int r = 0; r < p.workload.requests; ++r)
       shortest = std::min(shortest, ip::request_tokens(p.workload, r) + p.workload.append_per_step);
-    if (p.source == "synthetic" && p.pipeline.topk_tokens > shortest)
+    const char* tokens = p.source == "synthetic" ? "workload.tokens" : "the imported context";
+    if (p.pipeline.topk_tokens > shortest)
       note += p.workload.append_per_step == 0 && p.pipeline.topk_tokens > p.workload.tokens
-                  ? std::string(" (will be skipped: select.topk_tokens > workload.tokens)")
+                  ? fmt::format(" (will be skipped: select.topk_tokens > {} of {} tokens)", tokens, p.workload.tokens)
                   : fmt::format(" (will be skipped: select.topk_tokens > a request's context of {} tokens)", shortest);
-    else if (p.source == "synthetic" && p.backend != "cpu")
+    else if (p.backend != "cpu")
       note += device_note(p);
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
   }
@@ -356,14 +365,27 @@ int cmd_list(const std::vector<std::string>& args) {
   return 0;
 }
 
-int cmd_merge(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+int cmd_merge(const std::vector<std::string>& raw) {
+  // Options are refused as options (not taken for file names); a file whose name starts with '-': ./-name.
+  po::options_description opts("indexpool merge OUT IN... [options]");
+  opts.add_options()("help,h", "describe this command");
+  po::options_description all;
+  all.add(opts).add_options()("files", po::value<std::vector<std::string>>(), "OUT, then the input files");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(raw).options(all).positional(pos).run(), vm);
+  const std::vector<std::string> args = vm.count("files") ? vm["files"].as<std::vector<std::string>>()
+                                                          : std::vector<std::string>{};
+  if (args.empty() || vm.count("help")) {
     std::cout << "usage: indexpool merge OUT IN...\n\nJoins the results files of the shards of one sweep into OUT "
                  "(which must not exist).\nRefuses files from different sweeps or schema versions, and points that "
                  "appear twice.\nSays how many of the sweep's points OUT holds; when some are missing it still writes "
                  "OUT (exit\nstatus 0) and warns on stderr which points and shards are missing (merge again with "
-                 "them later).\n";
-    return args.empty() ? 2 : 0;
+                 "them later).\nOUT's attribute merged_from names each input: its path, shard, git revision, host, "
+                 "time and\ncommand line (and the runs that resumed it).\n\n"
+              << opts;
+    return vm.count("help") ? 0 : 2;
   }
   if (args.size() < 2) {  // a usage error, as with no arguments
     std::cerr << "indexpool merge: need OUT and at least one input file (usage: indexpool merge OUT IN...)\n";

@@ -181,6 +181,15 @@ std::string written_by(const h5::File& f) {
   return fmt::format(" (written by indexpool at git revision {})", f.attr_string("/", "git_revision"));
 }
 
+// Why a sweep id may differ though the settings read the same: "" or ", or an imported file: ..." naming
+// the file's imported_workloads and this run's.
+std::string imports_changed(const h5::File& f, const SweepMeta& m) {
+  const std::string was = f.has_attr("/", "imported_workloads") ? f.attr_text("/", "imported_workloads") : "";
+  if (was == m.imports || m.imports.empty()) return "";
+  return fmt::format(", or an imported file: the results hold {}; now {}", was.empty() ? "(not recorded)" : was,
+                     m.imports);
+}
+
 void write_root_attrs(h5::File& f, const SweepMeta& m) {
   f.set_attr("/", "schema_version", std::int64_t{kSchemaVersion});
   const std::pair<const char*, const std::string*> strings[] = {{"tool_version", &m.tool_version},
@@ -197,6 +206,8 @@ void write_root_attrs(h5::File& f, const SweepMeta& m) {
   f.set_attr("/", "points_total", m.points_total);
   f.set_attr("/", "shard", m.shard);
   f.set_attr("/", "units", std::string(kUnits));
+  if (!m.imports.empty()) f.set_attr("/", "imported_workloads", m.imports);
+  if (!m.started_utc.empty()) f.set_attr("/", "started_utc", m.started_utc);
 }
 
 void write_point(h5::File& f, const PointRecord& rec) {
@@ -390,6 +401,8 @@ struct ResultsFile::Impl {
   double last_write_s = 0;          // how long the last write took
   bool write_failed = false;        // the last flush threw (its error went to the caller)
   bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
+  bool resumed = false;             // opened an existing file with --resume: its first write adds to resumed_by
+  bool resume_noted = false;        // that line is on disk
   // Resumed: the file's points skipped for a reason that may have gone (skip_may_change), which run again.
   // Their old rows stay in `rows` and on disk (not in keys / indices) until a new record of the point is
   // written: that write removes the old row and group.
@@ -425,8 +438,8 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
       const std::string sweep = f.attr_string("/", "sweep_id");
       IP_REQUIRE(sweep == meta.sweep_id,
                  "cannot resume '{}': it holds sweep_id {}, the current configuration has sweep_id {} (the settings "
-                 "differ); write to a new path or pass --overwrite",
-                 path, sweep, meta.sweep_id);
+                 "differ{}); write to a new path or pass --overwrite",
+                 path, sweep, meta.sweep_id, imports_changed(f, meta));
       // A shard's file resumed as another shard would hold both and still name the first (merge reads it):
       // refused. Resumed as the whole sweep (0/1), any file (a shard's, a merged one) is completed, and says so.
       const std::string shard = f.has_attr("/", "shard") ? f.attr_text("/", "shard") : meta.shard;
@@ -468,6 +481,7 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
       }
       impl_->rows = std::move(rows);
       impl_->on_disk = true;
+      impl_->resumed = true;
     }
   }
   // We hold the lock, so any `<path>.tmp-*` is left over from a killed run.
@@ -536,6 +550,13 @@ void ResultsFile::flush() {
     h5::File f(tmp, im.on_disk ? "a" : "w");
     if (!im.on_disk) write_root_attrs(f, im.meta);
     if (im.restamp_shard) f.set_attr("/", "shard", im.meta.shard);
+    // The root attributes name the run that created the file; each run that resumed it adds a line here at
+    // its first write (and every point group names the git revision that wrote it).
+    if (im.resumed && !im.resume_noted)
+      f.set_attr("/", "resumed_by",
+                 fmt::format("{}{} on host {} (shard {}): {}; argv: {}",
+                             f.has_attr("/", "resumed_by") ? f.attr_text("/", "resumed_by") + "\n" : "", utc_now(),
+                             im.meta.host, im.meta.shard, im.meta.tool_version, im.meta.argv));
     // Retried points whose new record is in this write: their old rows and groups go.
     for (const std::int64_t i : replaced)
       if (f.exists(group_name(static_cast<std::size_t>(i)))) f.remove(group_name(static_cast<std::size_t>(i)));
@@ -548,7 +569,10 @@ void ResultsFile::flush() {
       for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(all, batch, r);
       f.write_table("points", all, kChunkRows);
     }
-    for (const PointRecord& rec : im.held) write_point(f, rec);
+    for (const PointRecord& rec : im.held) {
+      write_point(f, rec);
+      f.set_attr(group_name(rec.index), "git_revision", im.meta.git_revision);
+    }
     f.close();
     sync_path(tmp, false);
     IP_REQUIRE(::rename(tmp.c_str(), im.path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp, im.path,
@@ -571,6 +595,7 @@ void ResultsFile::flush() {
   for (std::size_t r = 0; r < batch.rows(); ++r) copy_row(im.rows, batch, r);
   im.held.clear();
   im.on_disk = true;
+  im.resume_noted = im.resumed;
   im.write_failed = false;
   im.last_write_end = std::chrono::steady_clock::now();
   im.last_write_s = std::chrono::duration<double>(im.last_write_end - t0).count();
@@ -720,13 +745,18 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
       auto attr = [&](const char* name) {
         return files[i].has_attr("/", name) ? files[i].attr_text("/", name) : std::string("?");
       };
-      from += fmt::format("{}{} (shard {}, host {}, written {}, argv: {})", i ? "\n" : "", inputs[i], attr("shard"),
-                          attr("host"), attr("created_utc"), attr("argv"));
+      from += fmt::format("{}{} (shard {}, git revision {}, host {}, written {}, argv: {})", i ? "\n" : "", inputs[i],
+                          attr("shard"), attr("git_revision"), attr("host"), attr("created_utc"), attr("argv"));
+      if (files[i].has_attr("/", "resumed_by")) {  // the runs that resumed it, indented below it
+        std::istringstream lines(files[i].attr_text("/", "resumed_by"));
+        for (std::string line; std::getline(lines, line);) from += "\n  resumed " + line;
+      }
       if (files[i].has_attr("/", "merged_from")) {  // a merged input: its own inputs, indented below it
         std::istringstream lines(files[i].attr_text("/", "merged_from"));
         for (std::string line; std::getline(lines, line);) from += "\n  " + line;
       }
     }
+    o.remove_attr("/", "resumed_by");  // the first input's, copied with its attributes: merged_from has each input's
     o.set_attr("/", "merged_from", from);
     o.write_table("points", all, kChunkRows);
     for (const Entry& e : entries) {

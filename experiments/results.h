@@ -2,9 +2,14 @@
 //
 // Layout (schema_version 1):
 //   /                      attributes: schema_version (int), tool_version, git_revision, config_text,
-//                          config_path, argv, host, backend, device, created_utc (strings),
+//                          config_path, argv, host, backend, device, created_utc, started_utc (when
+//                          the run that created it began: before its first point) (strings),
 //                          sweep_id (string: hash of the resolved config without output path and shard),
-//                          points_total (int: points in the whole sweep)
+//                          points_total (int: points in the whole sweep); imported_workloads (each
+//                          imported file's path, size and digest: Sweep::imports) when the sweep imports;
+//                          resumed_by (a line for each --resume run that wrote points: time, host,
+//                          shard, tool version with its git revision, argv) once a run resumed it;
+//                          merged_from (merged files)
 //   /points                compound dataset, one row per finished or skipped point, in the order they
 //                          were written; pandas.DataFrame(f["points"][:]) reads it directly. Columns:
 //                          index (int64, position in the sweep's point list), key (fixed-length bytes,
@@ -16,9 +21,10 @@
 //                          PointSummary number as float64, named as in PointSummary with its unit suffix
 //                          where it has one (see results.cc).
 //   /point_<index>/        group per point (6-digit zero-padded index): attributes key, status, reason,
-//                          run_backend, run_device, run_kernels (the GPU kernel forms the point's calls ran,
-//                          e.g. "attention tiles, exact score bf16x3, score bf16x2, top-k chain"; "" on the cpu),
-//                          and the axis values; datasets
+//                          git_revision (of the indexpool that wrote the point), run_backend, run_device,
+//                          run_kernels (the GPU kernel forms the point's calls ran, e.g. "attention tiles,
+//                          exact score bf16x3, score bf16x2, top-k chain"; "" on the cpu), and the axis
+//                          values; datasets
 //                            steps  compound [requests * steps]: request, step, token_recall, block_recall,
 //                                   mass_recall, output_error, pool_ms, score_ms, topk_ms, attention_ms
 //                            cache_levels  compound [levels]: level, policy, capacity, accesses, hits,
@@ -119,6 +125,8 @@ struct SweepMeta {
   // Root attribute `shard`: "i/N", the shard of the sweep the run wrote ("0/1": all of it; "": unknown); a
   // merged file lists its inputs' shards, comma-separated ("0/4,2/4").
   std::string shard;
+  std::string imports;  // Sweep::imports: root attribute imported_workloads, written when not empty
+  std::string started_utc;  // when the run that creates the file began (root attribute, when not empty)
 };
 
 // The start of the reason of the one skip a point's own settings decide (select.topk_tokens above a

@@ -1,5 +1,6 @@
 #include "experiments/runner.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,8 +28,10 @@
 
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "core/provenance.h"
 #include "experiments/batched_run.h"
 #include "experiments/device_plan.h"
+#include "experiments/h5.h"
 #include "experiments/import.h"
 #include "experiments/profiling.h"
 #include "core/ranges.h"
@@ -97,8 +100,27 @@ cache::TraceFormat cache_trace_format(const Point& p) {
                                         : cache::parse_trace_format(p.cache_trace_format);
 }
 
-void check_cache_traces(const std::vector<Point>& points, bool replace) {
+namespace {
+
+// When the sweep in results file `path` began (seconds since the epoch); -1 when there is no such file, or
+// it does not say.
+std::time_t sweep_began(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return -1;
+  try {
+    const h5::File f(path, "r");
+    for (const char* name : {"started_utc", "created_utc"})
+      if (f.has_attr("/", name)) return parse_utc(f.attr_text("/", name));
+  } catch (const Error&) {
+  }
+  return -1;
+}
+
+}  // namespace
+
+void check_cache_traces(const std::vector<Point>& points, bool overwrite, const std::string& resumed_results) {
   namespace fs = std::filesystem;
+  const std::time_t began = overwrite ? -1 : sweep_began(resumed_results);
   std::set<std::string> seen;
   for (const auto& p : points) {
     if (p.cache_trace.empty()) continue;
@@ -127,10 +149,22 @@ void check_cache_traces(const std::vector<Point>& points, bool replace) {
                path,
                fs::is_symlink(st) ? "a symbolic link, which would be replaced, not written through" : "a special file");
     ec.clear();
-    IP_REQUIRE(replace || !fs::exists(f),
-               "output.cache_trace '{}' already exists; pass --overwrite to replace it (or --resume to continue the "
-               "sweep that wrote it)",
-               path);
+    if (!overwrite && fs::exists(f)) {
+      IP_REQUIRE(!resumed_results.empty(),
+                 "output.cache_trace '{}' already exists; pass --overwrite to replace it (or --resume to continue the "
+                 "sweep that wrote it)",
+                 path);
+      struct stat info {};
+      IP_REQUIRE(began >= 0 && ::stat(path.c_str(), &info) == 0 && info.st_mtime >= began,
+                 "output.cache_trace '{}' already exists and {}: --resume replaces only the traces of the sweep it "
+                 "continues. Move the file, give output.cache_trace another path, or pass --overwrite (which replaces "
+                 "the results file too)",
+                 path,
+                 began < 0 ? fmt::format("there is no results file '{}' whose sweep could have written it",
+                                         resumed_results)
+                           : fmt::format("was last written before the sweep in '{}' began ({})", resumed_results,
+                                         format_utc(began)));
+    }
     const fs::path probe = path + fmt::format(".tmp-{}", ::getpid());
     {
       std::ofstream out(probe, std::ios::app);
@@ -223,7 +257,7 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
     if (!plan.skip_reason.empty()) return skip(plan.skip_reason);
     out.reason = plan.note;  // auto on the CPU although a device is present: why (kept with the point)
   }
-  const double need = p.source == "synthetic" ? estimate_point_bytes(p) : 0.0;
+  const double need = estimate_point_bytes(sized_point(p, cache));
   if (need > memory_limit)
     return skip(fmt::format("estimated memory {} exceeds the limit {} (sweep.memory_limit)", format_bytes(need),
                             format_bytes(memory_limit)));
@@ -521,6 +555,27 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                "workload.source '{}': the imported context has {} tokens, more than limits.max_context = {} tokens",
                p.source, reqs.back().tokens(), p.max_context);
   }
+}
+
+Point sized_point(const Point& p, const WorkloadCache& cache) {
+  if (p.source == "synthetic") return p;
+  const auto it = cache.find(source_key(p));
+  IP_REQUIRE(it != cache.end() && !it->second.requests.empty(), "workload '{}' was not preloaded", p.source);
+  const Workload& w = it->second.requests.front();
+  Point q = p;
+  WorkloadSpec& s = q.workload;
+  // The file holds the whole context, tokens appended over the steps included (pipeline.append_per_step).
+  s.append_per_step = p.pipeline.append_per_step;
+  s.tokens = w.tokens() - w.steps() * s.append_per_step;
+  s.requests = 1;
+  s.length_spread = 0;
+  s.dim = static_cast<int>(w.dim());
+  s.index_heads = static_cast<int>(w.index_heads());
+  s.steps = static_cast<int>(w.steps());
+  s.attn_dim = w.attn_keys.empty() ? 0 : static_cast<int>(w.attn_keys.dim(1));
+  s.attn_heads = w.attn_queries.empty() ? 0 : static_cast<int>(w.attn_queries.dim(1));
+  s.value_dim = w.values.empty() ? 0 : static_cast<int>(w.values.dim(1));
+  return q;
 }
 
 namespace {

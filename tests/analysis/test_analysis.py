@@ -139,10 +139,35 @@ def test_shards_join(res, files, tmp_path):
     m = load(str(merged))
     assert sorted(m.points["workload.requests"]) == [1, 2, 4]
     info = m.file_provenance()[0]
-    assert info["merged_from"].startswith(f"{shards[0]} (shard 0/2, host "), info["merged_from"]
-    assert f"; {shards[1]} (shard 1/2, host " in info["merged_from"], info["merged_from"]
+    rev = info["git_revision"]
+    assert info["merged_from"].startswith(f"{shards[0]} (shard 0/2, git revision {rev}, host "), info["merged_from"]
+    assert f"; {shards[1]} (shard 1/2, git revision {rev}, host " in info["merged_from"], info["merged_from"]
     md = claims.markdown(m, claims.evaluate(m), [str(merged)])
     assert f"merged from {shards[0]} (shard 0/2" in md
+
+
+def test_a_resumed_file_names_the_run_that_resumed_it(tmp_path):
+    # A run whose points were all skipped (memory limit), then resumed: the report's inputs say which run
+    # resumed the file (its argv), and a resume by another revision shows in the file's revision.
+    b = indexpool_bin()
+    cfg = tmp_path / "r.ini"
+    cfg.write_text(REQUESTS)
+    out = tmp_path / "r.h5"
+    subprocess.run([b, "run", str(cfg), "--set", f"output.path={out}", "--set", "sweep.memory_limit=1Ki"],
+                   check=True, capture_output=True, timeout=60)
+    subprocess.run([b, "run", str(cfg), "--set", f"output.path={out}", "--resume"], check=True, capture_output=True,
+                   timeout=60)
+    r = load(str(out))
+    info = r.file_provenance()[0]
+    assert " --resume" in info["resumed_by"] and "; argv: " in info["resumed_by"], info["resumed_by"]
+    assert "--resume" not in info["argv"], info["argv"]
+    md = claims.markdown(r, claims.evaluate(r), [str(out)])
+    assert "resumed by " in md and " --resume" in md.split("resumed by ", 1)[1], md
+    from analysis.load import revisions
+    line = info["resumed_by"]
+    assert revisions({"git_revision": "aaaa", "resumed_by": line.replace(f"(git {info['git_revision']};", "(git bbbb;")}) \
+        == "aaaa (resumed at bbbb)"
+    assert revisions({"git_revision": info["git_revision"], "resumed_by": line}) == info["git_revision"]
 
 
 def test_set_values_with_spaces_are_read_back_from_argv(tmp_path):

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -169,6 +170,43 @@ TEST_F(CacheTraceTest, BadTracePathsFailBeforeWork) {
   EXPECT_EQ(read_all(keep).rfind("id,size,score,request,step\n", 0), 0u);
   for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// --resume replaces a trace only when the sweep it continues could have written it: written since that
+// results file's sweep began. A file older than the sweep, or any file when there is no results file to
+// resume, is left as it is, and the run stops before any point.
+TEST_F(CacheTraceTest, ResumeReplacesOnlyTracesOfTheSweepItContinues) {
+  const std::string h5 = (dir_ / "r.h5").string();
+  const std::string pattern = "cache_trace = " + (dir_ / "t_{index}.csv").string() + "\n";
+  const std::string other = file("t_000001.csv", "precious\n");
+  // No results file: nothing to continue.
+  auto r = run("run " + config("", pattern) + " --resume --quiet");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("there is no results file '" + h5 + "' whose sweep could have written it"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(read_all(other), "precious\n");
+  EXPECT_FALSE(fs::exists(h5));
+  // The sweep, with its traces; then resumed (nothing left to run): its own traces are no obstacle.
+  fs::remove(other);
+  r = run("run " + config("", pattern) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_TRUE(f.has_attr("/", "started_utc"));
+  }
+  r = run("run " + config("", pattern) + " --resume");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 points already"), std::string::npos) << r.out;
+  // A file put there before the sweep began is not one of its traces.
+  file("t_000001.csv", "precious\n");
+  const auto old = fs::last_write_time(other) - std::chrono::hours(1);
+  fs::last_write_time(other, old);
+  r = run("run " + config("", pattern) + " --resume --quiet");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find(other + "' already exists and was last written before the sweep in '" + h5 + "' began"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(read_all(other), "precious\n");
 }
 
 TEST_F(CacheTraceTest, SemanticCosNeedsCosineRelevance) {

@@ -115,6 +115,67 @@ TEST_F(CliTest, ResumeRunsSkippedPointsAndRefusesMixedTensors) {
   const ip::h5::Table t = f.read_table("points");
   EXPECT_EQ(t.column("status").strings, (std::vector<std::string>{"ok", "ok"}));
   EXPECT_EQ(t.column("index").ints, (std::vector<std::int64_t>{0, 1}));
+  // The root attributes name the run that created the file; the run that resumed it says so, and every point
+  // names the revision that wrote it.
+  ASSERT_TRUE(f.has_attr("/", "resumed_by"));
+  const std::string resumed = f.attr_text("/", "resumed_by");
+  EXPECT_EQ(resumed.find('\n'), std::string::npos) << resumed;  // one run
+  EXPECT_NE(resumed.find("(shard 0/1): indexpool "), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("; argv: "), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find(" --resume"), std::string::npos) << resumed;
+  EXPECT_EQ(f.attr_text("/", "argv").find("--resume"), std::string::npos) << f.attr_text("/", "argv");
+  for (const char* g : {"point_000000", "point_000001"})
+    EXPECT_EQ(f.attr_text(g, "git_revision"), f.attr_text("/", "git_revision")) << g;
+}
+
+// An imported workload's sweep is its file's bytes: a results file of one dump is not resumed with another
+// dump under the same path (their points would mix), and the file says which dump it holds. `list` reads
+// the dump as `run` does: a bad file is refused, and its estimates and skips are the file's.
+TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
+  auto dump = [&](const std::string& name, ip::Index64 T) {
+    const std::string p = (dir_ / name).string();
+    ip::h5::File f(p, "w");
+    auto wave = [](std::vector<ip::Index64> shape, float phase) {
+      ip::Tensor<float> t(shape);
+      for (ip::Index64 i = 0; i < t.size(); ++i) t.data()[i] = std::sin(0.37f * static_cast<float>(i) + phase);
+      return t;
+    };
+    f.write("index_keys", wave({T, 16}, 0.0f));
+    f.write("index_queries", wave({2, 2, 16}, 1.0f));
+    ip::Tensor<float> hw({2, 2});
+    for (ip::Index64 i = 0; i < hw.size(); ++i) hw.data()[i] = 0.5f;
+    f.write("head_weights", hw);
+    return p;
+  };
+  const std::string source = dump("w.h5", 256), h5 = (dir_ / "imp.h5").string();
+  const auto cfg = file("imp.ini", "[workload]\nsource = " + source + "\n[pool]\ngroup_size = 2, 4\n"
+                                   "[select]\ntopk_tokens = 32\n[output]\npath = " + h5 + "\n");
+  auto r = run("run " + cfg + " --quiet --shard 0/2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.attr_text("/", "imported_workloads").rfind(source + ": ", 0), 0u) << f.attr_text("/", "imported_workloads");
+    EXPECT_NE(f.attr_text("/", "imported_workloads").find(" bytes, digest "), std::string::npos);
+  }
+  // The same path, another dump: refused, the file untouched.
+  fs::rename(dump("w2.h5", 512), source);
+  r = run("run " + cfg + " --quiet --resume --shard 0/2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("an imported file"), std::string::npos) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.read_table("points").rows(), 1u);
+  }
+  // list: the file's shapes (512 tokens: k = 1024 is skipped, saying so); a file that is not a dump refused.
+  r = run("list " + cfg + " --set select.topk_tokens=1024");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(will be skipped: select.topk_tokens > the imported context of 512 tokens)"),
+            std::string::npos)
+      << r.out;
+  std::ofstream(source) << "not hdf5\n";
+  r = run("list " + cfg);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("workload.source"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
@@ -214,6 +275,17 @@ TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
   ip::h5::File f(merged, "r");
   EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{5}));
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
+  // merged_from names each input with the revision that wrote it.
+  const std::string from = f.attr_text("/", "merged_from");
+  EXPECT_NE(from.find("s1.h5 (shard 1/3, git revision " + f.attr_text("/", "git_revision") + ", host "),
+            std::string::npos)
+      << from;
+  // An option is refused as an option (status 2), not taken for a file name.
+  const auto opt = run("merge --overwrite " + (dir_ / "m2.h5").string() + inputs);
+  EXPECT_EQ(opt.code, 2) << opt.out;
+  EXPECT_NE(opt.out.find("unrecognised option '--overwrite'"), std::string::npos) << opt.out;
+  EXPECT_FALSE(fs::exists("--overwrite"));
+  EXPECT_FALSE(fs::exists(dir_ / "m2.h5"));
   // A shard of another sweep is refused.
   const auto cfg2 = file("shard2.ini", "[workload]\ntokens = 256\nsteps = 1\nseed = 7\n[select]\ntopk_tokens = 32\n");
   const std::string foreign = (dir_ / "foreign.h5").string();

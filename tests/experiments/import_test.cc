@@ -153,6 +153,35 @@ TEST_F(ImportTest, MalformedFilesNameFileAndDataset) {
   EXPECT_NE(error_of(partial).find("must come together"), std::string::npos) << error_of(partial);
 }
 
+// The digest that makes an imported file part of a sweep's id: equal bytes give equal digests, a byte changed
+// anywhere (the first, one past the first 1 MiB read, the last of a tail shorter than a block) or a byte more
+// gives another, and an unreadable file is an error naming it.
+TEST_F(ImportTest, FileDigestFollowsEveryByte) {
+  std::string bytes(std::size_t{3} << 20 | 13, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto write = [&](const std::string& name, const std::string& b) {
+    std::ofstream(path(name), std::ios::binary) << b;
+    return path(name);
+  };
+  const ip::exp::FileDigest d = ip::exp::file_digest(write("a", bytes));
+  EXPECT_EQ(d.bytes, bytes.size());
+  const ip::exp::FileDigest same = ip::exp::file_digest(write("b", bytes));
+  EXPECT_EQ(same.hash, d.hash);
+  for (const std::size_t at : {std::size_t{0}, (std::size_t{1} << 20) + 5, bytes.size() - 1}) {
+    std::string c = bytes;
+    c[at] = static_cast<char>(c[at] ^ 1);
+    EXPECT_NE(ip::exp::file_digest(write("c", c)).hash, d.hash) << "byte " << at;
+  }
+  EXPECT_NE(ip::exp::file_digest(write("d", bytes + '\0')).hash, d.hash);
+  EXPECT_NE(ip::exp::file_digest(write("e", "")).hash, d.hash);
+  try {
+    ip::exp::file_digest(path("absent.h5"));
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const ip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.h5"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ImportTest, ExclusiveCreateRefusesAnExistingFile) {
   const auto p = make("exists.h5", false);
   EXPECT_THROW(ip::h5::File(p, "x"), ip::Error);
