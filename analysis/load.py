@@ -203,16 +203,18 @@ def _complete(df, info):
 
 
 def revisions(attrs):
-    """The git revision a file's points came from: the root attribute git_revision (the run that created the
-    file), and those of the runs that resumed it when they differ (their lines in resumed_by carry the tool
-    version, 'indexpool 0.1.0 (git 0123456789ab; ...'): 'a14b21c2b117 (resumed at 0995c8c59b3d)'."""
+    """The git revisions a file's points came from: the root attribute git_revision (the run that created the
+    file, or a merged file's first input), and any other that resumed_by's lines (a resuming run's tool version,
+    'indexpool 0.1.0 (git 0123456789ab; ...') or merged_from's (each input's 'git revision X,' and the runs that
+    resumed it) name: 'a14b21c2b117 (some points written at 0995c8c59b3d)'."""
     first = str(attrs.get("git_revision") or "")
+    text = str(attrs.get("resumed_by") or "") + "\n" + str(attrs.get("merged_from") or "")
     later = []
-    for line in str(attrs.get("resumed_by") or "").splitlines():
-        m = re.search(r"\(git ([^;)]+)[;)]", line)
-        if m and m.group(1) != first and m.group(1) not in later:
-            later.append(m.group(1))
-    return f"{first} (resumed at {', '.join(later)})" if later else first
+    for m in re.finditer(r"\(git ([^;)\s]+)[;)]|git revision ([^,\s)]+)[,)]", text):
+        rev = m.group(1) or m.group(2)
+        if rev not in (first, "?") and rev not in later:
+            later.append(rev)
+    return f"{first} (some points written at {', '.join(later)})" if later else first
 
 
 @dataclass

@@ -770,8 +770,8 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   if (std::any_of(sw.points.begin(), sw.points.end(), [](const Point& p) { return p.save_tensors; }))
     canon += "output.save_tensors=true\n";
   if (const char* env = std::getenv("INDEXPOOL_CACHE_SIZE"); env && *env) canon += fmt::format("cache_size={}\n", env);
-  // An imported workload is its file's bytes, not its path: a file replaced under the same path makes another
-  // sweep (sizes and digests; read once per distinct file).
+  // An imported workload counts by its path and its file's bytes: a file replaced under the same path makes
+  // another sweep (each distinct file's size and digest).
   std::set<std::string> sources;
   for (const auto& p : sw.points)
     if (p.source != "synthetic") sources.insert(p.source);
@@ -780,8 +780,9 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     try {
       const FileDigest d = file_digest(path);
       line = fmt::format("{}: {} bytes, digest {:016x}", path, d.bytes, d.hash);
-    } catch (const Error&) {
-      line = path + ": unreadable";  // preload_imports refuses the run, naming the cause
+    } catch (const Error& e) {
+      line = path + ": unreadable";
+      sw.import_errors.push_back(e.what());
     }
     sw.imports += (sw.imports.empty() ? "" : "\n") + line;
     canon += "import " + line + "\n";

@@ -67,10 +67,13 @@ struct Sweep {
   std::vector<std::string> axis_keys;          // the axes, in order (a zip group counts as its keys)
   std::vector<Point> points;                   // grid order: last axis fastest
   std::string sweep_id;  // hash of the resolved settings without output.* (shards of one sweep share it)
-  // The imported workload files (workload.source other than synthetic), one line each: "PATH: N bytes,
-  // digest H" (file_digest; "PATH: unreadable" when it cannot be read, which the run then refuses). Part of
-  // sweep_id, and the results file's root attribute imported_workloads. Empty for a synthetic sweep.
+  // The imported workload files (workload.source other than synthetic) of every point, one line each: "PATH:
+  // N bytes, digest H" (file_digest; "PATH: unreadable" when it cannot be read). Part of sweep_id, and the
+  // results file's root attribute imported_workloads. Empty for a synthetic sweep.
   std::string imports;
+  // Why each unreadable file could not be read: `run` and `list` refuse the sweep (its id needs every file,
+  // also those of other shards' points); parsing alone does not.
+  std::vector<std::string> import_errors;
   double memory_limit = 0;  // bytes; a point whose estimate exceeds it is skipped
 };
 

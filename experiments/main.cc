@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -171,7 +172,12 @@ Sweep load_from(const po::variables_map& vm) {
   IP_REQUIRE(vm.count("config"), "missing CONFIG (try --help)");
   const std::vector<std::string> sets =
       vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  return load_sweep(vm["config"].as<std::string>(), sets);
+  Sweep sweep = load_sweep(vm["config"].as<std::string>(), sets);
+  IP_REQUIRE(sweep.import_errors.empty(),
+             "workload.source: {} (the sweep id covers every file the sweep imports, those of other shards' points "
+             "too)",
+             sweep.import_errors.empty() ? std::string() : sweep.import_errors.front());
+  return sweep;
 }
 
 std::pair<int, int> shard_of(const po::variables_map& vm) {
@@ -241,7 +247,6 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   WorkloadCache cache;
   preload_imports(points, cache);
   check_outputs_are_not_inputs(sweep, points);
-  check_cache_traces(points, vm.count("overwrite") > 0, vm.count("resume") ? out_path : std::string());
   if (points.empty()) {  // a shard of a sweep with fewer points than shards (a Slurm array larger than it)
     std::cout << fmt::format("shard {}/{} has no points: the sweep has {} point{}, and shard i runs the points p with "
                              "p mod {} = i; nothing to run, no results file written{}\n",
@@ -270,6 +275,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     results = std::make_unique<ResultsFile>(out_path, meta, vm.count("resume") > 0, vm.count("overwrite") > 0);
     results->set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
   }
+  // After the results file is open: a resumed file says which points will run, and when its sweep began.
+  check_cache_traces(points, vm.count("overwrite") > 0, vm.count("resume") > 0, results.get());
   std::optional<LockFileForSignals> lock_for_signals;  // after `results`: disarmed before its lock goes
   if (results) lock_for_signals.emplace(out_path);
 
@@ -333,15 +340,24 @@ int cmd_list(const std::vector<std::string>& args) {
   const Sweep sweep = load_from(vm);
   const auto [shard, shards] = shard_of(vm);
   const auto points = shard_points(sweep, shard, shards);
-  // Imported workloads are read and checked as a run reads them (a file run would refuse, list refuses), and
-  // their shapes, not the generator's defaults, give the estimates and the skips.
-  WorkloadCache imports;
-  preload_imports(points, imports);
+  // Imported workloads are read and checked as a run reads them (a file run would refuse, list refuses), one
+  // file at a time, each dropped once its shape is known; their shapes, not the generator's defaults, give the
+  // estimates and the skips.
+  std::map<std::string, ImportShape> shapes;
+  for (const auto& p : points) {
+    if (p.source == "synthetic" || shapes.count(p.source)) continue;
+    std::vector<Point> same;
+    std::copy_if(points.begin(), points.end(), std::back_inserter(same),
+                 [&](const Point& q) { return q.source == p.source; });
+    WorkloadCache one;
+    preload_imports(same, one);
+    shapes[p.source] = import_shape(one.begin()->second.requests.front());
+  }
   std::cout << fmt::format("# {} of {} points (shard {}/{}), sweep id {}\n", points.size(), sweep.points.size(), shard,
                            shards, sweep.sweep_id);
   double references = 0;
   for (const auto& listed : points) {
-    const Point p = sized_point(listed, imports);
+    const Point p = listed.source == "synthetic" ? listed : sized_point(listed, shapes.at(listed.source));
     references = std::max(references, estimate_reference_bytes(p));
     const double mem = estimate_point_bytes(p);
     std::string note = fmt::format("host ~{}", format_bytes(mem));

@@ -403,6 +403,7 @@ struct ResultsFile::Impl {
   bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
   bool resumed = false;             // opened an existing file with --resume: its first write adds to resumed_by
   bool resume_noted = false;        // that line is on disk
+  std::time_t began = -1;           // resumed: when the file's sweep began (sweep_began)
   // Resumed: the file's points skipped for a reason that may have gone (skip_may_change), which run again.
   // Their old rows stay in `rows` and on disk (not in keys / indices) until a new record of the point is
   // written: that write removes the old row and group.
@@ -482,6 +483,8 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
       impl_->rows = std::move(rows);
       impl_->on_disk = true;
       impl_->resumed = true;
+      for (const char* name : {"started_utc", "created_utc"})
+        if (impl_->began < 0 && f.has_attr("/", name)) impl_->began = parse_utc(f.attr_text("/", name));
     }
   }
   // We hold the lock, so any `<path>.tmp-*` is left over from a killed run.
@@ -509,6 +512,9 @@ std::size_t ResultsFile::size() const { return impl_->keys.size(); }  // not the
 bool skip_may_change(const std::string& reason) { return reason.rfind(kSkipBudgetOverContext, 0) != 0; }
 
 std::size_t ResultsFile::retried() const { return impl_->retried.size(); }
+
+bool ResultsFile::resumed() const { return impl_->resumed; }
+std::time_t ResultsFile::sweep_began() const { return impl_->began; }
 
 std::size_t ResultsFile::held() const { return impl_->held.size(); }
 
@@ -678,9 +684,18 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
                in, version, inputs[0], files[0].attr_int("/", "schema_version"));
     IP_REQUIRE(version == kSchemaVersion, "merge: '{}' has schema_version {}, this indexpool reads schema_version {}",
                in, version, kSchemaVersion);
-    IP_REQUIRE(sweep == files[0].attr_string("/", "sweep_id"),
-               "merge: '{}' has sweep_id {} but '{}' has sweep_id {}: they are not shards of one sweep", in, sweep,
-               inputs[0], files[0].attr_string("/", "sweep_id"));
+    if (sweep != files[0].attr_string("/", "sweep_id")) {
+      auto imported = [](const h5::File& g) {
+        return g.has_attr("/", "imported_workloads") ? g.attr_text("/", "imported_workloads") : std::string();
+      };
+      const std::string mine = imported(f), first = imported(files[0]);
+      throw Error(fmt::format("merge: '{}' has sweep_id {} but '{}' has sweep_id {}: they are not shards of one "
+                              "sweep{}",
+                              in, sweep, inputs[0], files[0].attr_string("/", "sweep_id"),
+                              mine == first ? "" : fmt::format(" (their imported files differ: {}; {})",
+                                                               mine.empty() ? "none" : mine,
+                                                               first.empty() ? "none" : first)));
+    }
     tables.push_back(f.read_table("points"));
     IP_REQUIRE(same_columns(tables.back(), tables[0]), "merge: the /points columns of '{}'{} and '{}' differ ({})", in,
                written_by(f), inputs[0],
@@ -739,6 +754,18 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     o.copy_attrs_from(files[0], "/", "/");  // the settings every input shares (argv: the first input's run)
     o.set_attr("/", "shard", known ? merged_shards : std::string());
     o.set_attr("/", "created_utc", utc_now());
+    // The merged sweep began when its earliest input began (a --resume of the merged file compares traces with it).
+    std::time_t began = -1;
+    for (const auto& f : files)
+      for (const char* name : {"started_utc", "created_utc"})
+        if (f.has_attr("/", name)) {
+          const std::time_t t = parse_utc(f.attr_text("/", name));
+          if (t >= 0) {
+            if (began < 0 || t < began) began = t;
+            break;
+          }
+        }
+    if (began >= 0) o.set_attr("/", "started_utc", format_utc(began));
     // Each input as it was written: path, shard, host, time and command line.
     std::string from;
     for (std::size_t i = 0; i < files.size(); ++i) {

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <string>
@@ -171,6 +172,10 @@ class ResultsFile {
   // are not held (has() is false) and run again; the file keeps their old records until new ones are written.
   std::size_t retried() const;
   std::size_t held() const;                      // appended points not yet on disk
+  // Opened an existing file with --resume; then when its sweep began (root attribute started_utc, else
+  // created_utc; seconds since the epoch, -1 when it says neither).
+  bool resumed() const;
+  std::time_t sweep_began() const;
   void append(const PointRecord& rec);  // throws ip::Error naming the file (then the points stay held)
   void flush();                         // writes the held points now; throws ip::Error naming the file
 

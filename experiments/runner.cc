@@ -100,27 +100,9 @@ cache::TraceFormat cache_trace_format(const Point& p) {
                                         : cache::parse_trace_format(p.cache_trace_format);
 }
 
-namespace {
-
-// When the sweep in results file `path` began (seconds since the epoch); -1 when there is no such file, or
-// it does not say.
-std::time_t sweep_began(const std::string& path) {
-  std::error_code ec;
-  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return -1;
-  try {
-    const h5::File f(path, "r");
-    for (const char* name : {"started_utc", "created_utc"})
-      if (f.has_attr("/", name)) return parse_utc(f.attr_text("/", name));
-  } catch (const Error&) {
-  }
-  return -1;
-}
-
-}  // namespace
-
-void check_cache_traces(const std::vector<Point>& points, bool overwrite, const std::string& resumed_results) {
+void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool resume, const ResultsFile* results) {
   namespace fs = std::filesystem;
-  const std::time_t began = overwrite ? -1 : sweep_began(resumed_results);
+  const bool resumed = results != nullptr && results->resumed();
   std::set<std::string> seen;
   for (const auto& p : points) {
     if (p.cache_trace.empty()) continue;
@@ -149,21 +131,28 @@ void check_cache_traces(const std::vector<Point>& points, bool overwrite, const 
                path,
                fs::is_symlink(st) ? "a symbolic link, which would be replaced, not written through" : "a special file");
     ec.clear();
-    if (!overwrite && fs::exists(f)) {
-      IP_REQUIRE(!resumed_results.empty(),
+    // An existing trace: --overwrite replaces it; --resume only when the point will run (the file does not
+    // hold it) and the trace was written since the resumed sweep began (a stopped run wrote it before the
+    // point reached the file); a point the file holds is not run, and its trace is left as it is.
+    if (!overwrite && fs::exists(f) && !(resumed && results->has(p.key))) {
+      IP_REQUIRE(resume,
                  "output.cache_trace '{}' already exists; pass --overwrite to replace it (or --resume to continue the "
                  "sweep that wrote it)",
                  path);
       struct stat info {};
+      const std::time_t began = resumed ? results->sweep_began() : -1;
       IP_REQUIRE(began >= 0 && ::stat(path.c_str(), &info) == 0 && info.st_mtime >= began,
                  "output.cache_trace '{}' already exists and {}: --resume replaces only the traces of the sweep it "
-                 "continues. Move the file, give output.cache_trace another path, or pass --overwrite (which replaces "
-                 "the results file too)",
+                 "continues. Move the file or give output.cache_trace another path{}",
                  path,
-                 began < 0 ? fmt::format("there is no results file '{}' whose sweep could have written it",
-                                         resumed_results)
-                           : fmt::format("was last written before the sweep in '{}' began ({})", resumed_results,
-                                         format_utc(began)));
+                 !resumed ? fmt::format("there is no results file '{}' to resume", p.output_path)
+                 : began < 0
+                     ? fmt::format("the results file '{}' does not say when its sweep began", p.output_path)
+                     : fmt::format("was last written before the sweep in '{}' began ({})", p.output_path,
+                                   format_utc(began)),
+                 !resumed ? " (a run of this sweep stopped before its first point reached the results file leaves "
+                            "traces like this one: then --overwrite replaces them, with nothing else to replace)"
+                          : "; --overwrite would replace the results file too");
     }
     const fs::path probe = path + fmt::format(".tmp-{}", ::getpid());
     {
@@ -555,27 +544,52 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                "workload.source '{}': the imported context has {} tokens, more than limits.max_context = {} tokens",
                p.source, reqs.back().tokens(), p.max_context);
   }
+  // A growing context over an import: the file holds the prompt and every step's appended tokens.
+  for (const auto& p : points) {
+    if (p.source == "synthetic" || p.pipeline.append_per_step == 0) continue;
+    const Workload& w = cache[source_key(p)].requests.front();
+    IP_REQUIRE(w.tokens() > w.steps() * p.pipeline.append_per_step,
+               "workload.append_per_step = {}: the imported context '{}' has {} tokens, not more than its {} steps x "
+               "{} (point {}: {})",
+               p.pipeline.append_per_step, p.source, w.tokens(), w.steps(), p.pipeline.append_per_step, p.index, p.key);
+  }
+}
+
+ImportShape import_shape(const Workload& w) {
+  ImportShape s;
+  s.tokens = w.tokens();
+  s.steps = w.steps();
+  s.dim = static_cast<int>(w.dim());
+  s.index_heads = static_cast<int>(w.index_heads());
+  s.attn_dim = w.attn_keys.empty() ? 0 : static_cast<int>(w.attn_keys.dim(1));
+  s.attn_heads = w.attn_queries.empty() ? 0 : static_cast<int>(w.attn_queries.dim(1));
+  s.value_dim = w.values.empty() ? 0 : static_cast<int>(w.values.dim(1));
+  return s;
+}
+
+Point sized_point(const Point& p, const ImportShape& shape) {
+  if (p.source == "synthetic") return p;
+  Point q = p;
+  WorkloadSpec& s = q.workload;
+  // The file holds the whole context, tokens appended over the steps included (pipeline.append_per_step).
+  s.append_per_step = p.pipeline.append_per_step;
+  s.tokens = shape.tokens - shape.steps * s.append_per_step;
+  s.requests = 1;
+  s.length_spread = 0;
+  s.dim = shape.dim;
+  s.index_heads = shape.index_heads;
+  s.steps = static_cast<int>(shape.steps);
+  s.attn_dim = shape.attn_dim;
+  s.attn_heads = shape.attn_heads;
+  s.value_dim = shape.value_dim;
+  return q;
 }
 
 Point sized_point(const Point& p, const WorkloadCache& cache) {
   if (p.source == "synthetic") return p;
   const auto it = cache.find(source_key(p));
   IP_REQUIRE(it != cache.end() && !it->second.requests.empty(), "workload '{}' was not preloaded", p.source);
-  const Workload& w = it->second.requests.front();
-  Point q = p;
-  WorkloadSpec& s = q.workload;
-  // The file holds the whole context, tokens appended over the steps included (pipeline.append_per_step).
-  s.append_per_step = p.pipeline.append_per_step;
-  s.tokens = w.tokens() - w.steps() * s.append_per_step;
-  s.requests = 1;
-  s.length_spread = 0;
-  s.dim = static_cast<int>(w.dim());
-  s.index_heads = static_cast<int>(w.index_heads());
-  s.steps = static_cast<int>(w.steps());
-  s.attn_dim = w.attn_keys.empty() ? 0 : static_cast<int>(w.attn_keys.dim(1));
-  s.attn_heads = w.attn_queries.empty() ? 0 : static_cast<int>(w.attn_queries.dim(1));
-  s.value_dim = w.values.empty() ? 0 : static_cast<int>(w.values.dim(1));
-  return q;
+  return sized_point(p, import_shape(it->second.requests.front()));
 }
 
 namespace {

@@ -63,10 +63,17 @@ using WorkloadCache = std::map<std::string, CachedSource>;
 
 // Imports (and so validates) every HDF5 source the points name, before any point runs.
 void preload_imports(const std::vector<Point>& points, WorkloadCache& cache);
-// Point p with its workload spec sized from its preloaded import (tokens, dims, heads, steps; one request),
-// so estimate_point_bytes, estimate_reference_bytes and device_shape see the file's arrays, and
-// request_tokens + append_per_step is a request's context at its first decode step as the runner checks it;
-// a synthetic point as it is.
+// The sizes of an imported workload (its first request: an import holds one).
+struct ImportShape {
+  Index64 tokens = 0, steps = 0;
+  int dim = 0, index_heads = 0, attn_dim = 0, attn_heads = 0, value_dim = 0;
+};
+ImportShape import_shape(const Workload& w);
+// Point p with its workload spec sized from its import's shape (tokens, dims, heads, steps; one request), so
+// estimate_point_bytes, estimate_reference_bytes and device_shape see the file's arrays, and request_tokens +
+// append_per_step is a request's context at its first decode step as the runner checks it. A synthetic point
+// as it is (pass any shape); the second form takes the shape from the preloaded import.
+Point sized_point(const Point& p, const ImportShape& shape);
 Point sized_point(const Point& p, const WorkloadCache& cache);
 
 // The file output.cache_trace names for point p ("{index}" replaced by its 6-digit index), and its
@@ -74,10 +81,12 @@ Point sized_point(const Point& p, const WorkloadCache& cache);
 std::string cache_trace_path(const Point& p);
 cache::TraceFormat cache_trace_format(const Point& p);
 // Before any point runs: every trace path can be written, no two points share one, and none exists unless
-// `overwrite`, or `resumed_results` names the results file a --resume continues and the trace was written
-// since that file's sweep began (root attribute started_utc, else created_utc): a trace a stopped run wrote
-// for a point it had not yet put in the file. Throws ip::Error naming the key and the path.
-void check_cache_traces(const std::vector<Point>& points, bool overwrite, const std::string& resumed_results = "");
+// `overwrite`, or `resume` continues `results` (opened with --resume) and the trace is of a point the file
+// does not hold, written since that file's sweep began (ResultsFile::sweep_began): a trace a stopped run
+// wrote before its point reached the file. The traces of points the file holds are not checked (those
+// points do not run). Throws ip::Error naming the key and the path.
+void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool resume = false,
+                        const ResultsFile* results = nullptr);
 // Writes point p's trace crash-safely (a complete file renamed over the target).
 void write_cache_trace(const Point& p, const cache::Trace& trace);
 

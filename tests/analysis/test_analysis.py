@@ -166,8 +166,13 @@ def test_a_resumed_file_names_the_run_that_resumed_it(tmp_path):
     from analysis.load import revisions
     line = info["resumed_by"]
     assert revisions({"git_revision": "aaaa", "resumed_by": line.replace(f"(git {info['git_revision']};", "(git bbbb;")}) \
-        == "aaaa (resumed at bbbb)"
+        == "aaaa (some points written at bbbb)"
     assert revisions({"git_revision": info["git_revision"], "resumed_by": line}) == info["git_revision"]
+    # Merged: each input's revision, and the runs that resumed an input (merge drops the root resumed_by).
+    merged = (f"a.h5 (shard 0/2, git revision aaaa, host h, written t, argv: x)\n  resumed {line}\n"
+              "b.h5 (shard 1/2, git revision cccc, host h, written t, argv: y)")
+    assert revisions({"git_revision": "aaaa", "merged_from": merged}) \
+        == f"aaaa (some points written at {info['git_revision']}, cccc)"
 
 
 def test_set_values_with_spaces_are_read_back_from_argv(tmp_path):

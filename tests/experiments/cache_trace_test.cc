@@ -172,41 +172,52 @@ TEST_F(CacheTraceTest, BadTracePathsFailBeforeWork) {
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
-// --resume replaces a trace only when the sweep it continues could have written it: written since that
-// results file's sweep began. A file older than the sweep, or any file when there is no results file to
-// resume, is left as it is, and the run stops before any point.
+// --resume replaces a trace only when the sweep it continues could have written it: of a point the results
+// file does not hold, written since that file's sweep began. A file older than the sweep, or any file when
+// there is no results file to resume, is left as it is, and the run stops before any point; the traces of
+// points the file holds are not looked at (those points do not run).
 TEST_F(CacheTraceTest, ResumeReplacesOnlyTracesOfTheSweepItContinues) {
   const std::string h5 = (dir_ / "r.h5").string();
   const std::string pattern = "cache_trace = " + (dir_ / "t_{index}.csv").string() + "\n";
   const std::string other = file("t_000001.csv", "precious\n");
+  auto back_an_hour = [](const std::string& path) {
+    fs::last_write_time(path, fs::last_write_time(path) - std::chrono::hours(1));
+  };
   // No results file: nothing to continue.
   auto r = run("run " + config("", pattern) + " --resume --quiet");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("there is no results file '" + h5 + "' whose sweep could have written it"), std::string::npos)
+  EXPECT_NE(r.out.find(other + "' already exists and there is no results file '" + h5 + "' to resume"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(read_all(other), "precious\n");
   EXPECT_FALSE(fs::exists(h5));
-  // The sweep, with its traces; then resumed (nothing left to run): its own traces are no obstacle.
+  // Both points skipped (memory limit), so both run again on --resume: a file from before the sweep began
+  // is not one of its traces.
   fs::remove(other);
-  r = run("run " + config("", pattern) + " --quiet");
+  r = run("run " + config("", pattern) + " --quiet --set sweep.memory_limit=1Ki");
   ASSERT_EQ(r.code, 0) << r.out;
   {
     ip::h5::File f(h5, "r");
     EXPECT_TRUE(f.has_attr("/", "started_utc"));
   }
-  r = run("run " + config("", pattern) + " --resume");
-  EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("2 of 2 points already"), std::string::npos) << r.out;
-  // A file put there before the sweep began is not one of its traces.
   file("t_000001.csv", "precious\n");
-  const auto old = fs::last_write_time(other) - std::chrono::hours(1);
-  fs::last_write_time(other, old);
+  back_an_hour(other);
   r = run("run " + config("", pattern) + " --resume --quiet");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find(other + "' already exists and was last written before the sweep in '" + h5 + "' began"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(read_all(other), "precious\n");
+  // Written since (as a stopped run of the sweep leaves it): replaced by the point's trace.
+  file("t_000001.csv", "partial\n");
+  r = run("run " + config("", pattern) + " --resume --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(read_all(other).rfind("id,size,score,request,step\n", 0), 0u);
+  // Every point held: resumed again, their traces are not looked at, however old.
+  back_an_hour(other);
+  r = run("run " + config("", pattern) + " --resume");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 points already"), std::string::npos) << r.out;
 }
 
 TEST_F(CacheTraceTest, SemanticCosNeedsCosineRelevance) {

@@ -172,10 +172,27 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
   EXPECT_NE(r.out.find("(will be skipped: select.topk_tokens > the imported context of 512 tokens)"),
             std::string::npos)
       << r.out;
+  // A growing context longer than the file: refused before any point, by list and run alike.
+  for (const char* cmd : {"list ", "run "}) {
+    r = run(cmd + cfg + " --set workload.append_per_step=300 --set output.path=" + (dir_ / "grow.h5").string());
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("workload.append_per_step = 300: the imported context '" + source +
+                         "' has 512 tokens, not more than its 2 steps x 300"),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "grow.h5"));
   std::ofstream(source) << "not hdf5\n";
   r = run("list " + cfg);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("workload.source"), std::string::npos) << r.out;
+  // The sweep id covers every file the sweep imports: a shard whose own file is fine is refused while another
+  // shard's file cannot be read.
+  const std::string a = dump("a.h5", 256), missing = (dir_ / "b.h5").string();
+  r = run("list " + cfg + " --set workload.source=" + a + "," + missing + " --shard 0/2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("b.h5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("those of other shards' points too"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
@@ -275,6 +292,8 @@ TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
   ip::h5::File f(merged, "r");
   EXPECT_EQ(f.info("points").shape, (std::vector<ip::Index64>{5}));
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.exists(fmt::format("point_{:06d}", i))) << i;
+  // The merged sweep began when its earliest input began (the inputs ran one after another).
+  EXPECT_EQ(f.attr_text("/", "started_utc"), ip::h5::File((dir_ / "s0.h5").string(), "r").attr_text("/", "started_utc"));
   // merged_from names each input with the revision that wrote it.
   const std::string from = f.attr_text("/", "merged_from");
   EXPECT_NE(from.find("s1.h5 (shard 1/3, git revision " + f.attr_text("/", "git_revision") + ", host "),
