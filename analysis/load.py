@@ -56,11 +56,16 @@ def resolved_settings(attrs):
     then --set overrides from argv. Returns {key: [values]} (values as written: lists stay lists)."""
     out = {}
     section = ""
+    cache_size = None  # INDEXPOOL_CACHE_SIZE: the runner sets the last cache level's capacity after --set
     for raw in str(attrs.get("config_text", "")).splitlines():
         line = raw.strip()
         env = re.match(r"#\s*environment:\s*INDEXPOOL_PRECISION=(.*)$", line)
         if env:
             out["pool.precision"] = [v.strip() for v in env.group(1).split(",")]
+            continue
+        env = re.match(r"#\s*environment:\s*INDEXPOOL_CACHE_SIZE=(.*)$", line)
+        if env:
+            cache_size = parse_size(env.group(1).strip())
             continue
         if not line or line[0] in "#;":
             continue
@@ -82,7 +87,20 @@ def resolved_settings(attrs):
         if kv and "=" in kv:
             key, value = (x.strip() for x in kv.split("=", 1))
             out[key] = [v.strip() for v in value.split(",")]
+    if cache_size is not None:  # as experiments/config.cc applies it: the last level's capacity in bytes
+        size = _binary_size(int(cache_size))
+        out["cache.levels"] = [" ".join(lv[:-1] + [lv[-1][:lv[-1].rfind(":")] + ":" + size]) if lv else v
+                               for v in out.get("cache.levels", [schema.KEY_DEFAULTS["cache.levels"]])
+                               for lv in [v.split()]]
     return out
+
+
+def _binary_size(n):
+    """65536 -> '64KiB', 1000 -> '1000B': a capacity as the config grammar writes it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n}B"
 
 
 def set_overrides(argv):

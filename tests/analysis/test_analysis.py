@@ -146,6 +146,24 @@ def test_shards_join(res, files, tmp_path):
     assert f"merged from {shards[0]} (shard 0/2" in md
 
 
+def test_cache_size_from_the_environment_reaches_figures_and_report(tmp_path):
+    # INDEXPOOL_CACHE_SIZE sets the last level's capacity (after --set); the analysis reads the note the
+    # runner leaves in config_text, as for INDEXPOOL_PRECISION: the tier names, the MRC's L1..L3 line and the
+    # claims' tiers say 64KiB, as the stored per-level capacities do.
+    cfg = tmp_path / "c.ini"
+    out = tmp_path / "c.h5"
+    cfg.write_text(REQUESTS + f"\n[output]\npath = {out}\n")
+    env = dict(os.environ, INDEXPOOL_CACHE_SIZE="64Ki")
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--set", "cache.levels=lru:4KiB clock:8KiB semantic:1MiB"],
+                   check=True, capture_output=True, timeout=120, env=env)
+    r = load(str(out))
+    assert set(r.points["cache.levels"]) == {"lru:4KiB clock:8KiB semantic:64KiB"}
+    with h5py.File(out) as f:
+        assert f["point_000000/cache_levels"]["capacity"][-1] == b"64KiB"
+    rows = {x.id: x for x in claims.evaluate(r)}
+    assert "tiers lru:4KiB clock:8KiB semantic:64KiB" in rows["tier_hits"].source, rows["tier_hits"].source
+
+
 def test_a_resumed_file_names_the_run_that_resumed_it(tmp_path):
     # A run whose points were all skipped (memory limit), then resumed: the report's inputs say which run
     # resumed the file (its argv), and a resume by another revision shows in the file's revision.
