@@ -19,10 +19,7 @@ def _figures(args):
 
     res = load(args.results)
     _warn_incomplete(res, "figures")
-    names = args.only or list(FAMILIES)
-    unknown = [n for n in names if n not in FAMILIES]
-    if unknown:
-        raise SystemExit(f"analysis figures: unknown family {', '.join(unknown)} (known: {', '.join(FAMILIES)})")
+    names = args.only or list(FAMILIES)  # argparse's choices refused unknown ones before any file was read
     made = skipped = 0
     for name in names:
         try:
@@ -92,7 +89,8 @@ def main(argv=None):
                                    "missing. Exit status 1 when no figure could be made.\n\nfamilies:\n" + fam)
     f.add_argument("results", nargs="+", metavar="RESULTS.h5", help="results files (indexpool run / merge)")
     f.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    f.add_argument("--only", nargs="+", metavar="FAMILY", help="make only these families")
+    f.add_argument("--only", nargs="+", metavar="FAMILY", choices=list(FAMILIES),
+                   help="make only these families (an unknown one is a usage error, status 2)")
     f.set_defaults(func=_figures)
     r = sub.add_parser("report", help="write the claims report (claims.md and claims.html)",
                        description="Checks every quantitative claim of the IndexPool article against the results "

@@ -231,6 +231,15 @@ def test_missing_file_is_a_clear_error(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_unknown_family_is_a_usage_error(files, tmp_path, capsys):
+    # Status 2, like every other usage error (1 means no figure could be made), naming the family.
+    with pytest.raises(SystemExit) as e:
+        main(["figures", files[0], "--out", str(tmp_path), "--only", "memory", "bogus"])
+    assert e.value.code == 2
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+
+
 def check_png(path, min_px=300):
     assert os.path.getsize(path) > 5000, path
     img = imread(path)
