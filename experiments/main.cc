@@ -417,18 +417,31 @@ int cmd_merge(const std::vector<std::string>& raw) {
 }
 
 int cmd_inspect(const std::vector<std::string>& args) {
-  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
-                    std::find(args.begin(), args.end(), "-h") != args.end();
-  const bool table = args.size() == 3 && args[1] == "--table";
-  if (help || !(args.size() == 1 || table)) {
-    std::cout << "usage: indexpool inspect FILE [--table NAME]\n\n"
-                 "Describes a results file: how it was made, its points and their status, the table columns, the\n"
-                 "per-point datasets. With --table NAME, prints that table instead, tab-separated with a header\n"
-                 "line (NAME: points, point_000003/counters, point_000003/kernels, point_000003/steps, ...);\n"
-                 "numbers exactly, tabs, newlines and backslashes in strings as \\t, \\n, \\\\.\n";
-    return help ? 0 : 2;
+  po::options_description opts("indexpool inspect FILE [options]");
+  opts.add_options()("help,h", "describe this command")(
+      "table", po::value<std::string>()->value_name("NAME"),
+      "print table NAME (points, point_000003/counters, point_000003/kernels, point_000003/steps, ...) instead");
+  po::options_description all;
+  all.add(opts).add_options()("file", po::value<std::string>(), "the results file");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);  // a bad option: status 2
+  const std::string usage =
+      "usage: indexpool inspect FILE [--table NAME]\n\n"
+      "Describes a results file: how it was made, its points and their status, the table columns, the\n"
+      "per-point datasets. With --table NAME, prints that table instead, tab-separated with a header\n"
+      "line; numbers exactly, tabs, newlines and backslashes in strings as \\t, \\n, \\\\.\n\n";
+  if (vm.count("help")) {
+    std::cout << usage << opts;
+    return 0;
   }
-  std::cout << (table ? table_tsv(args[0], args[2]) : inspect_results(args[0]));
+  if (!vm.count("file")) {
+    std::cerr << "indexpool inspect: need FILE (usage: indexpool inspect FILE [--table NAME])\n";
+    return 2;
+  }
+  const std::string file = vm["file"].as<std::string>();
+  std::cout << (vm.count("table") ? table_tsv(file, vm["table"].as<std::string>()) : inspect_results(file));
   return 0;
 }
 

@@ -222,6 +222,18 @@ TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
   const auto inspect = run("inspect " + h5);
   EXPECT_EQ(inspect.code, 0) << inspect.out;
   EXPECT_NE(inspect.out.find("pool.weighting"), std::string::npos) << inspect.out;
+  // --table in any position; a bad option or a second file is an error naming it (status 2), not the usage
+  // text on stdout where a table was expected.
+  const auto table = run("inspect --table points " + h5);
+  EXPECT_EQ(table.code, 0) << table.out;
+  EXPECT_EQ(table.out.rfind("index\tkey\t", 0), 0u) << table.out;
+  for (const std::string& bad : {"inspect " + h5 + " --tabel points", "inspect " + h5 + " " + h5,
+                                 "inspect " + h5 + " --table"}) {
+    const auto r = run(bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("indexpool: error: ", 0), 0u) << bad << ": " << r.out;
+    EXPECT_EQ(r.out.find("usage:"), std::string::npos) << bad << ": " << r.out;
+  }
 }
 
 TEST_F(CliTest, ListPrintsPointsWithoutRunning) {
