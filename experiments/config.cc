@@ -833,6 +833,11 @@ std::pair<int, int> parse_shard(const std::string& spec) {
                first, step);
     index = (task - first) / step;
     count = num("SLURM_ARRAY_TASK_COUNT", cnt);
+    IP_REQUIRE(count >= 1 && index < count,
+               "shard {}/{} from Slurm's array variables (SLURM_ARRAY_TASK_ID {}, _MIN {}, _STEP {}, _COUNT {}): need 0 "
+               "<= i < N, i = (ID - MIN) / STEP; an array whose task ids are not MIN, MIN + STEP, ... (e.g. "
+               "--array=0,3) cannot give the shards: pass --shard i/N",
+               index, count, task, first, step, count);
   }
   IP_REQUIRE(count >= 1 && index < count, "shard {}/{}: need 0 <= i < N", index, count);
   return {index, count};

@@ -313,6 +313,21 @@ TEST_F(ConfigTest, ShardSpecAndSlurmVariables) {
   ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
   ::setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
   const auto slurm = ip::exp::parse_shard("");  // tasks 1, 3, 5, 7: task 7 is shard (7 - 1) / 2 = 3 of 4
+  // --array=0,3 (two tasks, ids not MIN + k STEP): task 3 would be shard 3 of 2; the message says where from.
+  ::setenv("SLURM_ARRAY_TASK_ID", "3", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "0", 1);
+  ::setenv("SLURM_ARRAY_TASK_STEP", "1", 1);
+  std::string why;
+  try {
+    ip::exp::parse_shard("");
+  } catch (const ip::Error& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("shard 3/2 from Slurm's array variables (SLURM_ARRAY_TASK_ID 3, _MIN 0, _STEP 1, _COUNT 2)"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("pass --shard i/N"), std::string::npos) << why;
   ::unsetenv("SLURM_ARRAY_TASK_ID");
   ::unsetenv("SLURM_ARRAY_TASK_COUNT");
   ::unsetenv("SLURM_ARRAY_TASK_MIN");
