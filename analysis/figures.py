@@ -359,8 +359,13 @@ def fig_quality(res):
         # The other axis at its largest value among those this axis varies at (the budget a sweep over T runs at
         # is usually its default, 2048; a T sweep and a k sweep may come from different files).
         d = _where_varies(_at_g(df0, g), axis, other)
+        # The other axis held at one value (it varies elsewhere in the results): the caption says which.
+        held = (f"{SHORT.get(other, other)} = {fmt_value(other, d[other].iloc[0])}"
+                if other in d.columns and df0[other].nunique() > 1 and d[other].nunique() == 1 else "")
         d, note = fix_others(d, keep=(axis, W, G, "attr.sweep_id", "backend", RUN),
                              largest=("context", "select.topk_tokens"))
+        sweeps = d["attr.sweep_id"].nunique() if "attr.sweep_id" in d.columns else 1
+        note = ", ".join(x for x in (held, note, f"points of {sweeps} sweeps" if sweeps > 1 else "") if x)
         if d[axis].nunique() < 2:
             skipped_rows.append(f"{SHORT.get(axis, axis)} takes one value in the slice ({note})")
             continue
@@ -368,6 +373,13 @@ def fig_quality(res):
         if note:
             notes.append(f"{SHORT.get(axis, axis)} row: {note}")
     if not rows:
+        a, b = (a for a, _ in QUALITY_AXES)
+        zipped = all(x in df0.columns and df0[x].nunique() > 1 for x in (a, b)) and \
+            df0.groupby(a)[b].nunique().max() <= 1 and df0.groupby(b)[a].nunique().max() <= 1
+        if zipped:
+            raise NoData(f"quality: context length and select.topk_tokens move together ({df0[a].nunique()} pairs, "
+                         "e.g. [sweep] zip), so neither can be drawn with the other held at one value; a sweep over "
+                         "one of them at a fixed value of the other draws this figure")
         raise NoData("quality: the finished points have one context length and one select.topk_tokens; a sweep over "
                      "workload.tokens (e.g. configs/context_scaling.ini) or select.topk_tokens (configs/hybrid.ini) "
                      "draws this figure" + (f" ({'; '.join(skipped_rows)})" if skipped_rows else ""))

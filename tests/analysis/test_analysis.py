@@ -355,6 +355,21 @@ def test_paired_change_pairs_within_the_main_sweep_and_backend(res):
     assert np.isclose(both.mean(), want.mean() + 0.25)  # half the pairs are cuda's, +0.5 each; none mixed
 
 
+def test_quality_caption_names_where_the_other_axis_is_held(tmp_path):
+    # A T x k grid: the T row is drawn at the largest k, the k row at the largest T, and the caption says both.
+    # T and k zipped: neither row can be drawn, and the note says they move together.
+    base = "[workload]\ndim = 32\nindex_heads = 2\nattn_dim = 32\nattn_heads = 1\nvalue_dim = 32\nsteps = 2\n"
+    grid = run_sweep(tmp_path, "grid", base + "tokens = 2Ki, 4Ki\n[pool]\nweighting = uniform\n"
+                     "[select]\ntopk_tokens = 128, 256\n")
+    fig = FAMILIES["quality"][0](load(grid))
+    cap = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "T row: k = 256" in cap and "k row: T = 4Ki" in cap, cap
+    zipped = run_sweep(tmp_path, "zip", base + "tokens = 2Ki, 4Ki\n[pool]\nweighting = uniform\n"
+                       "[select]\ntopk_tokens = 128, 256\n[sweep]\nzip = workload.tokens select.topk_tokens\n")
+    with pytest.raises(NoData, match="move together"):
+        FAMILIES["quality"][0](load(zipped))
+
+
 def test_precision_and_quality_figures_find_their_slice_across_files(tmp_path):
     # A T sweep (2Ki, 4Ki at k = 256, fp32) beside a precision sweep (fp32, fp8) and a k sweep (128, 512), both at
     # T = 2Ki: the largest T holds one precision and one k, which must not hide the other files' axes.
