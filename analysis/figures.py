@@ -1,6 +1,7 @@
 """The figure families. Each function takes loaded results (analysis.load) and returns a matplotlib
 Figure, or raises NoData naming what the results lack; common.save writes it as PNG and PDF."""
 import re
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -44,16 +45,23 @@ def fig_memory(res):
     kind = np.where(df[W] == schema.EXACT, "exact", np.where(df[W] == "maxmin", "maxmin", "pooled"))
     df = df.assign(kind=kind)
     series = []  # (label, frame of context -> bytes/token, colour, marker, style)
-    gm = _g_marker(df.loc[df["kind"] != "exact", G].unique())
+    gs = sorted(df.loc[df["kind"] != "exact", G].unique())
+    gm = _g_marker(gs)
+    # Colour: exact / pooled / maxmin. One precision: the marker tells G apart (a line style per precision);
+    # several: the marker tells the precision (as the hatching does in (b)) and the line style G, since a
+    # sweep at one context length draws no lines and styles alone left the precisions' dots alike.
+    multi = len(precs) > 1
     for pi, p in enumerate(precs):
         d = df[df[PREC] == p]
+        pm = MARKERS[pi % len(MARKERS)] if multi else "o"
         ex = d.groupby("context")["exact_bytes_per_token"].first()
-        series.append((f"exact, {p}", ex, "#000000", "o", LINESTYLES[pi % len(LINESTYLES)]))
+        series.append((f"exact, {p}", ex, "#000000", pm, LINESTYLES[pi % len(LINESTYLES)]))
         for k in ("pooled", "maxmin"):
             for g in sorted(d.loc[d["kind"] == k, G].unique()):
                 s = d[(d["kind"] == k) & (d[G] == g)].groupby("context")["index_bytes_per_token"].first()
                 col = "#0072B2" if k == "pooled" else "#D55E00"
-                series.append((f"{k} G={g}, {p}", s, col, gm[g], LINESTYLES[pi % len(LINESTYLES)]))
+                series.append((f"{k} G={g}, {p}", s, col, pm if multi else gm[g],
+                               LINESTYLES[(gs.index(g) if multi else pi) % len(LINESTYLES)]))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
     # A request's index: bytes per token x its length, the measured mean (below T under workload.length_spread).
     mean_tokens = df.groupby("context")["tokens"].mean()
@@ -65,6 +73,7 @@ def fig_memory(res):
                ms=9 if hollow else 5, mfc="none" if hollow else col, mew=1.4)
     context_axis(a, df["context"])
     logy(a)
+    a.margins(y=0.08)  # the smallest index clear of the frame
     a.set_ylabel("index memory per request (MiB)")
     a.set_title("(a) index memory vs context length")
     # (b) bytes per token by precision: exact vs each pooled G
@@ -164,15 +173,16 @@ def fig_latency(res):
                 tput = s.assign(center=tok / (s["center"] / 1e3), lo=tok / (s["hi"] / 1e3), hi=tok / (s["lo"] / 1e3))
                 errorbar(axes[1, si], x, tput, **style)
         axes[0, si].set_title(f"{name}")
-        axes[0, si].set_ylabel(stage_time_label(col, name))
-        axes[1, si].set_ylabel(f"{name} throughput ({'attended' if col == 'attention_ms' else 'context'} tokens/s)")
+        # Wrapped: a long label is taller than its panel and ran into the one below.
+        axes[0, si].set_ylabel(textwrap.fill(stage_time_label(col, name), 30))
+        axes[1, si].set_ylabel(textwrap.fill(f"{name} throughput ({'attended' if col == 'attention_ms' else 'context'} "
+                                             "tokens/s)", 30))
         for r in (0, 1):
             logy(axes[r, si])
             context_axis(axes[r, si], df["context"])
         axes[0, si].set_xlabel("")
     if not any(ax.lines for ax in axes.flat):
         raise NoData("latency: no stage time is positive")
-    axes[0, 0].annotate("pooling: per index build or update", xy=(0.02, 0.02), xycoords="axes fraction", fontsize=7)
     n = caption(fig, "Times are medians over decode steps on the backend named (pooling: over the steps that built or "
                      "updated the index); series at one T are offset sideways. Throughput: pooling, scoring and "
                      "top-k: the requests' mean context length (T unless workload.length_spread or "
