@@ -127,10 +127,24 @@ def ok_rows(res, family, columns):
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise NoData(f"{family}: the results have no column {', '.join(missing)}")
+    if df.empty and hasattr(res, "points") and len(res.points):
+        raise NoData(f"{family}: {skipped_summary(res.points)}")
     df = df.dropna(subset=list(columns))
     if df.empty:
         raise NoData(f"{family}: no finished point has values for {', '.join(columns)}")
     return df
+
+
+def skipped_summary(points):
+    """'0 of 2 points finished; 2 skipped: select.topk_tokens = 6144 exceeds ... (2)': why nothing can be drawn
+    when no point finished (the skip reasons, most common first)."""
+    st = points["status"] if "status" in points.columns else pd.Series(dtype=object)
+    reasons = points.loc[st != "ok", "reason"].fillna("").astype(str) if "reason" in points.columns else \
+        pd.Series(dtype=object)
+    counts = reasons.value_counts()
+    listed = "; ".join(f"{r or '(no reason given)'} ({n})" for r, n in counts.head(3).items())
+    more = f"; and {len(counts) - 3} other reasons" if len(counts) > 3 else ""
+    return (f"0 of {len(points)} points finished; {int((st != 'ok').sum())} skipped: {listed}{more}")
 
 
 RUN = schema.RUN_BACKEND

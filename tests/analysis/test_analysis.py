@@ -4,6 +4,7 @@ report, and the schema_version check.
 Run by `make test` (INDEXPOOL_BIN names the binary; without it the build folder's is used)."""
 import copy
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -353,6 +354,20 @@ def test_paired_change_pairs_within_the_main_sweep_and_backend(res):
     both = _paired_change(res, pd.concat([un, cuda]), "fp32", "fp8", "mass_recall")
     assert len(both) == 2 * len(want)
     assert np.isclose(both.mean(), want.mean() + 0.25)  # half the pairs are cuda's, +0.5 each; none mixed
+
+
+def test_no_finished_point_says_why_in_figures_and_report(tmp_path):
+    # Every point skipped (k over the context): the figures' notes and the report give the skip reasons, not a
+    # missing column or 'no pooled scheme'.
+    base = "[workload]\ndim = 32\nindex_heads = 2\nattn_dim = 32\nattn_heads = 1\nvalue_dim = 32\nsteps = 2\n"
+    f = run_sweep(tmp_path, "sk", base + "tokens = 2Ki\n[pool]\nweighting = exact, uniform\n"
+                  "[select]\ntopk_tokens = 4Ki\n")
+    r = load(f)
+    why = "0 of 2 points finished; 2 skipped: select.topk_tokens = 4096 exceeds a request's context of 2048 tokens (2)"
+    with pytest.raises(NoData, match=re.escape(why)):
+        FAMILIES["memory"][0](r)
+    md = claims.markdown(r, claims.evaluate(r), [f])
+    assert f"**No finished point**: {why}." in md, md
 
 
 def test_quality_caption_names_where_the_other_axis_is_held(tmp_path):
