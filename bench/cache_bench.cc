@@ -225,11 +225,20 @@ int main(int argc, char** argv) {
     ("pipeline-steps", po::value(&shape.steps)->default_value(shape.steps), "decode steps of the pipeline-shaped trace");
   // clang-format on
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, opts), vm);
-  po::notify(vm);
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fmt::print(stderr, "cache_bench: {} (try --help)\n", e.what());
+    return 2;
+  }
   if (vm.count("help")) {
     std::cout << opts;
     return 0;
+  }
+  if (accesses == 0 || ids == 0 || reps < 1) {
+    fmt::print(stderr, "cache_bench: --accesses and --ids must be >= 1 and --reps >= 1\n");
+    return 2;
   }
   if (alpha == 1.0) alpha = 0.999999;
   if (id_map == "auto") g_id_map = IdMap::automatic;

@@ -11,6 +11,7 @@
 // Run it as it is (no NVTX_INJECTION64_PATH): with a tool attached the cost is the tool's.
 //
 //   nvtx_bench [ITERATIONS]   (default 10,000,000 range pairs per measurement)
+#include <cerrno>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,10 +51,13 @@ double ns_per(long n, Fn&& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long n = argc > 1 ? std::atol(argv[1]) : 10'000'000;
-  if (argc > 2 || n < 1000) {
-    std::fprintf(stderr, "usage: nvtx_bench [ITERATIONS >= 1000]   (default 10,000,000)\n");
-    return 2;
+  const bool help = argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
+  char* end = nullptr;
+  errno = 0;
+  const long n = argc > 1 && !help ? std::strtol(argv[1], &end, 10) : 10'000'000;
+  if (help || argc > 2 || n < 1000 || (end && (*end != '\0' || errno != 0))) {
+    std::fprintf(help ? stdout : stderr, "usage: nvtx_bench [ITERATIONS >= 1000]   (default 10,000,000)\n");
+    return help ? 0 : 2;
   }
   if (std::getenv("NVTX_INJECTION64_PATH"))
     std::printf("note: NVTX_INJECTION64_PATH is set, so a tool is attached and this measures the tool too\n");

@@ -1,6 +1,7 @@
 // Runner overhead benchmark: a sweep of many tiny points, run through the same code as `indexpool run`
 // with a results file, reports the time per point spent outside the points' own work (sweep expansion,
 // bookkeeping, the crash-safe results append), and the time to write one table of 100,000 rows.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -54,16 +55,31 @@ static SweepRun run_sweep(const std::string& cfg, const std::string& out, Result
 }
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 200;
-  const bool baseline = argc > 2 && std::string(argv[2]) == "--every-append";
-  if (n < 1 || (argc > 2 && !baseline) || argc > 3) {
-    std::fprintf(stderr,
+  // [POINTS] [--every-append], in either order; POINTS a whole number (no 1e3, no 7abc).
+  long n = 200;
+  bool baseline = false, help = false, bad = false, have_n = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--every-append" && !baseline) {
+      baseline = true;
+    } else if (a == "--help" || a == "-h") {
+      help = true;
+    } else {
+      char* end = nullptr;
+      errno = 0;
+      n = std::strtol(a.c_str(), &end, 10);
+      bad = bad || have_n || a.empty() || *end != '\0' || errno != 0;
+      have_n = true;
+    }
+  }
+  if (help || bad || n < 1 || n > 10'000'000) {
+    std::fprintf(help ? stdout : stderr,
                  "usage: runner_bench [POINTS] [--every-append]   (POINTS >= 1, default 200)\n"
                  "  Runs a sweep of POINTS tiny points through the runner into a results file written as\n"
                  "  `indexpool run` writes it (FlushPolicy::kBoundedOverhead) and reports the time per point\n"
                  "  outside the points' own work. --every-append first runs the same sweep with every point\n"
                  "  written at once (kEveryAppend), as a same-run baseline.\n");
-    return 2;
+    return help ? 0 : 2;
   }
   const fs::path dir = fs::temp_directory_path() / ("ip_runner_bench_" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -74,7 +90,7 @@ int main(int argc, char** argv) {
       n - 1, out);
 
   auto report = [n](const char* what, const SweepRun& r) {
-    std::printf("runner (%s): %d points in %.3f s, of which the points' own work %.3f s\n", what, n, r.total_s,
+    std::printf("runner (%s): %ld points in %.3f s, of which the points' own work %.3f s\n", what, n, r.total_s,
                 r.own_s);
     std::printf("runner overhead per point (%s): %.2f ms (target <= 50 ms); final file %.1f KiB\n", what,
                 (r.total_s - r.own_s) / n * 1e3, r.file_kib);
