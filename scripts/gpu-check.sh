@@ -108,8 +108,10 @@ record() {
 now() { date +%s; }
 left() { echo $((BUDGET - ($(now) - START))); }
 CURRENT="start"  # the step running now (for the table when a signal stops the check)
+CURRENT_T0=$(date +%s)  # when it began
 say() {
   CURRENT="$*"
+  CURRENT_T0=$(now)
   CURRENT="${CURRENT#*/9 }"  # "5/9 GPU tests (ctest -L gpu)" -> "GPU tests"
   CURRENT="${CURRENT%% (*}"
   printf '\n=== gpu-check: %s ===\n' "$*"
@@ -152,7 +154,7 @@ on_signal() {
   while read -r c; do kill_tree "$c"; done <"$BOXED_PIDS"
   for c in $(pgrep -P $$ 2>/dev/null) $(jobs -p); do kill_tree "$c"; done
   local name="${CURRENT:0:22}"
-  record "$name" stopped 0 "stopped by SIG$1 during ${CURRENT} after $(($(now) - START)) s; later steps not run"
+  record "$name" stopped $(($(now) - CURRENT_T0)) "stopped by SIG$1 during ${CURRENT} ($(($(now) - START)) s into the check); later steps not run"
   final_table
   cat "$OUT_DIR/summary.txt" >&3 2>/dev/null
   exit 124

@@ -49,7 +49,7 @@ metrics = dram__bytes_read.sum dram__bytes_write.sum lts__t_sector_hit_rate.pct
 [output]
 path = $out/check.h5
 INI
-  if ! "$bin" run "$out/check.ini"; then echo "   indexpool run failed"; return 1; fi
+  if ! "$bin" run "$out/check.ini"; then echo "   indexpool run failed"; rm -rf "$out"; return 1; fi
   # Read with indexpool itself (inspect --table): the device image may have no Python with h5py.
   bash "$PROFILE_CHECK_DIR/pool_dram_check.sh" "$out/check.h5" "$bin" || fail=1
   rm -rf "$out"
@@ -58,6 +58,10 @@ INI
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"  # the header comment
+    exit 0
+  fi
   cd "$(dirname "$0")/.." || exit 1
   gpu_profile_check "${1:-build}"
 fi
