@@ -62,7 +62,8 @@ class Run:
             missing = [k for k in ("group", "name", "params", "median_ms") if k not in c]
             if missing:
                 raise AnalysisError(f"'{path}': case {i} has no {', '.join(missing)}")
-        self.cases = [c for c in d["cases"] if c.get("runs", 0) > 0]
+        self.cases = [c for c in d["cases"] if c.get("runs", 0) > 0]  # timed ones (not e.g. decode | setup)
+        self.untimed = len(d["cases"]) - len(self.cases)
         self.by_key = {kbc.key(c): c for c in self.cases}
         self.device = d.get("device", "?")
         self.device_short = self.device.split(",")[0]
@@ -323,7 +324,7 @@ def write_table(runs, path):
              "Made by `python -m analysis kernels` from the files below (oldest first). Times are medians "
              "(CUDA events); `queued` runs time the GPU's work with the launches queued behind a blocking "
              "kernel, `unqueued` ones each run from an idle GPU.", "",
-             "| run | file | git | device | command (started, UTC) | timing | copy (GB/s) | cases | targets met |",
+             "| run | file | git | device | command (started, UTC) | timing | copy (GB/s) | cases timed | targets met |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         stopped = " (stopped early)" if r.data.get("stopped") else ""
@@ -332,7 +333,7 @@ def write_table(runs, path):
         how = (f"`{cmd}` ({r.data.get('started', '?')})" if cmd
                else "not recorded (kernel_bench before 2026-12-05)")
         lines.append(f"| {r.label} | `{r.file}` | {r.git} | {r.device} | {how} | {r.timing} | {r.copy_gbs:.0f} | "
-                     f"{len(r.cases)}{stopped} | {met} |")
+                     f"{len(r.cases)}{f' (+{r.untimed} untimed)' if r.untimed else ''}{stopped} | {met} |")
     lines += ["", "## Judged cases (issue 5's targets)", "",
               "Per run: the median, its verdict, and achieved / required where the target is a number "
               "(1 = the target).", "",

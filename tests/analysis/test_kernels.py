@@ -75,6 +75,12 @@ def test_cli_writes_the_figures_and_the_table(tmp_path, capsys):
                                 ("7432f91", "7432f91cb604-dirty", "queued", "13 of 48")):
         row = next(line for line in md.splitlines() if f"2026-12-04-h200-{f}-kernel_bench.json" in line)
         assert f"| {git} |" in row and f"| {timing} |" in row and row.endswith(f"| {met} |")
+    # cases as the file counts them: the timed ones and the untimed (decode | setup, runs 0) beside them
+    newest = json.load(open(NEWEST))
+    timed = sum(c.get("runs", 0) > 0 for c in newest["cases"])
+    row = next(line for line in md.splitlines() if "2026-12-04-h200-7432f91-kernel_bench.json" in line)
+    assert f"| {timed} (+{len(newest['cases']) - timed} untimed) |" in row, row
+    assert timed + 1 == len(newest["cases"]) == newest["summary"]["cases"]
     judged_rows = md.split("## Judged cases")[1].split("## Variants")[0]
     rows = [line for line in judged_rows.splitlines() if line.startswith("| ") and not line.startswith("| case")]
     assert len(rows) == 48
