@@ -65,7 +65,8 @@ constexpr const char* kStepUnits =
     "device time that overlapped the main stream's window until the update was waited for, from CUDA events, 0 on "
     "steps that began none, NaN where not measured, e.g. the cpu backend); context_tokens, layer_tokens: tokens";
 constexpr const char* kUnits =
-    "index: position in the sweep's point list; tokens: mean context length in tokens; index_bytes_per_token, "
+    "index: position in the sweep's point list; tokens: mean over requests of the context length in tokens (a "
+    "growing context: after its last step, as index_bytes_per_token and macs_per_query); index_bytes_per_token, "
     "exact_bytes_per_token: bytes; macs_per_query, exact_macs_per_query: multiply-adds; token_recall, "
     "block_recall, mass_recall: fractions in [0, 1]; output_error: relative, no unit; *_ms: milliseconds "
     "(median over steps; pool_ms over the steps that built or updated the index, see the steps table's units); wall_s: seconds; cache_*_hit_rate: fractions in [0, 1] (cache_l<i>: of the accesses "

@@ -71,7 +71,7 @@ struct PointSummary {
   std::string backend = "cpu";  // what the point ran on (cpu | cuda; for a skipped point, what it would have)
   std::string device;           // that backend's device() ("" when skipped before a backend started)
   std::string kernels;          // the GPU kernel forms its calls ran (Backend::kernel_forms; "" on the cpu)
-  double tokens = 0;          // mean context length (tokens)
+  double tokens = 0;          // mean over requests of the context length (tokens; growing: after the last step)
   double index_bytes_per_token = 0, exact_bytes_per_token = 0;  // bytes
   double macs_per_query = 0, exact_macs_per_query = 0;          // multiply-adds
   double token_recall = 0, block_recall = 0, mass_recall = 0, output_error = 0;
