@@ -19,10 +19,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ARCH=90 OUTDIR=$ROOT/.devbundle BUILD=$ROOT/build-devbundle JOBS=$(nproc 2>/dev/null || echo 2)
 while (($#)); do
   case "$1" in
-    --arch) ARCH=${2:?--arch needs a value}; shift 2 ;;
-    --out) OUTDIR=${2:?--out needs a value}; shift 2 ;;
-    --build-dir) BUILD=${2:?--build-dir needs a value}; shift 2 ;;
-    --jobs) JOBS=${2:?--jobs needs a value}; shift 2 ;;
+    --arch | --out | --build-dir | --jobs)
+      [[ $# -ge 2 && -n "$2" ]] || { echo "device-bundle: $1 needs a value (see --help)" >&2; exit 2; }
+      case "$1" in --arch) ARCH=$2 ;; --out) OUTDIR=$2 ;; --build-dir) BUILD=$2 ;; --jobs) JOBS=$2 ;; esac
+      shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "device-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

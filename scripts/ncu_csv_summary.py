@@ -84,7 +84,11 @@ def main(argv):
     if len(argv) != 2 or argv[1] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if len(argv) == 2 else 2
-    return summarise(argv[1])
+    try:
+        return summarise(argv[1])
+    except OSError as e:  # a missing or unreadable file: one line, status 2 (1 is "no launch rows")
+        print(f"ncu_csv_summary: {argv[1]}: {e.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -241,7 +241,7 @@ def write(d, data, name, date, root):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("gc", metavar="GC", help="gpu-check.sh's output folder, or its archive (gc.tar.gz)")
     ap.add_argument("--tag", help="device tag in the file name (default: from the device name, e.g. h100)")
     ap.add_argument("--write", action="store_true",
