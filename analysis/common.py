@@ -136,15 +136,12 @@ def ok_rows(res, family, columns):
 
 
 def skipped_summary(points):
-    """'0 of 2 points finished; 2 skipped: select.topk_tokens = 6144 exceeds ... (2)': why nothing can be drawn
-    when no point finished (the skip reasons, most common first)."""
-    st = points["status"] if "status" in points.columns else pd.Series(dtype=object)
-    reasons = points.loc[st != "ok", "reason"].fillna("").astype(str) if "reason" in points.columns else \
-        pd.Series(dtype=object)
-    counts = reasons.value_counts()
-    listed = "; ".join(f"{r or '(no reason given)'} ({n})" for r, n in counts.head(3).items())
-    more = f"; and {len(counts) - 3} other reasons" if len(counts) > 3 else ""
-    return (f"0 of {len(points)} points finished; {int((st != 'ok').sum())} skipped: {listed}{more}")
+    """'0 of 2 points finished; 2 skipped: select.topk_tokens = 4096 exceeds a request's context of 2048 tokens': why
+    nothing can be drawn when no point finished (the skip reasons said once, as reason_summary says them)."""
+    st = points["status"] if "status" in points.columns else pd.Series("?", index=points.index)
+    reasons = points.loc[st != "ok", "reason"] if "reason" in points.columns else []
+    why = reason_summary(reasons) or "no reason given"
+    return f"0 of {len(points)} points finished; {int((st != 'ok').sum())} not finished: {why}"
 
 
 RUN = schema.RUN_BACKEND

@@ -44,33 +44,34 @@ def fig_memory(res):
     precs = sorted(df[PREC].unique(), key=precision_sort_key)
     kind = np.where(df[W] == schema.EXACT, "exact", np.where(df[W] == "maxmin", "maxmin", "pooled"))
     df = df.assign(kind=kind)
-    series = []  # (label, frame of context -> bytes/token, colour, marker, style)
-    gs = sorted(df.loc[df["kind"] != "exact", G].unique())
-    gm = _g_marker(gs)
-    # Colour: exact / pooled / maxmin. One precision: the marker tells G apart (a line style per precision);
-    # several: the marker tells the precision (as the hatching does in (b)) and the line style G, since a
-    # sweep at one context length draws no lines and styles alone left the precisions' dots alike.
+    series = []  # (label, frame of context -> bytes/token, colour, marker, style, precision's place)
+    gm = _g_marker(df.loc[df["kind"] != "exact", G].unique())
+    # Colour: exact / pooled / maxmin; marker: G; line style and, with several precisions, the marker's fill
+    # and a small sideways offset: the precision (a sweep at one context length draws no lines, and two
+    # precisions' points of equal size, fp32 at 2G and fp16 at G, would hide each other).
     multi = len(precs) > 1
     for pi, p in enumerate(precs):
         d = df[df[PREC] == p]
-        pm = MARKERS[pi % len(MARKERS)] if multi else "o"
         ex = d.groupby("context")["exact_bytes_per_token"].first()
-        series.append((f"exact, {p}", ex, "#000000", pm, LINESTYLES[pi % len(LINESTYLES)]))
+        series.append((f"exact, {p}", ex, "#000000", "o", LINESTYLES[pi % len(LINESTYLES)], pi))
         for k in ("pooled", "maxmin"):
             for g in sorted(d.loc[d["kind"] == k, G].unique()):
                 s = d[(d["kind"] == k) & (d[G] == g)].groupby("context")["index_bytes_per_token"].first()
                 col = "#0072B2" if k == "pooled" else "#D55E00"
-                series.append((f"{k} G={g}, {p}", s, col, pm if multi else gm[g],
-                               LINESTYLES[(gs.index(g) if multi else pi) % len(LINESTYLES)]))
+                series.append((f"{k} G={g}, {p}", s, col, gm[g], LINESTYLES[pi % len(LINESTYLES)], pi))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
     # A request's index: bytes per token x its length, the measured mean (below T under workload.length_spread).
     mean_tokens = df.groupby("context")["tokens"].mean()
-    for lab, s, col, m, ls in series:
+    fills = ("full", "left", "bottom", "right", "top", "none")
+    for lab, s, col, m, ls, pi in series:
         hollow = lab.startswith("maxmin")  # hollow and larger: an exact or pooled point of equal size shows inside
         tok = mean_tokens.reindex(s.index).to_numpy(dtype=float)
         tok = np.where(np.isfinite(tok) & (tok > 0), tok, s.index.to_numpy(dtype=float))
-        a.plot(s.index, s.values * tok / MiB, color=col, marker=m, ls=ls, label=lab, lw=1.3,
-               ms=9 if hollow else 5, mfc="none" if hollow else col, mew=1.4)
+        x = dodge(s.index, pi, len(precs), step=0.12) if multi else s.index
+        style = dict(mfc="none") if hollow else dict(fillstyle=fills[pi % len(fills)], mfc=col,
+                                                     mfcalt="white") if multi else dict(mfc=col)
+        a.plot(x, s.values * tok / MiB, color=col, marker=m, ls=ls, label=lab, lw=1.3, ms=9 if hollow else 6,
+               mew=1.4, **style)
     context_axis(a, df["context"])
     logy(a)
     a.margins(y=0.08)  # the smallest index clear of the frame
@@ -374,8 +375,7 @@ def fig_quality(res):
                 if other in d.columns and df0[other].nunique() > 1 and d[other].nunique() == 1 else "")
         d, note = fix_others(d, keep=(axis, W, G, "attr.sweep_id", "backend", RUN),
                              largest=("context", "select.topk_tokens"))
-        sweeps = d["attr.sweep_id"].nunique() if "attr.sweep_id" in d.columns else 1
-        note = ", ".join(x for x in (held, note, f"points of {sweeps} sweeps" if sweeps > 1 else "") if x)
+        note = ", ".join(x for x in (held, note) if x)  # several sweeps at one x: summarize's note says which
         if d[axis].nunique() < 2:
             skipped_rows.append(f"{SHORT.get(axis, axis)} takes one value in the slice ({note})")
             continue

@@ -196,8 +196,7 @@ Row run_levels(const std::vector<std::string>& levels, const Trace& trace, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t accesses = 10'000'000;
-  std::uint64_t ids = 10'000'000;
+  long long accesses_arg = 10'000'000, ids_arg = 10'000'000;  // signed: Boost reads -1 into an unsigned as 2^64 - 1
   double alpha = 0.9;
   int reps = 5;
   bool all_policies = true, table = true, pipeline = false;
@@ -208,8 +207,8 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "describe the options")
-    ("accesses", po::value(&accesses)->default_value(accesses), "trace length")
-    ("ids", po::value(&ids)->default_value(ids), "distinct objects the trace draws from")
+    ("accesses", po::value(&accesses_arg)->default_value(accesses_arg), "trace length")
+    ("ids", po::value(&ids_arg)->default_value(ids_arg), "distinct objects the trace draws from")
     ("alpha", po::value(&alpha)->default_value(alpha), "Zipf exponent (not 1)")
     ("reps", po::value(&reps)->default_value(reps), "repetitions per measurement (median is reported)")
     ("all-policies", po::value(&all_policies)->default_value(all_policies), "also time fifo, lfu, sieve, semantic, opt")
@@ -236,10 +235,14 @@ int main(int argc, char** argv) {
     std::cout << opts;
     return 0;
   }
-  if (accesses == 0 || ids == 0 || reps < 1) {
-    fmt::print(stderr, "cache_bench: --accesses and --ids must be >= 1 and --reps >= 1\n");
+  if (accesses_arg < 1 || ids_arg < 1 || reps < 1 || pipeline_reps < 1 || shape.requests < 1 || shape.steps < 1) {
+    fmt::print(stderr,
+               "cache_bench: --accesses, --ids, --reps, --pipeline-reps, --pipeline-requests and --pipeline-steps must "
+               "be >= 1\n");
     return 2;
   }
+  const auto accesses = static_cast<std::size_t>(accesses_arg);
+  const auto ids = static_cast<std::uint64_t>(ids_arg);
   if (alpha == 1.0) alpha = 0.999999;
   if (id_map == "auto") g_id_map = IdMap::automatic;
   else if (id_map == "array") g_id_map = IdMap::array;

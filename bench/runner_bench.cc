@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   }
   if (help || bad || n < 1 || n > 10'000'000) {
     std::fprintf(help ? stdout : stderr,
-                 "usage: runner_bench [POINTS] [--every-append]   (POINTS >= 1, default 200)\n"
+                 "usage: runner_bench [POINTS] [--every-append]   (1 <= POINTS <= 10,000,000, default 200)\n"
                  "  Runs a sweep of POINTS tiny points through the runner into a results file written as\n"
                  "  `indexpool run` writes it (FlushPolicy::kBoundedOverhead) and reports the time per point\n"
                  "  outside the points' own work. --every-append first runs the same sweep with every point\n"

@@ -637,10 +637,29 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     } catch (const Error& e) {
       throw Error(fmt::format("environment INDEXPOOL_CACHE_SIZE = '{}': {}", env, e.what()));
     }
+    // In the largest binary unit that divides it, as a config would write it (analysis/load.py reads it so).
+    std::string size = std::to_string(bytes) + "B";
+    for (const auto& [unit, shift] : {std::pair{"GiB", 30}, std::pair{"MiB", 20}, std::pair{"KiB", 10}})
+      if (bytes % (1LL << shift) == 0) {
+        size = std::to_string(bytes >> shift) + unit;
+        break;
+      }
     for (auto& p : sw.points) {
       std::string& last = p.cache.levels.back();
-      last = last.substr(0, last.rfind(':')) + ":" + std::to_string(bytes) + "B";
+      last = last.substr(0, last.rfind(':')) + ":" + size;
       validate_cache(p.cache);
+      // cache.levels as an axis: its column, the point's name and key say the levels the point runs with.
+      bool named = false;
+      for (auto& [k, v] : p.axes)
+        if (k == "cache.levels") {
+          v.clear();
+          for (const auto& l : p.cache.levels) v += (v.empty() ? "" : " ") + l;
+          named = true;
+        }
+      if (named) {
+        p.key.clear();
+        for (const auto& [k, v] : p.axes) p.key += (p.key.empty() ? "" : ";") + k + "=" + v;
+      }
     }
     sw.config_text += fmt::format("\n# environment: INDEXPOOL_CACHE_SIZE={}\n", env);
   }

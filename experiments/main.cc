@@ -437,7 +437,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     return 0;
   }
   if (!vm.count("file")) {
-    std::cerr << "indexpool inspect: need FILE (usage: indexpool inspect FILE [--table NAME])\n";
+    std::cerr << "indexpool: error: inspect needs FILE (try 'indexpool inspect --help')\n";
     return 2;
   }
   const std::string file = vm["file"].as<std::string>();

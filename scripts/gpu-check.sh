@@ -103,6 +103,7 @@ SETTINGS="${SETTINGS:-none (the defaults)}; started $(date -u '+%Y-%m-%dT%H:%M:%
 STEP_NAMES=() STEP_STATUS=() STEP_TIMES=() STEP_FIGS=()
 record() {
   STEP_NAMES+=("$1"); STEP_STATUS+=("$2"); STEP_TIMES+=("$3"); STEP_FIGS+=("$4")
+  CURRENT_T0=$(now)
   CURRENT="between steps (after $1)"
 }
 now() { date +%s; }
@@ -110,10 +111,10 @@ left() { echo $((BUDGET - ($(now) - START))); }
 CURRENT="start"  # the step running now (for the table when a signal stops the check)
 CURRENT_T0=$(date +%s)  # when it began
 say() {
-  CURRENT="$*"
   CURRENT_T0=$(now)
-  CURRENT="${CURRENT#*/9 }"  # "5/9 GPU tests (ctest -L gpu)" -> "GPU tests"
-  CURRENT="${CURRENT%% (*}"
+  local step="$*"
+  step="${step#*/9 }"  # "5/9 GPU tests (ctest -L gpu)" -> "GPU tests"
+  CURRENT="${step%% (*}"
   printf '\n=== gpu-check: %s ===\n' "$*"
 }
 

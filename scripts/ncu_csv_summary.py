@@ -6,7 +6,7 @@ usage: ncu_csv_summary.py FILE.csv
 The CSV has a header row, a row of units, then one row per profiled launch. Prints, per kernel name
 (template arguments kept, parameter list dropped), the launches, the total and mean duration, and the
 mean of every other metric column, with the units of the file. Standard library only (the device image's
-Python is enough). Exit status 1 when the file has no launch rows.
+Python is enough). Exit status 1 when the file has no launch rows, 2 when it cannot be read (or on a usage error).
 """
 import csv
 import sys

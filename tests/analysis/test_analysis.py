@@ -163,6 +163,13 @@ def test_cache_size_from_the_environment_reaches_figures_and_report(tmp_path):
         assert f["point_000000/cache_levels"]["capacity"][-1] == b"64KiB"
     rows = {x.id: x for x in claims.evaluate(r)}
     assert "tiers lru:4KiB clock:8KiB semantic:64KiB" in rows["tier_hits"].source, rows["tier_hits"].source
+    # cache.levels as an axis: its column names the levels the points ran with.
+    out2 = tmp_path / "c2.h5"
+    subprocess.run([indexpool_bin(), "run", str(cfg), "--set", f"output.path={out2}", "--set",
+                    "cache.levels=lru:4KiB clock:8KiB semantic:1MiB, lru:4KiB semantic:2MiB"],
+                   check=True, capture_output=True, timeout=120, env=env)
+    assert set(load(str(out2)).points["cache.levels"]) == {"lru:4KiB clock:8KiB semantic:64KiB",
+                                                           "lru:4KiB semantic:64KiB"}
 
 
 def test_a_resumed_file_names_the_run_that_resumed_it(tmp_path):
@@ -363,7 +370,7 @@ def test_no_finished_point_says_why_in_figures_and_report(tmp_path):
     f = run_sweep(tmp_path, "sk", base + "tokens = 2Ki\n[pool]\nweighting = exact, uniform\n"
                   "[select]\ntopk_tokens = 4Ki\n")
     r = load(f)
-    why = "0 of 2 points finished; 2 skipped: select.topk_tokens = 4096 exceeds a request's context of 2048 tokens (2)"
+    why = "0 of 2 points finished; 2 not finished: select.topk_tokens = 4096 exceeds a request's context of 2048 tokens"
     with pytest.raises(NoData, match=re.escape(why)):
         FAMILIES["memory"][0](r)
     md = claims.markdown(r, claims.evaluate(r), [f])
@@ -1164,6 +1171,20 @@ def test_memory_bar_labels_keep_fractional_bytes(res):
     plt.close(fig)
     assert {"9.5", "18.5", "36"} <= labels, labels  # fp8 D = 32 (+4 B scale): G = 4, G = 2, exact
     assert not {"10", "18", "19"} & labels, labels
+
+
+def test_memory_series_tell_g_by_marker_and_precision_by_fill_and_offset(res):
+    # Panel (a) with fp32 and fp8 at G = 2 and 4: the marker is G's, the fill and a sideways offset the
+    # precision's, so no two series share marker, fill and position (a one-T sweep draws no lines).
+    fig = FAMILIES["memory"][0](res)
+    lines = {ln.get_label(): ln for ln in fig.axes[0].lines}
+    g2, g2_fp8, g4 = lines["pooled G=2, fp32"], lines["pooled G=2, fp8"], lines["pooled G=4, fp32"]
+    assert g2.get_marker() == g2_fp8.get_marker() != g4.get_marker()
+    assert g2.get_fillstyle() != g2_fp8.get_fillstyle()
+    assert not np.allclose(g2.get_xdata(), g2_fp8.get_xdata())
+    seen = {(ln.get_marker(), ln.get_fillstyle(), ln.get_color(), tuple(np.round(ln.get_xdata(), 6)))
+            for ln in fig.axes[0].lines}
+    assert len(seen) == len(fig.axes[0].lines)
 
 
 def test_memory_claim_is_in_mib_and_says_the_context_differs(res):

@@ -228,7 +228,7 @@ TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
   EXPECT_EQ(table.code, 0) << table.out;
   EXPECT_EQ(table.out.rfind("index\tkey\t", 0), 0u) << table.out;
   for (const std::string& bad : {"inspect " + h5 + " --tabel points", "inspect " + h5 + " " + h5,
-                                 "inspect " + h5 + " --table"}) {
+                                 "inspect " + h5 + " --table", std::string("inspect")}) {
     const auto r = run(bad);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
     EXPECT_EQ(r.out.rfind("indexpool: error: ", 0), 0u) << bad << ": " << r.out;

@@ -432,10 +432,16 @@ TEST_F(ConfigTest, CacheLevelsModeAndEnvironmentSize) {
   EXPECT_NE(error_of(write("[cache]\nmode = sideways\n")).find("cache.mode"), std::string::npos);
   ::setenv("INDEXPOOL_CACHE_SIZE", "4Mi", 1);
   const auto env = load_sweep(write("[cache]\nlevels = lru:16KiB semantic:8MiB\n"));
+  // As an axis: the axis column and the point's key name the levels it runs with.
+  const auto axis = load_sweep(write("[cache]\nlevels = lru:16KiB semantic:8MiB, lru:4KiB clock:1MiB\n"));
   ::setenv("INDEXPOOL_CACHE_SIZE", "big", 1);
   const std::string env_bad = error_of(write(""));
   ::unsetenv("INDEXPOOL_CACHE_SIZE");
-  EXPECT_EQ(env.points[0].cache.levels, (std::vector<std::string>{"lru:16KiB", "semantic:4194304B"}));
+  EXPECT_EQ(env.points[0].cache.levels, (std::vector<std::string>{"lru:16KiB", "semantic:4MiB"}));
+  ASSERT_EQ(axis.points.size(), 2u);
+  EXPECT_EQ(axis.points[1].cache.levels, (std::vector<std::string>{"lru:4KiB", "clock:4MiB"}));
+  EXPECT_EQ(axis.points[1].axes, (std::vector<std::pair<std::string, std::string>>{{"cache.levels", "lru:4KiB clock:4MiB"}}));
+  EXPECT_EQ(axis.points[0].key, "cache.levels=lru:16KiB semantic:4MiB");
   EXPECT_NE(env_bad.find("INDEXPOOL_CACHE_SIZE"), std::string::npos) << env_bad;
 }
 
