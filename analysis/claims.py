@@ -565,7 +565,7 @@ def _incomplete(res):
 
 
 def _nothing_finished(res):
-    """'0 of 2 points finished; 2 skipped: ...' when no point of the results finished, else ''."""
+    """'0 of 2 points finished; 2 not finished: ...' when no point of the results finished, else ''."""
     from .common import skipped_summary
     pts = getattr(res, "points", None)
     return skipped_summary(pts) if pts is not None and len(pts) and not len(res.ok) else ""
@@ -588,8 +588,9 @@ def markdown(res, rows, paths, created=None):
     if partial:
         out += [f"**Partial results**: {'; '.join(partial)} (shards missing, or a run stopped early). The "
                 "claims below use the points present.", ""]
-    if _nothing_finished(res):
-        out += [f"**No finished point**: {_nothing_finished(res)}. Every claim below is therefore not measured.", ""]
+    nothing = _nothing_finished(res)
+    if nothing:
+        out += [f"**No finished point**: {nothing}. Every claim below is therefore not measured.", ""]
     inputs = _inputs(res)
     if inputs:
         out += ["## Inputs", ""]
@@ -620,9 +621,9 @@ def html_page(res, rows, paths, created=None):
     partial = _incomplete(res)
     part = (f"<p><b>Partial results</b>: {e('; '.join(partial))} (shards missing, or a run stopped early). The claims "
             f"below use the points present.</p>" if partial else "")
-    if _nothing_finished(res):
-        part += (f"<p><b>No finished point</b>: {e(_nothing_finished(res))}. Every claim below is therefore not "
-                 "measured.</p>")
+    nothing = _nothing_finished(res)
+    if nothing:
+        part += f"<p><b>No finished point</b>: {e(nothing)}. Every claim below is therefore not measured.</p>"
     ins = ""
     if inputs:
         ins = ("<h2>Inputs</h2><table><thead><tr class=\"input\">" + "".join(f"<th>{e(h)}</th>" for _, h in INPUT_FIELDS) +

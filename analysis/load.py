@@ -96,8 +96,8 @@ def resolved_settings(attrs):
 
 
 def _binary_size(n):
-    """65536 -> '64KiB', 1000 -> '1000B': a capacity as the config grammar writes it."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    """65536 -> '64KiB', 1000 -> '1000B': a capacity as the runner writes it (cache_sim's Capacity::text)."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"
     return f"{n}B"

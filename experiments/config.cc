@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "cache_sim/capacity.h"
 #include "experiments/import.h"
 
 namespace ip::exp {
@@ -637,13 +638,10 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     } catch (const Error& e) {
       throw Error(fmt::format("environment INDEXPOOL_CACHE_SIZE = '{}': {}", env, e.what()));
     }
-    // In the largest binary unit that divides it, as a config would write it (analysis/load.py reads it so).
-    std::string size = std::to_string(bytes) + "B";
-    for (const auto& [unit, shift] : {std::pair{"GiB", 30}, std::pair{"MiB", 20}, std::pair{"KiB", 10}})
-      if (bytes % (1LL << shift) == 0) {
-        size = std::to_string(bytes >> shift) + unit;
-        break;
-      }
+    // In the largest binary unit that divides it, as a config would write it (analysis/load.py reads it so):
+    // the cache model's own text, without the space of "1000 B" (a level list is space-separated).
+    std::string size = cache::Capacity{static_cast<std::uint64_t>(bytes), true}.text();
+    size.erase(std::remove(size.begin(), size.end(), ' '), size.end());
     for (auto& p : sw.points) {
       std::string& last = p.cache.levels.back();
       last = last.substr(0, last.rfind(':')) + ":" + size;
