@@ -275,7 +275,9 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
   // instead of bf16x2's two (math bf16: the query rounded to bf16; is H = 64 bound by mma.sync?).
   // "pipelined": the CUDA-core kernel that loads a warp's next step before scoring the current one
   // (ScoreArgs::pipelined; kernels/DEVICE_RUNS.md item 22), at H = 1 (automatic is CUDA cores there) and
-  // at H = 8 beside "CUDA cores".
+  // at H = 8 beside "CUDA cores". "bf16 parts" (fp8 rows, H = 8 and 64): bf16x2, what automatic ran on fp8
+  // rows before f16x2 (kernels/DEVICE_RUNS.md item 35: the same two mma a step, the rows converted with one
+  // instruction a pair instead of four); "f16 math" (fp8 rows, H = 64): one f16 mma a step, beside "bf16 math".
   struct V {
     int H;
     cuda::ScoreMath math;
@@ -284,9 +286,12 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
   };
   for (long long T0 : Ts)
     for (V v : {V{1, cuda::ScoreMath::fp32, "pipelined", true}, V{8, cuda::ScoreMath::fp32, "CUDA cores"},
-                V{8, cuda::ScoreMath::fp32, "pipelined", true}, V{64, cuda::ScoreMath::bf16, "bf16 math"}})
+                V{8, cuda::ScoreMath::fp32, "pipelined", true}, V{64, cuda::ScoreMath::bf16, "bf16 math"},
+                V{8, cuda::ScoreMath::bf16x2, "bf16 parts"}, V{64, cuda::ScoreMath::bf16x2, "bf16 parts"},
+                V{64, cuda::ScoreMath::f16, "f16 math"}})
       for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
         if (v.math == cuda::ScoreMath::bf16 && p == Precision::fp32) continue;
+        if ((v.math == cuda::ScoreMath::bf16x2 || v.math == cuda::ScoreMath::f16) && p != Precision::fp8) continue;
         const long long T = env.scaled(T0, 2 * kTokens);
         Row row{"score", fmt::format("compressed (G=4) ({})", v.label),
                 fmt::format("T={} D={} H={} {}", tok(T), D, v.H, to_string(p))};
@@ -300,9 +305,11 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
           const double tflops = 2.0 * v.H * D * s.entries / (r.t.median_ms * 1e-3) / 1e12;
           r.extra = fmt::format("{:.1f} TFLOP/s", tflops);
           r.figures = {{"tflops", tflops}};
-          r.note = fmt::format("{} rotating input copies; math {}{}", s.n,
-                               v.math == cuda::ScoreMath::fp32 ? "fp32 (CUDA cores)" : "bf16 (one mma a step)",
-                               v.pipelined ? ", pipelined kernel" : "");
+          const char* math = v.math == cuda::ScoreMath::fp32    ? "fp32 (CUDA cores)"
+                             : v.math == cuda::ScoreMath::bf16x2 ? "bf16x2 (two bf16 mma a step)"
+                             : v.math == cuda::ScoreMath::f16    ? "f16 (one f16 mma a step)"
+                                                                 : "bf16 (one mma a step)";
+          r.note = fmt::format("{} rotating input copies; math {}{}", s.n, math, v.pipelined ? ", pipelined kernel" : "");
           r.verdict = "-";
         });
       }

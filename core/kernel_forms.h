@@ -12,10 +12,11 @@
 
 namespace ip {
 
-// Scoring (kernels/score.h ScoreMath). fp32: CUDA cores, fp32 math. split: tensor cores with the query
-// (and fp32/fp16 rows) split into hi + lo bf16 parts (bf16x2, or bf16x3 for rows not exact in bf16):
-// per head |error| <= 2^-16 sum |q x|. bf16: tensor cores, one bf16 product (2^-7 sum |q x|). The tensor-core
-// forms need dim 64, 128 or 256 and a scheme other than maxmin.
+// Scoring (kernels/score.h ScoreMath). fp32: CUDA cores, fp32 math. split: tensor cores with the query split
+// into hi + lo parts, f16 for rows exact in f16 (fp16, int8, fp8: f16x2, each head's query scaled by a power
+// of two first; per head |error| <= 2^-22 sum |q x| + 2^-39 max |q| sum |x|), bf16 for bf16 rows (bf16x2) and
+// for fp32 rows, split too (bf16x3): 2^-16 sum |q x|. bf16: tensor cores, one bf16 product (2^-7 sum |q x|).
+// The tensor-core forms need dim 64, 128 or 256 and a scheme other than maxmin.
 enum class ScoreForm { automatic, fp32, split, bf16 };
 // Top-k (kernels/topk.h TopkLaunch): chain of kernels, single launch, a thread block cluster a row (sm_90
 // and later), one block a row.

@@ -15,10 +15,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -1053,25 +1055,33 @@ namespace {
 struct MmaIn {
   std::uint32_t a[4], b[2];
   float c[4];
+  bool f16;  // the halves are f16 (m16n8k16 .f16), else bf16
 };
-float bf16_lo(std::uint32_t r) {
-  return __uint_as_float(r << 16);
-}
-float bf16_hi(std::uint32_t r) {
-  return __uint_as_float(r & 0xFFFF0000u);
+// The low (element 2j) and high (element 2j + 1) half of a register, as bf16 or f16.
+float half_of(std::uint32_t r, bool high, bool f16) {
+  const std::uint32_t h = high ? r >> 16 : r & 0xFFFFu;
+  if (!f16) return __uint_as_float(h << 16);
+  // IEEE half: 1 sign, 5 exponent (bias 15), 10 fraction bits; every value is a float.
+  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+  const int e = static_cast<int>((h >> 10) & 0x1Fu), m = static_cast<int>(h & 0x3FFu);
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -24);
+  if (e == 31) return m == 0 ? sign * HUGE_VALF : std::numeric_limits<float>::quiet_NaN();
+  return sign * std::ldexp(static_cast<float>(1024 + m), e - 25);
 }
 
 void mma_fn(const void* const* in, void* const* out, const int*, unsigned mask) {
   if (mask != 0xFFFFFFFFu) die("mma.sync needs all 32 lanes (mask %08x)", mask);
   float A[16][16], B[16][8], C[16][8];
+  const bool f16 = static_cast<const MmaIn*>(in[0])->f16;
   for (int lane = 0; lane < 32; ++lane) {
     const auto& x = *static_cast<const MmaIn*>(in[lane]);
+    if (x.f16 != f16) die("mma.sync: lanes disagree on the instruction (bf16 and f16)");
     const int g = lane >> 2, t = lane & 3;
     // A (row major 16x16): register j holds elements 2j (low half) and 2j+1 (high half);
     // element i sits at row g (+8 for i = 2,3,6,7) and column 2t + (i & 1) (+8 for i >= 4).
     for (int i = 0; i < 8; ++i) {
       const std::uint32_t r = x.a[i / 2];
-      const float v = (i & 1) ? bf16_hi(r) : bf16_lo(r);
+      const float v = half_of(r, (i & 1) != 0, f16);
       const int row = g + (((i >> 1) & 1) ? 8 : 0);
       const int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
       A[row][col] = v;
@@ -1079,7 +1089,7 @@ void mma_fn(const void* const* in, void* const* out, const int*, unsigned mask) 
     // B (column major 16x8): element i at k = 2t + (i & 1) (+8 for i >= 2), n = g.
     for (int i = 0; i < 4; ++i) {
       const std::uint32_t r = x.b[i / 2];
-      B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = (i & 1) ? bf16_hi(r) : bf16_lo(r);
+      B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = half_of(r, (i & 1) != 0, f16);
     }
     // C/D: element i at row g (+8 for i >= 2), column 2t + (i & 1).
     for (int i = 0; i < 4; ++i) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = x.c[i];
@@ -1099,7 +1109,15 @@ void mma_fn(const void* const* in, void* const* out, const int*, unsigned mask) 
 
 void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
                        std::uint32_t b0, std::uint32_t b1) {
-  MmaIn in{{a0, a1, a2, a3}, {b0, b1}, {c[0], c[1], c[2], c[3]}};
+  MmaIn in{{a0, a1, a2, a3}, {b0, b1}, {c[0], c[1], c[2], c[3]}, false};
+  float d[4];
+  warp_collective(&mma_fn, 0xFFFFFFFFu, &in, d, 0);
+  for (int i = 0; i < 4; ++i) c[i] = d[i];
+}
+
+void mma_m16n8k16_f16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
+                      std::uint32_t b0, std::uint32_t b1) {
+  MmaIn in{{a0, a1, a2, a3}, {b0, b1}, {c[0], c[1], c[2], c[3]}, true};
   float d[4];
   warp_collective(&mma_fn, 0xFFFFFFFFu, &in, d, 0);
   for (int i = 0; i < 4; ++i) c[i] = d[i];

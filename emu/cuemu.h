@@ -262,6 +262,9 @@ T shfl_from(unsigned mask, T v, int src) {
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, fragment layout as in the PTX ISA.
 void mma_m16n8k16_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
                        std::uint32_t b0, std::uint32_t b1);
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: the same fragment layout with f16 halves.
+void mma_m16n8k16_f16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2, std::uint32_t a3,
+                      std::uint32_t b0, std::uint32_t b1);
 
 // ---- kernel launches ----
 struct LaunchSite {

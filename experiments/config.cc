@@ -347,8 +347,9 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.pipeline.adaptive.disagreement_weight = static_cast<float>(parse_double(v)); }},
       // GPU kernel forms (core/kernel_forms.h): the cuda backend's choice per stage, for end-to-end A/B sweeps.
       {"kernels.score_math", "auto",
-       "cuda scoring: fp32 (CUDA cores), split (tensor cores, query split into hi+lo bf16: 2^-16 relative),\n"
-       "                                          bf16 (tensor cores, one bf16 product: 2^-7) or auto (tensor cores at >= 8 heads).\n"
+       "cuda scoring: fp32 (CUDA cores), split (tensor cores, query split into hi+lo parts: f16 for fp16/int8/fp8\n"
+       "                                          rows, 2^-22 relative; bf16 for bf16/fp32 rows, 2^-16), bf16 (tensor cores, one bf16\n"
+       "                                          product: 2^-7) or auto (split at >= 8 heads, else fp32).\n"
        "                                          split and bf16 need dim 64/128/256 and a scheme other than maxmin. The cpu backend ignores it",
        [](P& p, const std::string& v) { p.pipeline.kernels.score = parse_form<ScoreForm>(v, kScoreFormNames); }},
       {"kernels.topk", "auto",

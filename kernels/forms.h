@@ -15,11 +15,11 @@
 
 namespace ip::cuda {
 
-// split is bf16x3, which resolves to bf16x2 on rows exact in bf16 (kernels/score.h).
+// split resolves by the rows: f16x2 (fp16, int8, fp8), bf16x2 (bf16), bf16x3 (fp32) (kernels/score.h).
 inline ScoreMath score_math(ScoreForm f) {
   switch (f) {
     case ScoreForm::fp32: return ScoreMath::fp32;
-    case ScoreForm::split: return ScoreMath::bf16x3;
+    case ScoreForm::split: return ScoreMath::split;
     case ScoreForm::bf16: return ScoreMath::bf16;
     default: return ScoreMath::automatic;
   }
@@ -49,6 +49,9 @@ inline std::string_view to_string(ScoreMath m) {
     case ScoreMath::bf16x2: return "bf16x2";
     case ScoreMath::bf16x3: return "bf16x3";
     case ScoreMath::bf16: return "bf16";
+    case ScoreMath::f16x2: return "f16x2";
+    case ScoreMath::f16: return "f16";
+    case ScoreMath::split: return "split";
     default: return "automatic";
   }
 }

@@ -19,6 +19,11 @@ constexpr int kMaxHeads = 64;
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 bool bf16_exact(Precision p) { return p == Precision::bf16 || p == Precision::int8 || p == Precision::fp8; }
+bool f16_exact(Precision p) { return p == Precision::fp16 || p == Precision::int8 || p == Precision::fp8; }
+// The split math with the parts the rows allow (kernels/score.h).
+ScoreMath split_for(Precision p) {
+  return f16_exact(p) ? ScoreMath::f16x2 : (bf16_exact(p) ? ScoreMath::bf16x2 : ScoreMath::bf16x3);
+}
 bool mma_dim(int d) { return d == 64 || d == 128 || d == 256; }
 
 void validate(const ScoreArgs& a) {
@@ -48,18 +53,25 @@ ScoreMath resolve(const ScoreArgs& a) {
   switch (a.math) {
     case ScoreMath::automatic:
       if (!mma_ok || a.heads < 8) return ScoreMath::fp32;
-      return bf16_exact(a.precision) ? ScoreMath::bf16x2 : ScoreMath::bf16x3;
+      return split_for(a.precision);
     case ScoreMath::fp32:
       return ScoreMath::fp32;
     case ScoreMath::bf16x2:
     case ScoreMath::bf16x3:
     case ScoreMath::bf16:
+    case ScoreMath::f16x2:
+    case ScoreMath::f16:
+    case ScoreMath::split:
       IP_REQUIRE(!a.maxmin, "score: tensor-core math does not support maxmin (use math fp32 or automatic)");
       IP_REQUIRE(mma_dim(a.dim), "score: unsupported dim {} for tensor-core math (64, 128 or 256)", a.dim);
       IP_REQUIRE(aligned16(a.rows), "score: rows must be 16-byte aligned for tensor-core math");
       IP_REQUIRE(a.math != ScoreMath::bf16x2 || bf16_exact(a.precision),
                  "score: math bf16x2 needs rows exact in bf16 (bf16, int8, fp8), not {} (use bf16x3)",
                  to_string(a.precision));
+      IP_REQUIRE((a.math != ScoreMath::f16x2 && a.math != ScoreMath::f16) || f16_exact(a.precision),
+                 "score: math f16x2 and f16 need rows exact in f16 (fp16, int8, fp8), not {} (use split or bf16)",
+                 to_string(a.precision));
+      if (a.math == ScoreMath::split) return split_for(a.precision);
       if (a.math == ScoreMath::bf16x3 && bf16_exact(a.precision)) return ScoreMath::bf16x2;  // rows' lo parts: 0
       return a.math;
   }
@@ -132,11 +144,16 @@ void dispatch_core(const ScoreParams& p, bool maxmin, bool aligned, bool pipelin
     dispatch_core_dim<P, false>(p, aligned, stream);
 }
 
-template <Precision P, int D, int NT>
+template <Precision P, int D, int NT, bool F16>
 void launch_mma(const ScoreParams& p, cudaStream_t stream) {
-  constexpr int smem = detail::kMmaSmemBytes<D, NT>;
+  constexpr int smem = detail::kMmaSmemBytes<D, NT, F16>;
   constexpr int threads = detail::kMmaWarps * 32;
-  auto kernel = detail::score_mma_kernel<P, D, NT>;
+  auto kernel = [] {
+    if constexpr (F16)
+      return detail::score_mma_f16_kernel<P, D, NT>;
+    else
+      return detail::score_mma_kernel<P, D, NT>;
+  }();
   if (smem > 48 * 1024) IP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const long long tiles = (p.entries + detail::kMmaEntriesPerBlock - 1) / detail::kMmaEntriesPerBlock;
   const long long cap = static_cast<long long>(sm_count()) * resident_blocks_per_sm(kernel, threads, smem);
@@ -145,22 +162,22 @@ void launch_mma(const ScoreParams& p, cudaStream_t stream) {
   IP_CUDA_CHECK(cudaGetLastError());
 }
 
-template <Precision P, int D>
+template <Precision P, int D, bool F16>
 void dispatch_mma_heads(const ScoreParams& p, cudaStream_t stream) {
   const int nt = (p.heads + 7) / 8;
-  if (nt <= 1) return launch_mma<P, D, 1>(p, stream);
-  if (nt <= 2) return launch_mma<P, D, 2>(p, stream);
-  if (nt <= 4) return launch_mma<P, D, 4>(p, stream);
-  if (nt <= 8) return launch_mma<P, D, 8>(p, stream);
+  if (nt <= 1) return launch_mma<P, D, 1, F16>(p, stream);
+  if (nt <= 2) return launch_mma<P, D, 2, F16>(p, stream);
+  if (nt <= 4) return launch_mma<P, D, 4, F16>(p, stream);
+  if (nt <= 8) return launch_mma<P, D, 8, F16>(p, stream);
   throw Error(fmt::format("score: unsupported heads {} for tensor-core math", p.heads));
 }
 
-template <Precision P>
+template <Precision P, bool F16 = false>
 void dispatch_mma(const ScoreParams& p, cudaStream_t stream) {
   switch (p.dim) {
-    case 64: return dispatch_mma_heads<P, 64>(p, stream);
-    case 128: return dispatch_mma_heads<P, 128>(p, stream);
-    case 256: return dispatch_mma_heads<P, 256>(p, stream);
+    case 64: return dispatch_mma_heads<P, 64, F16>(p, stream);
+    case 128: return dispatch_mma_heads<P, 128, F16>(p, stream);
+    case 256: return dispatch_mma_heads<P, 256, F16>(p, stream);
     default: throw Error(fmt::format("score: unsupported dim {} for tensor-core math", p.dim));
   }
 }
@@ -177,7 +194,8 @@ void score(const ScoreArgs& a, cudaStream_t stream) {
   if (a.batch.total_entries == 0) return;
   ScoreParams p{a.batch.requests, a.batch.entry_offset, a.batch.total_entries,
                 static_cast<const unsigned char*>(a.rows), a.scales, a.dim, a.queries, a.head_weights, a.heads,
-                a.scores, math == ScoreMath::bf16x2 || math == ScoreMath::bf16x3, math == ScoreMath::bf16x3, 0u};
+                a.scores, math == ScoreMath::bf16x2 || math == ScoreMath::bf16x3 || math == ScoreMath::f16x2,
+                math == ScoreMath::bf16x3, 0u};
   if (math == ScoreMath::fp32) {
     const bool aligned = aligned16(a.rows);
     switch (a.precision) {
@@ -187,6 +205,14 @@ void score(const ScoreArgs& a, cudaStream_t stream) {
       case Precision::int8: return dispatch_core<Precision::int8>(p, a.maxmin, aligned, a.pipelined, stream);
       case Precision::fp8: return dispatch_core<Precision::fp8>(p, a.maxmin, aligned, a.pipelined, stream);
       default: throw Error("score: unsupported precision");
+    }
+  }
+  if (math == ScoreMath::f16x2 || math == ScoreMath::f16) {
+    switch (a.precision) {
+      case Precision::fp16: return dispatch_mma<Precision::fp16, true>(p, stream);
+      case Precision::int8: return dispatch_mma<Precision::int8, true>(p, stream);
+      case Precision::fp8: return dispatch_mma<Precision::fp8, true>(p, stream);
+      default: throw Error("score: f16 parts need rows exact in f16");
     }
   }
   switch (a.precision) {

@@ -17,6 +17,12 @@
 //     its logical k = (2t, 2t+1, 2t+8, 2t+9) of k-step i. The query of the current request is staged in
 //     shared memory already in fragment order (conflict-free 16-byte reads), hi and lo bf16 parts. bf16x3
 //     (fp32/fp16 rows) adds a third mma per step: the rows' bf16 residuals times the query's hi part.
+//   score_mma_f16_kernel: the same kernel body with mma.sync m16n8k16 f16 -> fp32 (ScoreMath f16x2, f16) for
+//     rows exact in f16 (fp16, int8, fp8), which enter the mma as stored (fp8: one cvt.rn.f16x2.e4m3x2 a
+//     pair on sm_89+). Each head's query is scaled by a power of two (core/score_math.h f16_query_factor)
+//     before its f16 hi and lo parts are taken, and its dot products are scaled back in the epilogue. On
+//     sm_90 an fp8 x fp8 mma.sync (m16n8k32 e4m3) is no faster: ptxas lowers it to these conversions and two
+//     f16 HMMA.16816 (CUDA 13.0, read from the SASS on 2026-12-07); fp8 tensor-core rates need wgmma.
 #pragma once
 
 #include <cstdint>
@@ -451,33 +457,103 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], std::uint32_t a0, std::u
 #endif
 }
 
+__device__ __forceinline__ void mma_f16(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                        std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+#if defined(IP_CUEMU)
+  ::cuemu::mma_m16n8k16_f16(c, a0, a1, a2, a3, b0, b1);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// float -> f16 bits, round to nearest even (subnormals kept): one cvt on the device, core/numeric.h's
+// software rounding (the same function) on the emulator.
+__device__ __forceinline__ std::uint16_t f16_rn(float x) {
+#if defined(__CUDA_ARCH__) && !defined(IP_CUEMU)
+  std::uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+#else
+  return fp16_from_float(x);
+#endif
+}
+
+__device__ __forceinline__ std::uint32_t pack_f16(float lo, float hi) {
+  return static_cast<std::uint32_t>(f16_rn(lo)) | (static_cast<std::uint32_t>(f16_rn(hi)) << 16);
+}
+
+// Rows whose every stored value is exact in f16 (fp16; int8 codes; fp8 e4m3, whose subnormals reach 2^-9,
+// f16's 2^-24): the tensor-core kernel takes f16 parts for them (ScoreMath f16x2, f16).
+template <Precision P>
+inline constexpr bool kF16Exact = P == Precision::fp16 || P == Precision::int8 || P == Precision::fp8;
+
 // Elements per thread per 16-byte load (4*C), so C k-steps per load.
 template <Precision P>
 inline constexpr int kMmaC = 16 / Elem<P>::bytes / 4;
 
 // Shared memory of the mma kernel: query fragments (NT*8 heads x D) as uint4 {hi0, hi1, lo0, lo1}
-// per (n-tile, k-step, lane), then NT*8 head weights.
-template <int D, int NT>
-inline constexpr int kMmaSmemBytes = NT * (D / 16) * 32 * 16 + NT * 8 * 4;
+// per (n-tile, k-step, lane), then NT*8 head weights; with f16 parts also NT*8 inverse query factors.
+template <int D, int NT, bool F16 = false>
+inline constexpr int kMmaSmemBytes = NT * (D / 16) * 32 * 16 + NT * 8 * 4 * (F16 ? 2 : 1);
 
-// Stages the query and head weights of request r into shared memory (fragment order).
-template <Precision P, int D, int NT>
-__device__ void stage_query(const ScoreParams& p, int r, uint4* qf, float* hws) {
+// Stages the query and head weights of request r into shared memory (fragment order). With f16 parts
+// (F16), each head's query is first scaled by core/score_math.h f16_query_factor (a power of two from the
+// head's largest magnitude, found by one warp a head) and the inverse factors go to qinv; the caller's
+// barrier after this publishes them with the fragments.
+template <Precision P, int D, int NT, bool F16>
+__device__ void stage_query(const ScoreParams& p, int r, uint4* qf, float* hws, float* qinv) {
   constexpr int C = kMmaC<P>;
   constexpr int KC = 16 * C;
   constexpr int KS = D / 16;
   const float* q = p.queries + static_cast<long long>(r) * p.heads * D;
+  if constexpr (F16) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int n = warp; n < NT * 8; n += blockDim.x >> 5) {
+      float m = 0.0f;
+      if (n < p.heads) {
+        float v[D / 32];
+        load_query<D / 32>(q + static_cast<long long>(n) * D + lane * (D / 32), v);
+#pragma unroll
+        for (int i = 0; i < D / 32; ++i) m = fmaxf(m, fabsf(v[i]));
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+      float inv;
+      const float f = f16_query_factor(m, &inv);
+      if (lane == 0) {
+        hws[n] = f;  // the factor, until the head weights replace it below
+        qinv[n] = inv;
+      }
+    }
+    __syncthreads();
+  }
   for (int idx = threadIdx.x; idx < NT * KS * 32; idx += blockDim.x) {
     const int lane = idx & 31, s = (idx >> 5) % KS, nt = (idx >> 5) / KS;
     const int n = nt * 8 + (lane >> 2), t = lane & 3;
     const int d0 = (s / C) * KC + t * 4 * C + (s % C) * 4;
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (n < p.heads) load_query<4>(q + static_cast<long long>(n) * D + d0, v);  // (d0: a multiple of 4)
-    float lo[4];
+    if constexpr (F16) {
+      const float f = hws[n];
+      float hi[4], lo[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lo[i] = p.split ? bf16_residual(v[i]) : 0.0f;
-    qf[idx] = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]));
+      for (int i = 0; i < 4; ++i) {
+        hi[i] = v[i] * f;  // a power of two: exact
+        lo[i] = p.split ? hi[i] - fp16_to_float(f16_rn(hi[i])) : 0.0f;
+      }
+      qf[idx] = make_uint4(pack_f16(hi[0], hi[1]), pack_f16(hi[2], hi[3]), pack_f16(lo[0], lo[1]), pack_f16(lo[2], lo[3]));
+    } else {
+      float lo[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) lo[i] = p.split ? bf16_residual(v[i]) : 0.0f;
+      qf[idx] = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]));
+    }
   }
+  if constexpr (F16) __syncthreads();  // every factor read before the weights overwrite hws
   for (int n = threadIdx.x; n < NT * 8; n += blockDim.x)
     hws[n] = n < p.heads ? __ldg(p.head_weights + static_cast<long long>(r) * p.heads + n) : 0.0f;
 }
@@ -518,10 +594,41 @@ __device__ __forceinline__ void split_bf16x2(const unsigned char* buf, int i, st
   l23 = pack_bf16(bf16_residual(x[2]), bf16_residual(x[3]));
 }
 
+// f16 parts (kF16Exact rows): 4 consecutive stored elements (starting at element i of buf) as two f16x2
+// registers, exactly. fp8 on sm_89 and newer: one cvt.rn.f16x2.e4m3x2 a pair (element i in the low half,
+// as fp8x2_to_float2 reads it; that order passed gpu.Score.Fp8PairDecodeEqualsTheSoftwareDecode on an H200),
+// where the bf16 parts took that cvt, two half -> float conversions and a repack.
+template <Precision P>
+__device__ __forceinline__ void to_f16x2(const unsigned char* buf, int i, std::uint32_t& r01, std::uint32_t& r23) {
+  static_assert(kF16Exact<P>, "rows exact in f16 only");
+  if constexpr (P == Precision::fp16) {
+    const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(buf) + i;
+    r01 = h[0] | (static_cast<std::uint32_t>(h[1]) << 16);
+    r23 = h[2] | (static_cast<std::uint32_t>(h[3]) << 16);
+  } else if constexpr (P == Precision::fp8) {
+    const std::uint16_t* two = reinterpret_cast<const std::uint16_t*>(buf) + i / 2;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(IP_CUEMU)
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r01) : "h"(two[0]));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r23) : "h"(two[1]));
+#else
+    r01 = pack_f16(fp8e4m3_to_float(static_cast<std::uint8_t>(two[0] & 0xFFu)),
+                   fp8e4m3_to_float(static_cast<std::uint8_t>(two[0] >> 8)));
+    r23 = pack_f16(fp8e4m3_to_float(static_cast<std::uint8_t>(two[1] & 0xFFu)),
+                   fp8e4m3_to_float(static_cast<std::uint8_t>(two[1] >> 8)));
+#endif
+  } else {  // int8 codes: small integers
+    const std::int8_t* c = reinterpret_cast<const std::int8_t*>(buf) + i;
+    r01 = pack_f16(static_cast<float>(c[0]), static_cast<float>(c[1]));
+    r23 = pack_f16(static_cast<float>(c[2]), static_cast<float>(c[3]));
+  }
+}
+
 // Block: kMmaWarps warps; each warp scores kMmaMTiles * 16 consecutive entries against all heads.
 // Blocks take contiguous ranges of tiles and restage the query only when the request changes.
-template <Precision P, int D, int NT>
-__global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p) {
+// F16: f16 parts (kF16Exact rows; the query scaled per head, qinv), else bf16 parts.
+template <Precision P, int D, int NT, bool F16>
+__device__ __forceinline__ void score_mma_body(const ScoreParams& p) {
+  static_assert(!F16 || kF16Exact<P>, "f16 parts need rows exact in f16");
   using E = Elem<P>;
   constexpr int C = kMmaC<P>;
   constexpr int KC = 16 * C;
@@ -529,6 +636,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
   IP_DYNAMIC_SHARED(uint4, smem);
   uint4* qf = smem;
   float* hws = reinterpret_cast<float*>(smem + NT * KS * 32);
+  float* qinv = hws + NT * 8;  // F16 only
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
   const long long tiles = (p.entries + kMmaEntriesPerBlock - 1) / kMmaEntriesPerBlock;
@@ -552,7 +660,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
       if (lo_e >= hi_e) continue;  // empty request (uniform across the block)
       if (r != staged) {
         __syncthreads();  // every warp is done with the previous query
-        stage_query<P, D, NT>(p, r, qf, hws);
+        stage_query<P, D, NT, F16>(p, r, qf, hws, qinv);
         if (threadIdx.x == 0) {
           staged_lo = r_lo;
           staged_hi = r_hi;
@@ -629,12 +737,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
         for (int cl = 0; cl < CL; ++cl)
 #pragma unroll
           for (int i = 0; i < C; ++i) {
-            constexpr bool kSplittable = P == Precision::fp32 || P == Precision::fp16;
+            constexpr bool kSplittable = !F16 && (P == Precision::fp32 || P == Precision::fp16);
             const bool split_rows = kSplittable && p.split_rows;  // bf16x3: + row lo * query hi
             std::uint32_t a[kMmaMTiles][4], l[kMmaMTiles][4];
 #pragma unroll
             for (int m = 0; m < kMmaMTiles; ++m) {
-              if (split_rows) {  // kSplittable
+              if constexpr (F16) {
+                to_f16x2<P>(buf[cl][m][0], 4 * i, a[m][0], a[m][2]);
+                to_f16x2<P>(buf[cl][m][1], 4 * i, a[m][1], a[m][3]);
+              } else if (split_rows) {  // kSplittable
                 split_bf16x2<P>(buf[cl][m][0], 4 * i, a[m][0], a[m][2], l[m][0], l[m][2]);
                 split_bf16x2<P>(buf[cl][m][1], 4 * i, a[m][1], a[m][3], l[m][1], l[m][3]);
               } else {
@@ -649,9 +760,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
               const uint4 b = qf[(nt * KS + s) * 32 + lane];
 #pragma unroll
               for (int m = 0; m < kMmaMTiles; ++m) {
-                mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
-                if (p.split) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
-                if (split_rows) mma_bf16(acc[m][nt], l[m][0], l[m][1], l[m][2], l[m][3], b.x, b.y);
+                if constexpr (F16) {
+                  mma_f16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
+                  if (p.split) mma_f16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
+                } else {
+                  mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
+                  if (p.split) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.z, b.w);
+                  if (split_rows) mma_bf16(acc[m][nt], l[m][0], l[m][1], l[m][2], l[m][3], b.x, b.y);
+                }
               }
             }
           }
@@ -667,7 +783,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-              const float dot = kHasScale<P> ? acc[m][nt][2 * h + i] * sc[m][h] : acc[m][nt][2 * h + i];
+              // f16 parts: the head's inverse query factor first (a power of two: exact).
+              const float raw = F16 ? acc[m][nt][2 * h + i] * qinv[nt * 8 + 2 * t + i] : acc[m][nt][2 * h + i];
+              const float dot = kHasScale<P> ? raw * sc[m][h] : raw;
               s += head_weighted_relu(&dot, &hws[nt * 8 + 2 * t + i], 1);
             }
           s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
@@ -677,6 +795,18 @@ __global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p
         }
     }
   }
+}
+
+// bf16 parts (ScoreMath bf16x2, bf16x3, bf16).
+template <Precision P, int D, int NT>
+__global__ void __launch_bounds__(kMmaWarps * 32) score_mma_kernel(ScoreParams p) {
+  score_mma_body<P, D, NT, false>(p);
+}
+
+// f16 parts (ScoreMath f16x2, f16), rows exact in f16.
+template <Precision P, int D, int NT>
+__global__ void __launch_bounds__(kMmaWarps * 32) score_mma_f16_kernel(ScoreParams p) {
+  score_mma_body<P, D, NT, true>(p);
 }
 
 }  // namespace ip::cuda::detail

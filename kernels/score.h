@@ -21,9 +21,19 @@ namespace ip::cuda {
 //           (the rows' lo parts are zero), and resolves to it.
 //   bf16:   tensor cores with the query (and fp16/fp32 rows) rounded to bf16, one mma per step:
 //           |error| <= 2^-7 * sum_d |q_d x_d| per head (2^-8 when the rows are exact in bf16). Fastest.
+//   f16x2:  tensor cores (mma f16, fp32 accumulate) for rows exact in f16 (fp16, int8, fp8), taken as
+//           they are stored (fp8: one conversion a pair); each head's query is multiplied by a power of
+//           two that puts its largest magnitude in [2^14, 2^15) (core/score_math.h f16_query_factor),
+//           split into two f16 parts (hi + lo), and the dot product multiplied back exactly: per head
+//           |error| <= 2^-22 * sum_d |q_d x_d| + 2^-39 * max_d |q_d| * sum_d |x_d| + fp32 summation error.
+//           Two mma per step, like bf16x2, but 2^6 times more precise, and fp16 rows take two mma where
+//           bf16x3 takes three.
+//   f16:    f16x2 with the hi part only, one mma per step: |error| <= 2^-11 * sum_d |q_d x_d| per head.
+//   split:  the query split into hi + lo parts with the parts the rows allow: f16x2 for fp16/int8/fp8,
+//           bf16x2 for bf16 and bf16x3 for fp32 rows (what automatic runs on tensor cores).
 //   automatic: where tensor cores are supported and pay (heads >= 8, dim 64/128/256, not maxmin, 16-byte
-//           aligned rows) bf16x2 for rows bf16/int8/fp8 and bf16x3 for fp32/fp16; otherwise fp32.
-enum class ScoreMath { automatic, fp32, bf16x2, bf16, bf16x3 };
+//           aligned rows) split; otherwise fp32.
+enum class ScoreMath { automatic, fp32, bf16x2, bf16, bf16x3, f16x2, f16, split };
 
 struct ScoreArgs {
   Batch batch;  // entries of each request are scored against that request's query

@@ -67,6 +67,8 @@ from pool_sass_counts import ROOT, compile_sass, find_cuobjdump  # noqa: E402
 PRECISION = {"fp32": 0, "fp16": 1, "bf16": 2, "int8": 3, "fp8": 4}  # core/quant.h
 # (precision, D, NT, loads a thread issues in a stage: chunks x m-tiles x 2 rows)
 SCORE_KERNELS = [("bf16", 128, 1, 8), ("fp8", 128, 1, 8), ("bf16", 128, 2, 8), ("fp8", 128, 2, 8)]
+# The f16-parts kernel (math f16x2, automatic for fp8 rows since 2026-12-07): the same load stage.
+SCORE_F16_KERNELS = [("fp8", 128, 1, 8), ("fp8", 128, 2, 8)]
 # top-k kernels with unrolled score loads: (name, mangled, runs of 8 loads expected: one per unrolled loop)
 TOPK_UNROLL = 8  # kCompactUnroll
 TOPK_KERNELS = [
@@ -228,8 +230,9 @@ def most_loads_between_stores(sass):
     return best
 
 
-def mangled(prec, d, nt):
-    return f"_ZN2ip4cuda6detail16score_mma_kernelILNS_9PrecisionE{PRECISION[prec]}ELi{d}ELi{nt}EEEvNS1_11ScoreParamsE"
+def mangled(prec, d, nt, kernel="score_mma_kernel"):
+    return (f"_ZN2ip4cuda6detail{len(kernel)}{kernel}ILNS_9PrecisionE{PRECISION[prec]}ELi{d}ELi{nt}EEEv"
+            "NS1_11ScoreParamsE")
 
 
 def loads_and_uses(sass, load=r"\bLDG\.E\.CONSTANT\b"):
@@ -247,10 +250,14 @@ def loads_and_uses(sass, load=r"\bLDG\.E\.CONSTANT\b"):
 
 
 def loads_before_first_mma(sass):
+    """128-bit global loads between the last block barrier before the first mma and that mma: the load
+    stage's, not the query staging's (which lies between barriers)."""
     loads = 0
     for line in sass.splitlines():
         if re.search(r"\bHMMA\.", line):
             return loads
+        if re.search(r"\bBAR\.SYNC\b", line):
+            loads = 0
         if re.search(r"\bLDG\.E\.128\b", line):
             loads += 1
     return None  # no mma at all
@@ -295,10 +302,11 @@ def main(argv):
 
     bad = 0
     print(f"sm_{args.arch}: score_mma_kernel, 128-bit global loads before the first mma")
-    for prec, d, nt, want in SCORE_KERNELS:
-        bad += report(f"score_mma_kernel<{prec}, {d}, {nt}>", sass(objs["score"], mangled(prec, d, nt)),
-                      lambda t: ((loads_before_first_mma(t) or 0) >= want,
-                                 f"{loads_before_first_mma(t)} of the stage's {want}"))
+    for kernel, kernels in (("score_mma_kernel", SCORE_KERNELS), ("score_mma_f16_kernel", SCORE_F16_KERNELS)):
+        for prec, d, nt, want in kernels:
+            bad += report(f"{kernel}<{prec}, {d}, {nt}>", sass(objs["score"], mangled(prec, d, nt, kernel)),
+                          lambda t, want=want: ((loads_before_first_mma(t) or 0) >= want,
+                                                f"{loads_before_first_mma(t)} of the stage's {want}"))
     print(f"sm_{args.arch}: top-k, score loads (L), key conversions (c), histogram atomics (A) in program order")
     for name, fun, want in TOPK_KERNELS:
         def runs(t):

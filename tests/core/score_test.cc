@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -156,6 +157,41 @@ TEST(Score, AllNegativeZeroProductsSumToPositiveZeroInEveryForm) {
 TEST(Score, HeadWeightedReluFunction) {
   const float dots[3] = {2.0f, -7.0f, 0.25f}, hw[3] = {3.0f, 100.0f, 4.0f};
   EXPECT_EQ(ip::head_weighted_relu(dots, hw, 3), 7.0f);  // 3*2 + 0 + 4*0.25
+}
+
+// The f16 tensor-core math's per-head scaling (kernels/score.cuh): a power of two that puts the head's
+// largest magnitude in [2^14, 2^15), its exact inverse, 1 for zeros and non-finite values, clamped so
+// both stay normal floats.
+TEST(Score, F16QueryFactorPutsTheLargestMagnitudeJustBelowTwoToThe15) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  for (int e = -112; e <= 127; ++e)
+    for (int i = 0; i < 4; ++i) {
+      const float amax = std::ldexp(i == 0 ? 1.0f : (i == 1 ? std::nextafter(2.0f, 0.0f) : mant(rng)), e);
+      if (!std::isfinite(amax)) continue;
+      float inv = 0.0f;
+      const float f = ip::f16_query_factor(amax, &inv);
+      const float scaled = amax * f;
+      EXPECT_GE(scaled, 16384.0f) << amax;
+      EXPECT_LT(scaled, 32768.0f) << amax;
+      EXPECT_EQ(f * inv, 1.0f) << amax;
+      int fe = 0;
+      EXPECT_EQ(std::frexp(f, &fe), 0.5f) << "a power of two: " << f;
+    }
+  float inv = 0.0f;
+  for (float v : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_EQ(ip::f16_query_factor(v, &inv), 1.0f) << v;
+    EXPECT_EQ(inv, 1.0f) << v;
+  }
+  // Below 2^-112 the factor stays at 2^126 (inverse 2^-126, still normal): less headroom, no overflow.
+  for (float v : {std::ldexp(1.0f, -120), std::numeric_limits<float>::denorm_min(), std::ldexp(1.0f, -127)}) {
+    EXPECT_EQ(ip::f16_query_factor(v, &inv), std::ldexp(1.0f, 126)) << v;
+    EXPECT_EQ(inv, std::ldexp(1.0f, -126)) << v;
+    EXPECT_LT(v * std::ldexp(1.0f, 126), 32768.0f);
+  }
+  // The largest floats: 2^-113 and its inverse 2^113.
+  EXPECT_EQ(ip::f16_query_factor(std::numeric_limits<float>::max(), &inv), std::ldexp(1.0f, -113));
+  EXPECT_EQ(inv, std::ldexp(1.0f, 113));
 }
 
 TEST(Score, CompressedScoreOfUniformCompositeIsTheScoreOfTheMean) {

@@ -204,7 +204,7 @@ TEST(Cuemu, XorShufflesOfWidthBelow32ReadEarlierSegments) {
 
 // One m16n8k16 tile: A and B are loaded into fragments from row-major host matrices with the
 // fragment layout written out element by element, independently of the emulator's.
-__global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float* D) {
+__global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float* D, bool f16) {
   const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
   auto pack = [](std::uint16_t lo, std::uint16_t hi) {
     return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
@@ -217,44 +217,55 @@ __global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float
   const std::uint32_t b0 = pack(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]);
   const std::uint32_t b1 = pack(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
   float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
-  ::cuemu::mma_m16n8k16_bf16(c, a0, a1, a2, a3, b0, b1);
+  if (f16)
+    ::cuemu::mma_m16n8k16_f16(c, a0, a1, a2, a3, b0, b1);
+  else
+    ::cuemu::mma_m16n8k16_bf16(c, a0, a1, a2, a3, b0, b1);
   D[g * 8 + 2 * t] = c[0];
   D[g * 8 + 2 * t + 1] = c[1];
   D[(g + 8) * 8 + 2 * t] = c[2];
   D[(g + 8) * 8 + 2 * t + 1] = c[3];
 }
 
+// bf16 and f16 (one value of each table is past bf16's 8 bits, so the f16 layout's values must be read
+// as f16: 1.00390625 = 1 + 2^-8, exact in f16, 1 in bf16).
 TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
-  std::vector<std::uint16_t> A(256), B(128);
-  std::vector<float> Af(256), Bf(128);
-  for (int i = 0; i < 256; ++i) {
-    Af[i] = static_cast<float>((i * 7) % 13 - 6) * 0.25f;
-    A[i] = ip::bf16_from_float(Af[i]);
-  }
-  for (int i = 0; i < 128; ++i) {
-    Bf[i] = static_cast<float>((i * 5) % 11 - 5) * 0.5f;
-    B[i] = ip::bf16_from_float(Bf[i]);
-  }
-  std::uint16_t *dA, *dB;
-  float* dD;
-  cudaMalloc(reinterpret_cast<void**>(&dA), 512);
-  cudaMalloc(reinterpret_cast<void**>(&dB), 256);
-  cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
-  cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
-  cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
-  IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD);
-  std::vector<float> D(128);
-  cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
-  const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 8; ++n) {
-      float s = c[(m >= 8 ? 2 : 0) + (n & 1)];
-      for (int k = 0; k < 16; ++k) s += Af[m * 16 + k] * Bf[k * 8 + n];
-      EXPECT_EQ(D[m * 8 + n], s) << m << "," << n;  // small integers times quarters: exact
+  for (bool f16 : {false, true}) {
+    SCOPED_TRACE(f16 ? "f16" : "bf16");
+    std::vector<std::uint16_t> A(256), B(128);
+    std::vector<float> Af(256), Bf(128);
+    auto enc = [&](float v) { return f16 ? ip::fp16_from_float(v) : ip::bf16_from_float(v); };
+    for (int i = 0; i < 256; ++i) {
+      Af[i] = static_cast<float>((i * 7) % 13 - 6) * 0.25f;
+      if (f16 && i == 37) Af[i] = 1.00390625f;
+      A[i] = enc(Af[i]);
     }
-  cudaFree(dA);
-  cudaFree(dB);
-  cudaFree(dD);
+    for (int i = 0; i < 128; ++i) {
+      Bf[i] = static_cast<float>((i * 5) % 11 - 5) * 0.5f;
+      if (f16 && i == 21) Bf[i] = -1.00390625f;
+      B[i] = enc(Bf[i]);
+    }
+    std::uint16_t *dA, *dB;
+    float* dD;
+    cudaMalloc(reinterpret_cast<void**>(&dA), 512);
+    cudaMalloc(reinterpret_cast<void**>(&dB), 256);
+    cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
+    cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
+    IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD, f16);
+    std::vector<float> D(128);
+    cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
+    const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        double s = c[(m >= 8 ? 2 : 0) + (n & 1)];
+        for (int k = 0; k < 16; ++k) s += static_cast<double>(Af[m * 16 + k]) * Bf[k * 8 + n];
+        EXPECT_EQ(D[m * 8 + n], static_cast<float>(s)) << m << "," << n;  // short sums of short values: exact
+      }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dD);
+  }
 }
 
 __global__ void empty_kernel() {}

@@ -234,7 +234,7 @@ TEST(RunnerOnEmulator, KernelFormsGiveTheCpuResultsAndAreRecorded) {
   ASSERT_EQ(e.rows(), c.rows());
   const char* topk[] = {"chain", "single", "cluster", "block"};
   const char* attn[] = {"tiles", "lanes"};
-  const char* math[] = {"fp32", "bf16x2"};  // split on fp8 rows is bf16x2
+  const char* math[] = {"fp32", "f16x2"};  // split on fp8 rows is f16x2 (rows exact in f16)
   for (std::size_t i = 0; i < c.rows(); ++i) {
     SCOPED_TRACE("point " + std::to_string(i) + ": " + c.column("key").strings[i]);
     EXPECT_EQ(e.column("status").strings[i], "ok") << e.column("reason").strings[i];
@@ -255,7 +255,7 @@ TEST(RunnerOnEmulator, KernelFormsGiveTheCpuResultsAndAreRecorded) {
   std::string shown, cpu_shown;
   ASSERT_EQ(run(IP_INDEXPOOL_BIN, "inspect " + (dir / "emu.h5").string(), shown), 0) << shown;
   EXPECT_NE(shown.find("kernel forms the points ran (attribute run_kernels of point_<index>):\n  1 point: attention "
-                       "lanes, exact score bf16x3, score bf16x2, top-k block\n"),
+                       "lanes, exact score bf16x3, score f16x2, top-k block\n"),
             std::string::npos)
       << shown;
   ASSERT_EQ(run(IP_INDEXPOOL_BIN, "inspect " + (dir / "cpu.h5").string(), cpu_shown), 0) << cpu_shown;

@@ -30,6 +30,7 @@ struct Case {
   bool integers = true;  // small-integer rows and queries (exact fp32 sums)
   std::vector<long long> lengths = {19};
   unsigned seed = 1;
+  float row_scale = 1.0f;  // multiplies every row value before quantization
 };
 
 std::string name(const Case& c) {
@@ -55,7 +56,7 @@ Prepared prepare(const Case& c) {
   const int per = c.maxmin ? 2 : 1;
   for (long long len : c.lengths) {
     std::vector<float> x(static_cast<std::size_t>(len * per * c.dim));
-    for (float& v : x) v = value();
+    for (float& v : x) v = value() * c.row_scale;
     if (c.maxmin)  // row 2g = max, row 2g+1 = min, as pooling stores them
       for (long long g = 0; g < len; ++g)
         for (int d = 0; d < c.dim; ++d) {
@@ -96,15 +97,30 @@ void reference(const Case& c, const Prepared& p, std::vector<float>& ref, std::v
   }
 }
 
-// The bf16 math's own result, in double (kernels/score.h): per head the dot product of the query rounded to
-// bf16 and the stored element rounded to bf16 (bf16, int8 codes and fp8 are exact in it; fp16 and fp32
-// round), times the row's scale, then the weighted ReLU sum; mag16: sum_j h_j sum_d |q16 x16 scale|. Only
+// The one-product maths' own result, in double (kernels/score.h). bf16: per head the dot product of the
+// query rounded to bf16 and the stored element rounded to bf16 (bf16, int8 codes and fp8 are exact in it;
+// fp16 and fp32 round), times the row's scale, then the weighted ReLU sum. f16 (rows exact in f16): the
+// query times the head's power of two (core/score_math.h f16_query_factor) rounded to f16, times the
+// stored element, times the inverse power and the row's scale. mag16: sum_j h_j sum_d |q16 x16 scale|. Only
 // fp32 summation errors separate the device from it, so a lost head or a wrong element shows (the bound
-// of the bf16 math against the exact scores, 2^-7 of mag, would hide both). Not for maxmin (no bf16 math).
-void reference_bf16(const Case& c, const Prepared& p, std::vector<double>& ref16, std::vector<double>& mag16) {
+// of the one-product math against the exact scores, 2^-7 of mag for bf16, would hide both). Not for maxmin.
+void reference_one_product(const Case& c, const Prepared& p, bool f16, std::vector<double>& ref16,
+                           std::vector<double>& mag16) {
   auto r16 = [](float v) { return static_cast<double>(bf16_to_float(bf16_from_float(v))); };
   for (std::size_t b = 0; b < p.index.size(); ++b) {
     const QuantizedMatrix& idx = p.index[b];
+    // Each head's query as the kernel multiplies it: rounded, and (f16) scaled back.
+    std::vector<double> q(p.q[b].size());
+    for (int j = 0; j < c.heads; ++j) {
+      float amax = 0.0f;
+      for (int d = 0; d < c.dim; ++d) amax = std::max(amax, std::fabs(p.q[b][j * c.dim + d]));
+      float inv = 1.0f;
+      const float f = f16_query_factor(amax, &inv);
+      for (int d = 0; d < c.dim; ++d) {
+        const float v = p.q[b][j * c.dim + d];
+        q[j * c.dim + d] = f16 ? static_cast<double>(fp16_to_float(fp16_from_float(v * f))) * inv : r16(v);
+      }
+    }
     for (Index64 g = 0; g < (c.maxmin ? 0 : idx.rows); ++g) {
       const std::uint8_t* row = idx.row_bytes(g);
       std::vector<double> x(static_cast<std::size_t>(c.dim));
@@ -117,14 +133,14 @@ void reference_bf16(const Case& c, const Prepared& p, std::vector<double>& ref16
           case Precision::int8: v = static_cast<float>(static_cast<std::int8_t>(row[d])); break;
           case Precision::fp8: v = fp8e4m3_to_float(row[d]); break;
         }
-        x[d] = r16(v);
+        x[d] = f16 ? static_cast<double>(v) : r16(v);  // f16: only rows exact in f16 get here
       }
       const double scale = idx.scale(g);
       double s = 0, m = 0;
       for (int j = 0; j < c.heads; ++j) {
         double dot = 0, abs = 0;
         for (int d = 0; d < c.dim; ++d) {
-          const double t = r16(p.q[b][j * c.dim + d]) * x[d] * scale;
+          const double t = q[j * c.dim + d] * x[d] * scale;
           dot += t;
           abs += std::fabs(t);
         }
@@ -139,14 +155,18 @@ void reference_bf16(const Case& c, const Prepared& p, std::vector<double>& ref16
 
 // Relative error bound (of mag) of each math, beyond which a result is wrong; bf16: of mag16, against its
 // own reference (fp32 summation only).
+// f16x2 (2^-22 and fp32 sums) is held to fp32's bound: without its lo parts (2^-11) it fails it.
 double tolerance(ScoreMath m) {
   switch (m) {
     case ScoreMath::bf16: return 2e-5;
+    case ScoreMath::f16: return 2e-5;
     case ScoreMath::bf16x2: return 1e-4;
     case ScoreMath::bf16x3: return 1e-4;
     default: return 1e-5;
   }
 }
+
+bool one_product(ScoreMath m) { return m == ScoreMath::bf16 || m == ScoreMath::f16; }
 
 // The device's scores of a prepared case (poisoned output first); `used`: the math it resolved to.
 std::vector<float> device_scores(const Case& c, const Prepared& p, ScoreMath math, bool pipelined, ScoreMath& used) {
@@ -183,9 +203,9 @@ std::vector<float> device_scores(const Case& c, const Prepared& p, ScoreMath mat
   return d_out.to_host();
 }
 
-void check(const Case& c, ScoreMath math, bool pipelined = false) {
+// abs_tol: an absolute allowance beside the relative one (of mag).
+void check_prepared(const Case& c, const Prepared& p, ScoreMath math, bool pipelined = false, double abs_tol = 1e-6) {
   SCOPED_TRACE(name(c) + fmt::format(" math={} pipelined={}", static_cast<int>(math), pipelined));
-  const Prepared p = prepare(c);
   std::vector<float> ref;
   std::vector<double> mag;
   reference(c, p, ref, mag);
@@ -195,8 +215,8 @@ void check(const Case& c, ScoreMath math, bool pipelined = false) {
   ASSERT_EQ(static_cast<long long>(got.size()), total + 1);
   EXPECT_TRUE(test::is_poison(got[static_cast<std::size_t>(total)])) << "written past the last entry";
   std::vector<double> ref16, mag16;
-  if (used == ScoreMath::bf16) {
-    reference_bf16(c, p, ref16, mag16);
+  if (one_product(used)) {
+    reference_one_product(c, p, used == ScoreMath::f16, ref16, mag16);
     ASSERT_EQ(static_cast<long long>(ref16.size()), total);
   }
   // Small integers in fp32/fp16/bf16 rows: every product and partial sum is an exact integer (and exact in
@@ -206,26 +226,31 @@ void check(const Case& c, ScoreMath math, bool pipelined = false) {
   int bad = 0;
   for (long long e = 0; e < total && bad < 10; ++e) {
     const float g = got[e];
-    const double r = used == ScoreMath::bf16 ? ref16[e] : ref[e], m = used == ScoreMath::bf16 ? mag16[e] : mag[e];
+    const double r = one_product(used) ? ref16[e] : ref[e], m = one_product(used) ? mag16[e] : mag[e];
     if (test::is_poison(g)) {
       ADD_FAILURE() << "entry " << e << " never written";
       ++bad;
-    } else if (exact ? g != ref[e] : !(std::fabs(g - r) <= 1e-6 + tolerance(used) * m)) {
-      ADD_FAILURE() << "entry " << e << ": gpu " << g << (used == ScoreMath::bf16 ? " bf16 reference " : " cpu ") << r
-                    << " (mag " << m << ")";
+    } else if (exact ? g != ref[e] : !(std::fabs(g - r) <= abs_tol + tolerance(used) * m)) {
+      ADD_FAILURE() << "entry " << e << ": gpu " << g << (one_product(used) ? " one-product reference " : " cpu ")
+                    << r << " (mag " << m << ")";
       ++bad;
     }
   }
 }
 
+void check(const Case& c, ScoreMath math, bool pipelined = false) { check_prepared(c, prepare(c), math, pipelined); }
+
 const Precision kPrecisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8, Precision::fp8};
 const ScoreMath kMaths[] = {ScoreMath::automatic, ScoreMath::fp32, ScoreMath::bf16x2, ScoreMath::bf16,
-                            ScoreMath::bf16x3};
+                            ScoreMath::bf16x3,    ScoreMath::f16x2, ScoreMath::f16,    ScoreMath::split};
+
+bool f16_rows(Precision p) { return p == Precision::fp16 || p == Precision::int8 || p == Precision::fp8; }
 
 bool supported(const Case& c, ScoreMath m) {
   if (m == ScoreMath::automatic || m == ScoreMath::fp32) return true;
   if (c.maxmin || (c.dim != 64 && c.dim != 128 && c.dim != 256)) return false;
-  return m == ScoreMath::bf16 || m == ScoreMath::bf16x3 || c.precision == Precision::bf16 ||
+  if (m == ScoreMath::f16x2 || m == ScoreMath::f16) return f16_rows(c.precision);
+  return m == ScoreMath::bf16 || m == ScoreMath::bf16x3 || m == ScoreMath::split || c.precision == Precision::bf16 ||
          c.precision == Precision::int8 || c.precision == Precision::fp8;
 }
 
@@ -272,6 +297,27 @@ TEST(Score, LargeRequests) {
   check(Case{Precision::bf16, 256, 2, false, false, tiny, 11}, ScoreMath::fp32);
 }
 
+// f16 parts scale each head's query by a power of two (core/score_math.h f16_query_factor) before its f16
+// parts are taken: requests whose queries lie far outside f16's range (1e30 overflows it, 1e-30 is below
+// its smallest subnormal), one of zeros, one mixing 1e4 and 1e-4 within each head, one ordinary, over fp16
+// rows up to some 4e4 (f16's largest is 65504) and int8 and fp8 rows. Each request is judged relative to its
+// own magnitude (no absolute allowance, which would pass anything at 1e-30), and the zero request must
+// score exactly 0. Without the scaling the first request is inf or NaN and the second all zeros.
+TEST(Score, F16PartsScaleEachHeadsQuery) {
+  IP_REQUIRE_GPU();
+  const float mult[] = {1e30f, 1.0f, 1e-30f, 0.0f, -1.0f /* mixed */, 1.0f};
+  for (Precision prec : {Precision::fp16, Precision::int8, Precision::fp8})
+    for (int heads : {8, 24}) {
+      Case c{prec, 128, heads, false, false, {333, 0, 71, 50, 50, 40}, static_cast<unsigned>(90 + heads)};
+      c.row_scale = prec == Precision::fp16 ? 1e4f : 1.0f;
+      Prepared p = prepare(c);
+      for (std::size_t b = 0; b < p.q.size(); ++b)
+        for (int i = 0; i < heads * c.dim; ++i)
+          p.q[b][i] *= mult[b] >= 0.0f ? mult[b] : (i % 2 ? 1e4f : 1e-4f);
+      for (ScoreMath m : {ScoreMath::f16x2, ScoreMath::f16}) check_prepared(c, p, m, false, 0.0);
+    }
+}
+
 // ScoreArgs::pipelined (the CUDA-core kernel that loads a warp's next step before scoring the current
 // one; D = 128, math fp32): against the CPU, and bit for bit equal to the plain kernel, over batches whose
 // warps take one, two or many steps (odd and even: the kernel alternates two sets of registers), with
@@ -312,16 +358,32 @@ TEST(Score, AutomaticMathChoice) {
   a.heads = 64;
   a.precision = Precision::fp8;
   a.rows = reinterpret_cast<const void*>(std::uintptr_t{256});
-  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x2);
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::f16x2);  // fp8 rows are exact in f16
   a.heads = 4;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
   a.heads = 64;
-  a.precision = Precision::fp32;  // not exact in bf16: rows split too
+  a.precision = Precision::fp32;  // not exact in bf16 or f16: rows split too
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x3);
+  a.precision = Precision::fp16;  // exact in f16: two mma a step where bf16x3 takes three
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::f16x2);
+  a.precision = Precision::int8;
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::f16x2);
+  a.precision = Precision::bf16;  // not exact in f16 (its range)
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x2);
   a.precision = Precision::fp16;
-  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x3);
   a.heads = 4;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.heads = 64;
+  // split: what automatic runs on tensor cores, also where automatic would not use them.
+  a.math = cuda::ScoreMath::split;
+  for (auto [prec, want] : {std::pair{Precision::fp8, cuda::ScoreMath::f16x2}, {Precision::fp16, cuda::ScoreMath::f16x2},
+                            {Precision::int8, cuda::ScoreMath::f16x2}, {Precision::bf16, cuda::ScoreMath::bf16x2},
+                            {Precision::fp32, cuda::ScoreMath::bf16x3}})
+    for (int heads : {1, 64}) {
+      a.precision = prec;
+      a.heads = heads;
+      EXPECT_EQ(cuda::resolve_score_math(a), want) << to_string(prec) << " H=" << heads;
+    }
   a.heads = 64;
   a.math = cuda::ScoreMath::bf16x3;  // on rows exact in bf16 it is bf16x2
   a.precision = Precision::int8;
@@ -329,6 +391,17 @@ TEST(Score, AutomaticMathChoice) {
   a.precision = Precision::fp16;
   a.math = cuda::ScoreMath::bf16x2;  // needs rows exact in bf16
   EXPECT_THROW(cuda::resolve_score_math(a), Error);
+  for (auto m : {cuda::ScoreMath::f16x2, cuda::ScoreMath::f16}) {  // need rows exact in f16
+    a.math = m;
+    for (Precision prec : {Precision::fp16, Precision::int8, Precision::fp8}) {
+      a.precision = prec;
+      EXPECT_EQ(cuda::resolve_score_math(a), m);
+    }
+    for (Precision prec : {Precision::bf16, Precision::fp32}) {
+      a.precision = prec;
+      EXPECT_THROW(cuda::resolve_score_math(a), Error) << to_string(prec);
+    }
+  }
   a.math = cuda::ScoreMath::automatic;
   a.precision = Precision::bf16;
   a.maxmin = true;
