@@ -278,6 +278,10 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
   // at H = 8 beside "CUDA cores". "bf16 parts" (fp8 rows, H = 8 and 64): bf16x2, what automatic ran on fp8
   // rows before f16x2 (kernels/DEVICE_RUNS.md item 35: the same two mma a step, the rows converted with one
   // instruction a pair instead of four); "f16 math" (fp8 rows, H = 64): one f16 mma a step, beside "bf16 math".
+  // "tensor cores" (fp8 and bf16 rows, H = 1): the split math where automatic takes CUDA cores; an mma tile
+  // pads the one head to 8, but with f16 parts a stage of 32 fp8 rows (D = 128) is 111 instructions a thread
+  // from its first mma to its last, where the CUDA-core kernel takes two steps of 16 rows of about 360 each
+  // (sm_90 SASS, 2026-12-07; counted, not timed): which is faster decides automatic's threshold.
   struct V {
     int H;
     cuda::ScoreMath math;
@@ -288,10 +292,11 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
     for (V v : {V{1, cuda::ScoreMath::fp32, "pipelined", true}, V{8, cuda::ScoreMath::fp32, "CUDA cores"},
                 V{8, cuda::ScoreMath::fp32, "pipelined", true}, V{64, cuda::ScoreMath::bf16, "bf16 math"},
                 V{8, cuda::ScoreMath::bf16x2, "bf16 parts"}, V{64, cuda::ScoreMath::bf16x2, "bf16 parts"},
-                V{64, cuda::ScoreMath::f16, "f16 math"}})
+                V{64, cuda::ScoreMath::f16, "f16 math"}, V{1, cuda::ScoreMath::split, "tensor cores"}})
       for (Precision p : {Precision::fp8, Precision::bf16, Precision::fp32}) {
         if (v.math == cuda::ScoreMath::bf16 && p == Precision::fp32) continue;
         if ((v.math == cuda::ScoreMath::bf16x2 || v.math == cuda::ScoreMath::f16) && p != Precision::fp8) continue;
+        if (v.math == cuda::ScoreMath::split && p == Precision::fp32) continue;
         const long long T = env.scaled(T0, 2 * kTokens);
         Row row{"score", fmt::format("compressed (G=4) ({})", v.label),
                 fmt::format("T={} D={} H={} {}", tok(T), D, v.H, to_string(p))};
@@ -308,6 +313,7 @@ void score_cases(const Env& env, std::vector<Row>& rows) {
           const char* math = v.math == cuda::ScoreMath::fp32    ? "fp32 (CUDA cores)"
                              : v.math == cuda::ScoreMath::bf16x2 ? "bf16x2 (two bf16 mma a step)"
                              : v.math == cuda::ScoreMath::f16    ? "f16 (one f16 mma a step)"
+                             : v.math == cuda::ScoreMath::split  ? "split (tensor cores: f16x2 or bf16x2)"
                                                                  : "bf16 (one mma a step)";
           r.note = fmt::format("{} rotating input copies; math {}{}", s.n, math, v.pipelined ? ", pipelined kernel" : "");
           r.verdict = "-";
