@@ -26,9 +26,12 @@ namespace ip::cuda {
 //           two that puts its largest magnitude in [2^14, 2^15) (core/score_math.h f16_query_factor),
 //           split into two f16 parts (hi + lo), and the dot product multiplied back exactly: per head
 //           |error| <= 2^-22 * sum_d |q_d x_d| + 2^-39 * max_d |q_d| * sum_d |x_d| + fp32 summation error.
-//           Two mma per step, like bf16x2, but 2^6 times more precise, and fp16 rows take two mma where
+//           Two mma per step, like bf16x2, but 2^6 times more precise (for heads whose query elements span
+//           less than some 2^28; the second term is the f16 subnormals'), and fp16 rows take two mma where
 //           bf16x3 takes three.
-//   f16:    f16x2 with the hi part only, one mma per step: |error| <= 2^-11 * sum_d |q_d x_d| per head.
+//   f16:    f16x2 with the hi part only, one mma per step: per head |error| <= 2^-11 * sum_d |q_d x_d| +
+//           2^-39 * max_d |q_d| * sum_d |x_d| (query elements below some 2^-28 of the head's largest fall into
+//           f16's subnormals) + fp32 summation error.
 //   split:  the query split into hi + lo parts with the parts the rows allow: f16x2 for fp16/int8/fp8,
 //           bf16x2 for bf16 and bf16x3 for fp32 rows (what automatic runs on tensor cores).
 //   automatic: where tensor cores are supported and pay (heads >= 8, dim 64/128/256, not maxmin, 16-byte
