@@ -29,12 +29,15 @@ struct GateParams {
 
 void validate_gates(const GateParams& g);
 
-// Gate of token t, key dimension d (pure function: the GPU computes the same).
+// Gate of token t, key dimension d (pure function: the GPU computes the same): decay^exp(spread s), s
+// uniform in [-sqrt 3, sqrt 3), at least 2^-126, the smallest normal float. A smaller gate (0.9^exp(4 x 1.73)
+// underflows to 0) would clear the state within one token all the same, but the chunked forms take its log,
+// and log 0 made their outputs NaN (workload.gate_spread >= 4 at gate_decay 0.9, before 2026-12-07).
 IP_HOST_DEVICE float gate_value(const GateParams& g, long long t, int d) {
   const std::uint64_t h = splitmix64(hash_key(g.seed, 0x6A7E, static_cast<std::uint64_t>(t), static_cast<std::uint64_t>(d)));
   const float u = static_cast<float>(h >> 40) * 0x1.0p-24f;  // [0, 1)
   const float s = 1.7320508f * (2.0f * u - 1.0f);
-  return powf(g.decay, expf(g.spread * s));
+  return fmaxf(powf(g.decay, expf(g.spread * s)), 0x1.0p-126f);
 }
 
 // Gates of tokens [first, first + rows) into out [rows, dim].

@@ -112,6 +112,41 @@ TEST(LinearAttention, Gates) {
   EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{0.9f, -1.0f, 0}), "spread");
 }
 
+// Gates so small that decay^exp(spread s) underflows (gate_spread 4-10 at decay 0.9, or a tiny decay): the
+// gate stays at the smallest normal float, so the chunked form's log-gates are finite and its outputs match
+// the naive recurrence's (they were NaN). Looser than kAtol/kRtol: a chunk's cumulative log-gates reach
+// some -87 x 64 here, where a float's rounding (2^-24 relative, ~3e-4 absolute) goes into every exp of their
+// differences (observed: 3.6e-4 of the largest output).
+TEST(LinearAttention, UnderflowingGatesKeepTheChunkedFormFinite) {
+  for (const ip::GateParams g : {ip::GateParams{0.9f, 8.0f, 21}, ip::GateParams{0.9f, 10.0f, 22},
+                                 ip::GateParams{1e-30f, 10.0f, 23}, ip::GateParams{0.5f, 4.0f, 24}}) {
+    const ip::Index64 n = 211;
+    const int Dk = 16, Dv = 9;
+    std::vector<float> k(n * Dk), v(n * Dv), q(n * Dk), a(n * Dk);
+    ip::Rng rng(ip::hash_key(9, g.seed));
+    for (auto* x : {&k, &v, &q})
+      for (float& f : *x) f = static_cast<float>(rng.normal());
+    ip::fill_gates(g, 0, n, Dk, a.data());
+    int tiny = 0;
+    for (float x : a) {
+      ASSERT_GE(x, 0x1.0p-126f) << "decay " << g.decay << " spread " << g.spread;
+      tiny += x == 0x1.0p-126f;
+    }
+    EXPECT_GT(tiny, 0) << "no gate underflowed: the case tests nothing";
+    std::vector<float> ref_state(Dk * Dv, 0.0f), ref(n * Dv);
+    ip::gla_naive(view(k, n, Dk), view(v, n, Dv), view(a, n, Dk), view(q, n, Dk), ref_state.data(), ref.data());
+    const float oscale = std::max(1.0f, max_abs(ref));
+    for (int chunk : {7, 64}) {
+      std::vector<float> state(Dk * Dv, 0.0f), out(n * Dv);
+      ip::gla_chunked(view(k, n, Dk), view(v, n, Dv), view(a, n, Dk), view(q, n, Dk), chunk, state.data(), out.data());
+      for (ip::Index64 i = 0; i < n * Dv; ++i) {
+        ASSERT_TRUE(std::isfinite(out[i])) << "chunk " << chunk << " i " << i;
+        ASSERT_NEAR(out[i], ref[i], 2e-3f * oscale) << "chunk " << chunk << " i " << i;
+      }
+    }
+  }
+}
+
 ip::Workload tiny_workload(ip::Index64 T, int Dv, float value_of_all) {
   ip::Workload w;
   w.index_keys.reshape({T, 4});
