@@ -828,20 +828,36 @@ def fig_hybrid(res):
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.6))
     axes = axes.ravel()
     kinds = set()
-    names = {False: "pure sparse (k tokens)", True: "hybrid (k − W sparse + W local)"}
     df = df.assign(**{schema.HYBRID_ENABLED: df[schema.HYBRID_ENABLED].astype(bool)})
+    # One hybrid series per window W: at one token budget, different windows are different layers (k - W
+    # sparse tokens + W local), not repeats. The pure sparse points ignore hybrid.window and form one series.
+    SERIES_W = "series_window"
+    df = df.assign(**{SERIES_W: np.where(df[schema.HYBRID_ENABLED], df[schema.HYBRID_WINDOW].astype(float), -1.0)})
+    windows_drawn = sorted(w for w in df[SERIES_W].unique() if w >= 0)
+    series = [(False, -1.0)] + [(True, w) for w in windows_drawn]
+
+    def name(mode, w):
+        if not mode:
+            return "pure sparse (k tokens)"
+        return "hybrid (k − W sparse + W local)" + (f", W = {int(w)}" if len(windows_drawn) > 1 else "")
+
     for ax, m in zip(axes[[0, 2, 3]], (schema.LAYER_MS, schema.LAYER_OUTPUT_ERROR, schema.LAYER_MASS_RECALL)):
-        # Both layers summarized together: where several sweeps ran a budget, both curves take the same one.
-        both, k = summarize(res, df, [schema.TOKEN_BUDGET, schema.HYBRID_ENABLED], m)
+        # Both layers summarized together: where several sweeps ran a budget, every curve takes the same one.
+        both, k = summarize(res, df, [schema.TOKEN_BUDGET, schema.HYBRID_ENABLED, SERIES_W], m)
         kinds |= k
-        for mi, mode in enumerate((False, True)):
-            s = both[both[schema.HYBRID_ENABLED] == mode]
-            errorbar(ax, dodge(s[schema.TOKEN_BUDGET], mi, 2), s, color=color_of(mi), marker=MARKERS[mi],
-                     ls=LINESTYLES[mi], label=names[mode])
-    sp = matched_speedup(df)
-    if len(sp):
-        axes[1].plot(sp.index, sp.values, color="black", marker="o", label="sparse ÷ hybrid layer time")
-    else:
+        for mi, (mode, w) in enumerate(series):
+            s = both[(both[schema.HYBRID_ENABLED] == mode) & (both[SERIES_W] == w)]
+            errorbar(ax, dodge(s[schema.TOKEN_BUDGET], mi, len(series)), s, color=color_of(mi),
+                     marker=MARKERS[mi % len(MARKERS)], ls=LINESTYLES[mi % len(LINESTYLES)], label=name(mode, w))
+    any_sp = False
+    for wi, w in enumerate(windows_drawn):
+        sp = matched_speedup(df[~df[schema.HYBRID_ENABLED] | (df[SERIES_W] == w)])
+        if len(sp):
+            any_sp = True
+            axes[1].plot(sp.index, sp.values, color="black" if len(windows_drawn) == 1 else color_of(wi + 1),
+                         marker=MARKERS[(wi + 1) % len(MARKERS)],
+                         label="sparse ÷ hybrid layer time" + (f", W = {int(w)}" if len(windows_drawn) > 1 else ""))
+    if not any_sp:
         axes[1].text(0.5, 0.5, "no token budget that both layers ran", ha="center", va="center",
                      transform=axes[1].transAxes, color="#555555")
     axes[1].axhline(1, color="grey", lw=0.8)
