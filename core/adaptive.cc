@@ -26,6 +26,22 @@ void validate_adaptive(const AdaptiveParams& a) {
              "adaptive.access_weight and adaptive.disagreement_weight must be >= 0");
 }
 
+double adaptive_smallest_index_bytes(Index64 T, int segment, double row_bytes) {
+  const Index64 S = segment, full = T / S, rest = T % S;
+  return row_bytes * static_cast<double>(full * rows_for(S, 16) + rows_for(rest, 16));
+}
+
+Index64 adaptive_budget_short_context(const AdaptiveParams& a, Index64 prompt, Index64 append, Index64 steps,
+                                      double row_bytes) {
+  for (Index64 q = 0; q < (append > 0 ? steps : 1); ++q) {
+    const Index64 T = prompt + (q + 1) * append;
+    // The same sum choose_group_sizes compares (segment by segment, in double).
+    if (adaptive_smallest_index_bytes(T, a.segment, row_bytes) > a.budget_bytes_per_token * static_cast<double>(T))
+      return T;
+  }
+  return 0;
+}
+
 std::vector<double> segment_scores(MatrixView<const float> keys, const AccessStats* stats, const AdaptiveParams& a) {
   const Index64 T = keys.rows, D = keys.cols, S = a.segment;
   const Index64 segs = (T + S - 1) / S;

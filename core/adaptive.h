@@ -51,6 +51,17 @@ struct AdaptiveIndex {
 // Segment scores u_s (stats may be null: no history).
 std::vector<double> segment_scores(MatrixView<const float> keys, const AccessStats* stats, const AdaptiveParams& a);
 
+// The bytes of the smallest adaptive index over a context of T tokens (every segment at G = 16), which the
+// budget must hold (choose_group_sizes refuses less).
+double adaptive_smallest_index_bytes(Index64 T, int segment, double row_bytes);
+
+// The first context a request of `prompt` tokens is built at (decode step q builds over prompt + (q + 1) x
+// append tokens, q < steps; with append 0 once, over the prompt) whose budget (budget_bytes_per_token x
+// context) is below the smallest index; 0 when every one fits. Lets a sweep refuse such a point before any
+// point runs.
+Index64 adaptive_budget_short_context(const AdaptiveParams& a, Index64 prompt, Index64 append, Index64 steps,
+                                      double row_bytes);
+
 // Group sizes per segment for segment lengths `seg_len`, scores `score`, R bytes per stored row and a
 // total budget in bytes (see the header comment). Throws when even G = 16 everywhere does not fit.
 std::vector<int> choose_group_sizes(std::span<const double> score, std::span<const Index64> seg_len, double row_bytes,

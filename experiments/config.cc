@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/adaptive.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "cache_sim/capacity.h"
@@ -728,18 +729,22 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     IP_REQUIRE(why.empty(), "{}: key 'select.batched' = true: {}; point {} ({})", setting_at("select.batched"), why,
                p.index, p.key);
   }
-  for (const auto& p : sw.points) {  // adaptive.budget below the smallest index (every segment at G = 16)
+  // adaptive.budget below the smallest index (every segment at G = 16) at some build of some request: each
+  // request's length and each decode step's context (imported workloads: runner.cc preload_imports).
+  for (const auto& p : sw.points) {
     const AdaptiveParams& a = p.pipeline.adaptive;
     if (!a.enabled || p.source != "synthetic") continue;
-    const Index64 T = p.workload.tokens + static_cast<Index64>(p.workload.steps) * p.workload.append_per_step;
     const double row = p.workload.dim * element_bytes(p.pipeline.pool.precision) + scale_bytes(p.pipeline.pool.precision);
-    const Index64 full = T / a.segment, rest = T % a.segment;
-    const double need = row * static_cast<double>(full * (a.segment / 16) + (rest + 15) / 16);
-    IP_REQUIRE(need <= a.budget_bytes_per_token * static_cast<double>(p.workload.tokens),
-               "{}: key 'adaptive.budget' = {} bytes per token is below the smallest adaptive index ({:.3f} bytes per "
-               "token, every segment at G = 16); point {} ({})",
-               setting_at("adaptive.budget"), a.budget_bytes_per_token, need / static_cast<double>(p.workload.tokens),
-               p.index, p.key);
+    for (int r = 0; r < p.workload.requests; ++r) {
+      const Index64 T = adaptive_budget_short_context(a, request_tokens(p.workload, r), p.workload.append_per_step,
+                                                      p.workload.steps, row);
+      IP_REQUIRE(T == 0,
+                 "{}: key 'adaptive.budget' = {} bytes per token is below the smallest adaptive index ({:.3f} bytes "
+                 "per token, every segment at G = 16) over the {} tokens of request {}{}; point {} ({})",
+                 setting_at("adaptive.budget"), a.budget_bytes_per_token,
+                 adaptive_smallest_index_bytes(T, a.segment, row) / static_cast<double>(T), T, r,
+                 p.workload.append_per_step > 0 ? " at a decode step" : "", p.index, p.key);
+    }
   }
   // Generator-only keys set for a sweep whose every point imports its workload would do nothing (the
   // shapes, lengths and statistics come from the file): an error, not N identical points.

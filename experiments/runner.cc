@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "core/adaptive.h"
 #include "core/backend.h"
 #include "core/parallel.h"
 #include "core/provenance.h"
@@ -544,14 +545,32 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                "workload.source '{}': the imported context has {} tokens, more than limits.max_context = {} tokens",
                p.source, reqs.back().tokens(), p.max_context);
   }
-  // A growing context over an import: the file holds the prompt and every step's appended tokens.
+  // What the file must hold for each point's settings, checked here so that no point fails after others ran
+  // (the config checks the same for synthetic workloads when it is read).
   for (const auto& p : points) {
-    if (p.source == "synthetic" || p.pipeline.append_per_step == 0) continue;
+    if (p.source == "synthetic") continue;
     const Workload& w = cache[source_key(p)].requests.front();
-    IP_REQUIRE(w.tokens() > w.steps() * p.pipeline.append_per_step,
+    // A growing context over an import: the file holds the prompt and every step's appended tokens.
+    const Index64 append = p.pipeline.append_per_step;
+    IP_REQUIRE(append == 0 || w.tokens() > w.steps() * append,
                "workload.append_per_step = {}: the imported context '{}' has {} tokens, not more than its {} steps x "
                "{} (point {}: {})",
-               p.pipeline.append_per_step, p.source, w.tokens(), w.steps(), p.pipeline.append_per_step, p.index, p.key);
+               append, p.source, w.tokens(), w.steps(), append, p.index, p.key);
+    IP_REQUIRE(!p.pipeline.hybrid.enabled || w.has_attention(),
+               "hybrid.enabled = true: the imported workload '{}' has no attention keys, values and queries "
+               "(attn_keys, values, attn_queries), which the hybrid layer needs (point {}: {})",
+               p.source, p.index, p.key);
+    const AdaptiveParams& a = p.pipeline.adaptive;
+    if (a.enabled) {
+      const double row = static_cast<double>(w.dim() * element_bytes(p.pipeline.pool.precision) +
+                                             scale_bytes(p.pipeline.pool.precision));
+      const Index64 T = adaptive_budget_short_context(a, w.tokens() - w.steps() * append, append, w.steps(), row);
+      IP_REQUIRE(T == 0,
+                 "adaptive.budget = {} bytes per token is below the smallest adaptive index ({:.3f} bytes per token, "
+                 "every segment at G = 16) over {} tokens of the imported context '{}' (point {}: {})",
+                 a.budget_bytes_per_token, adaptive_smallest_index_bytes(T, a.segment, row) / static_cast<double>(T),
+                 T, p.source, p.index, p.key);
+    }
   }
 }
 

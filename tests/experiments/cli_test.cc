@@ -182,6 +182,21 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
         << r.out;
   }
   EXPECT_FALSE(fs::exists(dir_ / "grow.h5"));
+  // What the file must hold for a point's settings, refused by list and run before any point (run had
+  // stopped after the points before it): the hybrid layer needs attention arrays, which this dump lacks, and
+  // an adaptive budget must hold the smallest index over the file's context.
+  for (const char* cmd : {"list ", "run "})
+    for (const auto& [set, want] :
+         {std::pair<std::string, std::string>{"--set hybrid.enabled=false,true",
+                                              "hybrid.enabled = true: the imported workload '" + source +
+                                                  "' has no attention keys, values and queries"},
+          {"--set adaptive.enabled=true --set adaptive.budget=20,1",
+           "adaptive.budget = 1 bytes per token is below the smallest adaptive index"}}) {
+      r = run(cmd + cfg + " " + set + " --set output.path=" + (dir_ / "ext.h5").string());
+      EXPECT_EQ(r.code, 1) << cmd << set << "\n" << r.out;
+      EXPECT_NE(r.out.find(want), std::string::npos) << cmd << set << "\n" << r.out;
+      EXPECT_FALSE(fs::exists(dir_ / "ext.h5")) << cmd << set;
+    }
   std::ofstream(source) << "not hdf5\n";
   r = run("list " + cfg);
   EXPECT_NE(r.code, 0) << r.out;

@@ -548,6 +548,15 @@ TEST_F(Issue7ConfigTest, NewKeysParseAndBadCombinationsStopTheLoad) {
   EXPECT_NE(error_of(a).find("pool.repool_tau must be -1"), std::string::npos) << error_of(a);
   const auto b = write("[adaptive]\nenabled = true\nbudget = 20\n");  // D = 128 fp32: 512-byte rows, 32 B/token at G = 16
   EXPECT_NE(error_of(b).find("key 'adaptive.budget' = 20 bytes per token is below"), std::string::npos) << error_of(b);
+  // Exactly 32 B per token fits a context that is a multiple of 16, not a request whose length is not (a
+  // partial last group is a whole row): every request's length is checked, not only workload.tokens.
+  const auto exact = write("[workload]\ntokens = 4Ki\n[adaptive]\nenabled = true\nbudget = 32\n");
+  EXPECT_EQ(error_of(exact), "(no error)");
+  const auto spread = write("[workload]\ntokens = 4Ki\nrequests = 4\nlength_spread = 0.5\n[adaptive]\nenabled = true\n"
+                            "budget = 32\n");
+  EXPECT_NE(error_of(spread).find("key 'adaptive.budget' = 32 bytes per token is below"), std::string::npos)
+      << error_of(spread);
+  EXPECT_NE(error_of(spread).find(" tokens of request "), std::string::npos) << error_of(spread);
   const auto h = write("[workload]\nattn_dim = 0\n[hybrid]\nenabled = true\n");
   EXPECT_NE(error_of(h).find("workload.attn_dim > 0"), std::string::npos) << error_of(h);
 }
