@@ -372,7 +372,8 @@ std::vector<KeyInfo> make_keys() {
        }},
       {"output.path", "", "results HDF5 file (empty: print the table only)",
        [](P& p, const std::string& v) { p.output_path = v; }},
-      {"output.save_tensors", "false", "store each point's composite keys and selected group ids",
+      {"output.save_tensors", "false", "store each point's composite keys and selected group ids (adaptive points:\n"
+       "                                          the last index's composite keys only)",
        [](P& p, const std::string& v) { p.save_tensors = parse_bool(v); }},
       {"output.cache_trace", "",
        "write each point's cache access trace to this file, for 'indexpool cache-sim --trace' ({index} in\n"
@@ -768,11 +769,17 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   for (const auto& p : sw.points) {
     if (p.max_context <= 0 || p.source != "synthetic") continue;
     const Index64 total = p.workload.tokens + static_cast<Index64>(p.workload.steps) * p.workload.append_per_step;
+    // With appended decode tokens, where the two other terms were set too (either may be what pushed it over).
+    const std::string growth =
+        p.workload.append_per_step > 0
+            ? fmt::format(" (workload.steps = {} set at {}, workload.append_per_step = {} set at {})", p.workload.steps,
+                          setting_at("workload.steps"), p.workload.append_per_step, setting_at("workload.append_per_step"))
+            : "";
     IP_REQUIRE(total <= p.max_context,
                "{}: key 'workload.tokens' = {}: a context of {} tokens (workload.tokens + workload.steps x "
-               "workload.append_per_step) exceeds limits.max_context = {} tokens (set at {}); point {} ({})",
+               "workload.append_per_step) exceeds limits.max_context = {} tokens (set at {}){}; point {} ({})",
                setting_at("workload.tokens"), p.workload.tokens, total, p.max_context,
-               setting_at("limits.max_context"), p.index, p.key);
+               setting_at("limits.max_context"), growth, p.index, p.key);
   }
 
   // The sweep's identity: every resolved setting except output.* and a single thread count (the same sweep

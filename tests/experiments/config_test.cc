@@ -512,6 +512,13 @@ TEST_F(Issue7ConfigTest, ContextPastTheLimitIsRejectedNamingKeyFileAndLine) {
   EXPECT_EQ(error_of(write("[workload]\ntokens = 512Ki\n[limits]\nmax_context = 512Ki\n")), "(no error)");
   const auto g = write("[workload]\ntokens = 512Ki\nsteps = 4\nappend_per_step = 1\n[limits]\nmax_context = 512Ki\n");
   EXPECT_NE(error_of(g).find("a context of 524292 tokens"), std::string::npos) << error_of(g);
+  // ... naming where the steps and the appended tokens were set (the one on the command line too).
+  EXPECT_NE(error_of(g).find("(workload.steps = 4 set at " + g + ":3, workload.append_per_step = 1 set at " + g + ":4)"),
+            std::string::npos)
+      << error_of(g);
+  EXPECT_NE(error_of(g, {"workload.append_per_step=2"}).find("workload.append_per_step = 2 set at command line"),
+            std::string::npos)
+      << error_of(g, {"workload.append_per_step=2"});
 }
 
 TEST_F(Issue7ConfigTest, EdgeProfileLoadsAndRejectsLongerContexts) {
