@@ -297,7 +297,7 @@ std::vector<KeyInfo> make_keys() {
       // ---- issue 7: hybrid layer, index updates, growing contexts, adaptive compression, limits.
       {"workload.gate_decay", "0.9", "median gate alpha of the local linear branch, in (0, 1]",
        [](P& p, const std::string& v) { p.workload.gate_decay = parse_double(v); }},
-      {"workload.gate_spread", "0.5", "log-scale spread of the gates: alpha = decay^exp(spread*s), s uniform, unit variance",
+      {"workload.gate_spread", "0.5", "log-scale spread of the gates: alpha = max(decay^exp(spread*s), 2^-126), s uniform, unit variance",
        [](P& p, const std::string& v) { p.workload.gate_spread = parse_double(v); }},
       {"workload.append_per_step", "0", "growing context: tokens each decode step appends (prompt = workload.tokens)",
        [](P& p, const std::string& v) {
