@@ -37,18 +37,24 @@ Capacity parse_capacity(std::string_view text) {
              "capacity '{}': expected a number of entries or bytes with a unit (e.g. 1000, 16KiB, 8MiB)", t);
   IP_REQUIRE(ec != std::errc::result_out_of_range, "capacity '{}' is too large", t);
   const std::string_view unit = text.substr(end - text.data());
+  // The unit first: "0.5MiB" is a fraction this parser does not read, not a level of 0 bytes.
+  const Unit* found = nullptr;
+  for (const Unit& u : kUnits)
+    if (unit == u.name) found = &u;
+  IP_REQUIRE(unit.empty() || found || unit.front() != '.',
+             "capacity '{}': a whole number of entries or bytes, with a unit (fractions are not read: write 512KiB "
+             "for 0.5MiB)",
+             t);
+  if (!unit.empty() && !found)
+    throw Error(fmt::format("capacity '{}': unknown unit '{}' (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB; none: entries)",
+                            t, unit));
   IP_REQUIRE(n > 0, "capacity '{}' is impossible: a level holds at least one entry or byte", t);
-  if (unit.empty()) {
+  if (!found) {
     IP_REQUIRE(n <= kMaxEntries, "capacity '{}' is impossible: at most {} entries", t, kMaxEntries);
     return Capacity{n, false};
   }
-  for (const Unit& u : kUnits) {
-    if (unit != u.name) continue;
-    IP_REQUIRE(n <= std::numeric_limits<std::uint64_t>::max() / u.factor, "capacity '{}' is too large", t);
-    return Capacity{n * u.factor, true};
-  }
-  throw Error(fmt::format("capacity '{}': unknown unit '{}' (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB; none: entries)",
-                          t, unit));
+  IP_REQUIRE(n <= std::numeric_limits<std::uint64_t>::max() / found->factor, "capacity '{}' is too large", t);
+  return Capacity{n * found->factor, true};
 }
 
 LevelSpec parse_level_spec(std::string_view text) {

@@ -280,7 +280,11 @@ TEST(Capacity, ImpossibleCapacitiesNameTheText) {
   EXPECT_NE(msg("0KiB").find("capacity '0KiB' is impossible"), std::string::npos);
   EXPECT_NE(msg("").find("capacity ''"), std::string::npos);
   EXPECT_NE(msg("-3").find("capacity '-3'"), std::string::npos);
-  EXPECT_NE(msg("1.5MiB").find("unknown unit '.5MiB'"), std::string::npos);
+  // Fractions: not read, said so (0.5MiB was "impossible", as if 0 bytes had been asked for).
+  EXPECT_NE(msg("1.5MiB").find("capacity '1.5MiB': a whole number"), std::string::npos) << msg("1.5MiB");
+  EXPECT_NE(msg("0.5MiB").find("fractions are not read"), std::string::npos) << msg("0.5MiB");
+  EXPECT_NE(msg("0x10").find("unknown unit 'x10'"), std::string::npos) << msg("0x10");
+  EXPECT_NE(msg("0abc").find("unknown unit 'abc'"), std::string::npos) << msg("0abc");
   EXPECT_NE(msg("16XB").find("unknown unit 'XB'"), std::string::npos);
   EXPECT_NE(msg("99999999999999999999").find("too large"), std::string::npos);
   EXPECT_NE(msg("20000000000TiB").find("too large"), std::string::npos);
