@@ -747,6 +747,18 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
                  p.workload.append_per_step > 0 ? " at a decode step" : "", p.index, p.key);
     }
   }
+  // cache.object = kv sizes an access by the group's attention keys and values: with no attention stage every
+  // access would be 0 bytes and a byte-sized level would never fill (imported workloads: runner.cc).
+  for (const auto& p : sw.points) {
+    if (!p.cache.enabled || p.cache.object != "kv" || p.source != "synthetic" || p.workload.attn_dim > 0) continue;
+    const std::string obj = setting_at("cache.object"), dim = setting_at("workload.attn_dim");
+    throw Error(fmt::format(
+        "{}: key 'cache.object' = kv sizes each cache access by the group's attention keys and values, and the point "
+        "has no attention stage (workload.attn_dim = {}, set at {}): set cache.object = index (the index entry) or "
+        "cache.enabled = false; point {} ({})",
+        obj != "default" ? obj : (dim != "default" ? dim : path), p.workload.attn_dim,
+        dim == "default" ? "its default" : dim, p.index, p.key));
+  }
   // Generator-only keys set for a sweep whose every point imports its workload would do nothing (the
   // shapes, lengths and statistics come from the file): an error, not N identical points.
   const bool any_synthetic =

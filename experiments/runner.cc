@@ -560,6 +560,11 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                "hybrid.enabled = true: the imported workload '{}' has no attention keys, values and queries "
                "(attn_keys, values, attn_queries), which the hybrid layer needs (point {}: {})",
                p.source, p.index, p.key);
+    IP_REQUIRE(!p.cache.enabled || p.cache.object != "kv" || w.has_attention(),
+               "cache.object = kv sizes each cache access by the group's attention keys and values, and the imported "
+               "workload '{}' has none (attn_keys, values, attn_queries): set cache.object = index (the index entry) "
+               "or cache.enabled = false (point {}: {})",
+               p.source, p.index, p.key);
     const AdaptiveParams& a = p.pipeline.adaptive;
     if (a.enabled) {
       const double row = static_cast<double>(w.dim() * element_bytes(p.pipeline.pool.precision) +

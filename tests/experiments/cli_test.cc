@@ -148,7 +148,8 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
     return p;
   };
   const std::string source = dump("w.h5", 256), h5 = (dir_ / "imp.h5").string();
-  const auto cfg = file("imp.ini", "[workload]\nsource = " + source + "\n[pool]\ngroup_size = 2, 4\n"
+  // (cache.object = index: the dump has no attention arrays to size a kv access by.)
+  const auto cfg = file("imp.ini", "[workload]\nsource = " + source + "\n[cache]\nobject = index\n[pool]\ngroup_size = 2, 4\n"
                                    "[select]\ntopk_tokens = 32\n[output]\npath = " + h5 + "\n");
   auto r = run("run " + cfg + " --quiet --shard 0/2");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -197,6 +198,16 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
       EXPECT_NE(r.out.find(want), std::string::npos) << cmd << set << "\n" << r.out;
       EXPECT_FALSE(fs::exists(dir_ / "ext.h5")) << cmd << set;
     }
+  // cache.object = kv has no attention arrays to size an access by: refused by list and run alike.
+  for (const char* cmd : {"list ", "run "}) {
+    r = run(cmd + cfg + " --set cache.object=kv --set output.path=" + (dir_ / "kv.h5").string());
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("cache.object = kv sizes each cache access by the group's attention keys and values, and "
+                         "the imported workload '" + source + "' has none"),
+              std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(dir_ / "kv.h5"));
+  }
   std::ofstream(source) << "not hdf5\n";
   r = run("list " + cfg);
   EXPECT_NE(r.code, 0) << r.out;
@@ -728,7 +739,7 @@ TEST_F(CliTest, OutputThatIsAnInputOfTheRunIsRefused) {
     f.write("index_queries", queries);
     f.write("head_weights", heads);
   }
-  const auto imp = file("imp.ini", "[workload]\nsource = " + dump + "\n[select]\ntopk_tokens = 16\n");
+  const auto imp = file("imp.ini", "[workload]\nsource = " + dump + "\n[select]\ntopk_tokens = 16\n[cache]\nobject = index\n");
   for (const std::string& key : {std::string("output.path"), std::string("output.cache_trace")}) {
     r = run("run " + imp + " --overwrite --set " + key + "=" + dump +
             (key == "output.path" ? "" : " --set output.path=" + (dir_ / "imp.h5").string()));

@@ -564,6 +564,12 @@ TEST_F(Issue7ConfigTest, NewKeysParseAndBadCombinationsStopTheLoad) {
   EXPECT_NE(error_of(spread).find("key 'adaptive.budget' = 32 bytes per token is below"), std::string::npos)
       << error_of(spread);
   EXPECT_NE(error_of(spread).find(" tokens of request "), std::string::npos) << error_of(spread);
+  // No attention stage: a kv cache access would be 0 bytes (a byte-sized level never fills).
+  const auto kv = write("[workload]\nattn_dim = 0\n");
+  EXPECT_NE(error_of(kv).find(":2: key 'cache.object' = kv sizes each cache access"), std::string::npos) << error_of(kv);
+  EXPECT_NE(error_of(kv).find("set cache.object = index"), std::string::npos) << error_of(kv);
+  EXPECT_EQ(error_of(write("[workload]\nattn_dim = 0\n[cache]\nobject = index\n")), "(no error)");
+  EXPECT_EQ(error_of(write("[workload]\nattn_dim = 0\n[cache]\nenabled = false\n")), "(no error)");
   const auto h = write("[workload]\nattn_dim = 0\n[hybrid]\nenabled = true\n");
   EXPECT_NE(error_of(h).find("workload.attn_dim > 0"), std::string::npos) << error_of(h);
 }
