@@ -722,11 +722,16 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
       why = fmt::format("cache.relevance = cosine (set at {}) needs the per-step similarity it does not record (use "
                         "mass)",
                         setting_at("cache.relevance"));
-    else if (p.profile.counters || p.profile.kernel_records)
+    else if (p.profile.counters || p.profile.kernel_records) {
+      auto at = [&](const char* key) {
+        const std::string w = setting_at(key);
+        return w == "default" ? std::string("its default") : w;
+      };
       why = fmt::format("profile.counters and profile.kernel_records (set at {} and {}) measure the per-request "
-                        "pipeline's backend calls, not the batched decoder (use Nsight: --profile; its steps are NVTX "
-                        "ranges named batch_step)",
-                        setting_at("profile.counters"), setting_at("profile.kernel_records"));
+                        "pipeline's backend calls, not the batched decoder: set both off (for Nsight, then run with "
+                        "--profile; its steps are NVTX ranges named batch_step)",
+                        at("profile.counters"), at("profile.kernel_records"));
+    }
     IP_REQUIRE(why.empty(), "{}: key 'select.batched' = true: {}; point {} ({})", setting_at("select.batched"), why,
                p.index, p.key);
   }

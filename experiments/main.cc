@@ -202,8 +202,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     ("resume", "run only the points the results file does not hold yet, and again those it recorded as skipped "
                "for want of a device or memory")
     ("overwrite", "replace an existing results file (after the first point finishes)")
-    ("profile", "for Nsight: each point once, no warm-up loop, the sweep inside cudaProfilerStart/Stop, in-process "
-                "CUPTI off (README: Profiling)")
+    ("profile", "for Nsight: the sweep inside cudaProfilerStart/Stop, in-process CUPTI off (README: Profiling; every "
+                "run times each point once, with no warm-up loop)")
     ("quiet,q", "no progress lines");
   // clang-format on
   add_sweep_options(opts);
@@ -242,8 +242,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
 
   // Everything that can fail on bad input happens before the first point: metric names, imports, the
   // output file.
-  const std::string profile_note = vm.count("profile") ? apply_profile_mode(points) : "";
+  // The metric names first: a config checked with --profile (counters off) must not fail later without it.
   const std::string metrics_note = validate_profiling(sweep, points);
+  const std::string profile_note = vm.count("profile") ? apply_profile_mode(points) : "";
   WorkloadCache cache;
   preload_imports(points, cache);
   check_outputs_are_not_inputs(sweep, points);

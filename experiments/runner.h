@@ -19,8 +19,8 @@ namespace ip::exp {
 
 struct RunOptions {
   bool quiet = false;
-  // --profile (Nsight): every point once with no warm-up or repeat loop, the loop inside
-  // cudaProfilerStart/Stop (ProfileCapture), in-process CUPTI off (apply_profile_mode).
+  // --profile (Nsight): the loop inside cudaProfilerStart/Stop (ProfileCapture), in-process CUPTI off
+  // (apply_profile_mode). Every run times each point once, with no warm-up or repeat loop.
   bool profile = false;
   // Set asynchronously (by a signal handler) to stop the sweep after the current point: run_points then
   // writes what `out` holds and returns the points run so far. Null: never stops early.

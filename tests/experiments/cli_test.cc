@@ -221,6 +221,23 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
   EXPECT_NE(r.out.find("those of other shards' points too"), std::string::npos) << r.out;
 }
 
+// --profile turns the in-process counters off, but a config's metric names are checked all the same: one
+// checked with --profile must not fail later without it (they were not checked then). Where the build has no
+// CUPTI, names are not checked either way.
+TEST_F(CliTest, ProfileStillChecksTheMetricNames) {
+  const auto cfg = file("prof.ini", "[workload]\ntokens = 512\nsteps = 2\nindex_heads = 2\nattn_heads = 1\n"
+                                    "[profile]\ncounters = on\nmetrics = dram__bytes_read.sum sm__nope.avg\n");
+  const auto plain = run("run " + cfg + " --quiet");
+  if (plain.code == 0) {
+    GTEST_SKIP() << "metric names are not checked in this build (no CUPTI): " << plain.out;
+  }
+  EXPECT_NE(plain.out.find("sm__nope.avg"), std::string::npos) << plain.out;
+  const auto profiled = run("run " + cfg + " --quiet --profile");
+  EXPECT_EQ(profiled.code, 1) << profiled.out;
+  EXPECT_NE(profiled.out.find("sm__nope.avg"), std::string::npos) << profiled.out;
+  EXPECT_NE(profiled.out.find(cfg + ":8: key 'profile.metrics'"), std::string::npos) << profiled.out;
+}
+
 TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
   const std::string h5 = (dir_ / "out" / "r.h5").string();
   const auto cfg = file("tiny.ini", "[workload]\ntokens = 512\nsteps = 2\nindex_heads = 2\nattn_heads = 1\n"

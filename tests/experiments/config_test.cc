@@ -472,6 +472,9 @@ TEST_F(ConfigTest, BatchedRefusesWhatTheBatchedDecoderCannotDo) {
   EXPECT_NE(e4.find("needs an attention stage"), std::string::npos) << e4;
   const std::string e5 = error_of(write("[select]\nbatched = true\n[profile]\ncounters = on\n"));
   EXPECT_NE(e5.find("profile.counters and profile.kernel_records"), std::string::npos) << e5;
+  // What to do, and no "set at default" for the key left unset (--profile cannot help: this check comes first).
+  EXPECT_NE(e5.find(":4 and its default) measure"), std::string::npos) << e5;
+  EXPECT_NE(e5.find("set both off (for Nsight, then run with --profile"), std::string::npos) << e5;
   const std::string e6 = error_of(write("[select]\nbatched = true\n[cache]\nrelevance = cosine\n"));
   EXPECT_NE(e6.find("cache.relevance = cosine"), std::string::npos) << e6;
   // From the command line the message says so.
