@@ -136,6 +136,27 @@ const std::vector<std::int32_t>& step_oracle(Backend& be, StepReference& ref, in
   return it->second;
 }
 
+Index64 prepare_references(Backend& be, const Workload& w, const PipelineParams& p, RequestReferences& refs) {
+  if (!p.fidelity) return 0;
+  validate_pipeline(p, w);
+  const Index64 Q = w.steps(), A = p.append_per_step, Tfull = w.tokens();
+  const int G = effective_group_size(p.pool);
+  const Index64 k_groups = groups_for_budget(p.topk_tokens, G);
+  Index64 computed = 0;
+  for (Index64 q = 0; q < Q; ++q) {
+    const Index64 T = Tfull - (Q - 1 - q) * A;  // the context decode step q scores (both loops)
+    StepReference& slot = refs.slot(q, p.topk_tokens);
+    if (!slot.holds(q, T, p.topk_tokens)) ++computed;
+    step_reference(be, w, q, T, p.topk_tokens, slot);
+    if (!p.adaptive.enabled) step_oracle(be, slot, G, k_groups);
+    if (static_cast<double>(refs.bytes()) > refs.max_bytes) {
+      refs.steps.erase({q, p.topk_tokens});
+      break;
+    }
+  }
+  return computed;
+}
+
 void measure_step_fidelity(Backend& be, const Workload& w, Index64 q, std::span<const std::int32_t> sel,
                            std::span<const Index64> sel_tokens, int G, Index64 topk_tokens, Index64 k_groups,
                            MatrixView<const float> sparse_out, StepReference& ref, StepRecord& rec) {

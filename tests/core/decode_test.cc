@@ -479,6 +479,79 @@ TEST(Decode, FidelityReferencesAreReusedAndChangeNoResult) {
   EXPECT_GT(refs_plain.bytes(), 0u);
 }
 
+// prepare_references computes, before a run, everything the run's fidelity reads: the run then computes no
+// exact scores, no dense attention and no block oracle (the references' bytes do not change), with the bits
+// of a run that computes them as it goes, in every loop.
+TEST(Decode, PreparedFidelityReferencesLeaveNothingForTheRunToCompute) {
+  struct Case {
+    std::string what;
+    int append;
+    ip::PipelineParams p;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"plain uniform G=4", 0, pipeline(Weighting::uniform)});
+  cases.push_back({"plain tfidf fp8 G=8 k=512", 0, pipeline(Weighting::tfidf, Precision::fp8, 8, 512)});
+  {
+    auto p = pipeline(Weighting::hybrid, Precision::int8);
+    p.hybrid.enabled = true;
+    p.hybrid.window = 700;
+    cases.push_back({"hybrid layer", 0, p});
+  }
+  {
+    auto p = pipeline(Weighting::tfidf, Precision::fp32, 2);
+    p.append_per_step = 3;
+    cases.push_back({"growing context G=2", 3, p});
+  }
+  {
+    auto p = pipeline(Weighting::tfidf, Precision::int8);
+    p.adaptive.enabled = true;
+    p.adaptive.budget_bytes_per_token = 9.0;
+    cases.push_back({"adaptive groups", 0, p});
+  }
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const ip::Workload w = workload(c.append);
+    const int Q = static_cast<int>(w.steps());
+    CountsReferenceCalls fresh_be, prep_be, run_be;
+    const auto fresh = ip::run_request(fresh_be, w, c.p);
+    ip::RequestReferences refs;
+    refs.max_bytes = 1e12;
+    EXPECT_EQ(ip::prepare_references(prep_be, w, c.p, refs), Q);
+    EXPECT_EQ(prep_be.score_tokens_calls, Q);
+    EXPECT_EQ(prep_be.dense_calls, Q);
+    ASSERT_EQ(refs.steps.size(), static_cast<size_t>(Q));
+    const std::size_t bytes = refs.bytes();
+    const auto shared = ip::run_request(run_be, w, c.p, &refs);
+    EXPECT_EQ(run_be.score_tokens_calls, 0);
+    EXPECT_EQ(run_be.dense_calls, 0);
+    EXPECT_EQ(refs.bytes(), bytes);  // the block oracle was there already
+    expect_same(fresh, shared);
+    EXPECT_EQ(ip::prepare_references(prep_be, w, c.p, refs), 0);  // nothing left to compute
+    // Without fidelity there is nothing to prepare.
+    auto off = c.p;
+    off.fidelity = false;
+    ip::RequestReferences none;
+    none.max_bytes = 1e12;
+    EXPECT_EQ(ip::prepare_references(prep_be, w, off, none), 0);
+    EXPECT_TRUE(none.steps.empty());
+  }
+  // Room for two steps: the first two are kept, the run computes the others (and keeps none of them).
+  const ip::Workload w = workload();
+  const auto p = pipeline(Weighting::uniform);
+  ip::RequestReferences all;
+  all.max_bytes = 1e12;
+  CountsReferenceCalls a, b, c;
+  ip::prepare_references(a, w, p, all);
+  ip::RequestReferences two;
+  two.max_bytes = 2.5 * static_cast<double>(all.bytes()) / static_cast<double>(w.steps());
+  ip::prepare_references(b, w, p, two);
+  EXPECT_EQ(two.steps.size(), 2u);
+  const auto run = ip::run_request(c, w, p, &two);
+  EXPECT_EQ(c.score_tokens_calls, static_cast<int>(w.steps()) - 2);
+  EXPECT_EQ(two.steps.size(), 2u);
+  expect_same(ip::run_request(a, w, p), run);
+}
+
 // References that would pass max_bytes are not kept: the next run computes them again, with the same bits.
 TEST(Decode, FidelityReferencesOverTheirByteLimitAreNotKept) {
   const ip::Workload w = workload();

@@ -219,16 +219,27 @@ TEST_F(NvtxCapture, ProfileModeHoldsOneRangePerPointWithItsStagesInside) {
   const std::vector<std::string> keys = point_keys(h5);
   ASSERT_EQ(keys.size(), 6u);
   const std::vector<Range> rs = check_capture(ev, keys);
-  // What each point ran: 2 requests of 3 steps, so 6 score, top-k, attention, fidelity and stats ranges;
-  // the pool range once per request for uniform (never relearns) and at least that for the others; one
-  // cache-model replay and one results-file append. The workload is made for the first point only (the
-  // others reuse it).
+  // What each point ran: 2 requests of 3 steps, so 6 score, top-k, attention, fidelity and stats ranges,
+  // and one more fidelity range before the first of them (the workload's shared fidelity references,
+  // computed by the first point and checked by the others before their timed loops); the pool range once
+  // per request for uniform (never relearns) and at least that for the others; one cache-model replay and
+  // one results-file append. The workload is made for the first point only (the others reuse it).
   int p = 0;
   for (const Range& r : rs) {
     if (r.name.rfind("point ", 0) != 0) continue;
     SCOPED_TRACE(r.name);
     auto n = stages_in(rs, r);
-    for (const char* s : {"score", "topk", "attention", "fidelity", "stats"}) EXPECT_EQ(n[s], 6) << s;
+    for (const char* s : {"score", "topk", "attention", "stats"}) EXPECT_EQ(n[s], 6) << s;
+    EXPECT_EQ(n["fidelity"], 7);
+    const Range* first_fidelity = nullptr;
+    const Range* first_pool = nullptr;
+    for (const Range& s : rs)
+      if (s.push > r.push && s.pop < r.pop) {
+        if (s.name == "fidelity" && !first_fidelity) first_fidelity = &s;
+        if (s.name == "pool" && !first_pool) first_pool = &s;
+      }
+    ASSERT_TRUE(first_fidelity && first_pool);
+    EXPECT_LT(first_fidelity->pop, first_pool->push) << "the shared references come before the timed loop";
     EXPECT_GE(n["pool"], 2);
     if (r.name.find("uniform") != std::string::npos) {
       EXPECT_EQ(n["pool"], 2);
