@@ -1,7 +1,10 @@
 #include "experiments/h5.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <vector>
 
 #include "core/error.h"
 
@@ -208,6 +211,20 @@ Tensor<float> File::read_float(const std::string& name) const {
   IP_REQUIRE(!di.shape.empty() && di.shape.size() <= 3, "{}: rank {} (expected 1 to 3)", where(name), di.shape.size());
   Tensor<float> t(di.shape);
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (di.element_size > sizeof(float) && !t.empty()) {
+    // Wider than float32 (float64): read as double and narrow here, so that a finite value float32 cannot
+    // hold is named as such (HDF5's conversion would make it an infinity, reported as one).
+    std::vector<double> wide(t.size());
+    IP_REQUIRE(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, wide.data()) >= 0,
+               "{}: read failed", where(name));
+    for (std::size_t i = 0; i < wide.size(); ++i) {
+      IP_REQUIRE(!std::isfinite(wide[i]) || std::fabs(wide[i]) <= static_cast<double>(std::numeric_limits<float>::max()),
+                 "{}: value {} (flat element {}) is outside float32's range, to which the arrays are read", where(name),
+                 wide[i], i);
+      t.data()[i] = static_cast<float>(wide[i]);
+    }
+    return t;
+  }
   IP_REQUIRE(t.empty() || H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()) >= 0,
              "{}: read failed", where(name));
   return t;

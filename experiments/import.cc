@@ -15,7 +15,8 @@ namespace {
 
 Tensor<float> read_checked(const h5::File& f, const std::string& name, std::size_t rank) {
   const h5::DatasetInfo di = f.info(name);
-  IP_REQUIRE(di.is_float, "{}: dataset '{}' must be floating point (float32), it is not", f.path(), name);
+  IP_REQUIRE(di.is_float, "{}: dataset '{}' must be floating point (float32; float16 and float64 are read as float32), "
+             "it is {}", f.path(), name, di.type_name);
   IP_REQUIRE(di.shape.size() == rank, "{}: dataset '{}' must have rank {}, has rank {}", f.path(), name, rank,
              di.shape.size());
   return f.read_float(name);
@@ -71,6 +72,8 @@ Workload import_workload(const std::string& path) {
     w.attn_keys = read_checked(f, "attn_keys", 2);
     w.values = read_checked(f, "values", 2);
     const h5::DatasetInfo qi = f.info("attn_queries");
+    IP_REQUIRE(qi.is_float, "{}: dataset 'attn_queries' must be floating point (float32; float16 and float64 are read "
+               "as float32), it is {}", path, qi.type_name);
     IP_REQUIRE(qi.shape.size() == 2 || qi.shape.size() == 3, "{}: dataset 'attn_queries' must have rank 2 or 3", path);
     w.attn_queries = f.read_float("attn_queries");
     if (qi.shape.size() == 2) w.attn_queries.reshape({qi.shape[0], 1, qi.shape[1]});

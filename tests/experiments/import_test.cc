@@ -22,6 +22,28 @@ ip::Tensor<float> iota(std::vector<ip::Index64> shape, float start = 0.0f) {
   return t;
 }
 
+// A dataset of another float width (e.g. numpy's default float64), written with HDF5's C API.
+void write_float(ip::h5::File& f, const std::string& name, const std::vector<double>& v,
+                 const std::vector<hsize_t>& shape, hid_t file_type) {
+  const hid_t space = H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr);
+  const hid_t ds = H5Dcreate2(f.id(), name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+// IEEE half precision as h5py writes numpy's float16 (HDF5 1.10 has no predefined half type).
+hid_t half_type() {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_offset(t, 0);
+  H5Tset_precision(t, 16);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return t;
+}
+
 class ImportTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -103,6 +125,42 @@ TEST_F(ImportTest, AttentionArraysAreOptionalAndRank2QueriesAreOneHead) {
   EXPECT_EQ(w.attn_queries.shape(), (std::vector<ip::Index64>{2, 1, 4}));
 }
 
+// float64 and float16 arrays are read as float32 (the same values when float32 holds them); a finite float64
+// value that float32 cannot hold is named as such, not as the infinity a conversion would make of it.
+TEST_F(ImportTest, OtherFloatWidthsAreReadAsFloat32AndOutOfRangeValuesNamed) {
+  std::vector<double> keys(24);
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<double>(i);
+  const hid_t half = half_type();
+  for (const hid_t type : {H5T_IEEE_F64LE, half}) {
+    const auto p = make(type == half ? "f16.h5" : "f64.h5", false, [&](ip::h5::File& f) {
+      write_float(f, "index_keys", keys, {6, 4}, type);
+      f.write("index_queries", iota({2, 3, 4}, 1.0f));
+      f.write("head_weights", iota({2, 3}));
+    });
+    const auto w = ip::exp::import_workload(p);
+    ASSERT_EQ(w.tokens(), 6);
+    for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(w.index_keys.data()[i], static_cast<float>(keys[i])) << i;
+    EXPECT_EQ(ip::h5::File(p, "r").info("index_keys").element_size, type == half ? 2u : 8u);
+  }
+  H5Tclose(half);
+  keys[9] = -1e300;
+  const auto big = make("f64big.h5", false, [&](ip::h5::File& f) {
+    write_float(f, "index_keys", keys, {6, 4}, H5T_IEEE_F64LE);
+    f.write("index_queries", iota({2, 3, 4}, 1.0f));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(big).find(big + ":index_keys: value -1e+300 (flat element 9) is outside float32's range"),
+            std::string::npos)
+      << error_of(big);
+  keys[9] = std::nan("");  // a NaN stays a NaN, reported as one
+  const auto nan = make("f64nan.h5", false, [&](ip::h5::File& f) {
+    write_float(f, "index_keys", keys, {6, 4}, H5T_IEEE_F64LE);
+    f.write("index_queries", iota({2, 3, 4}, 1.0f));
+    f.write("head_weights", iota({2, 3}));
+  });
+  EXPECT_NE(error_of(nan).find("NaN"), std::string::npos) << error_of(nan);
+}
+
 TEST_F(ImportTest, MalformedFilesNameFileAndDataset) {
   EXPECT_NE(error_of(path("missing.h5")).find("does not exist"), std::string::npos);
   {
@@ -125,7 +183,10 @@ TEST_F(ImportTest, MalformedFilesNameFileAndDataset) {
     f.write("index_queries", iota({2, 3, 4}));
     f.write("head_weights", iota({2, 3}));
   });
-  EXPECT_NE(error_of(dtype).find("'index_keys' must be floating point"), std::string::npos) << error_of(dtype);
+  EXPECT_NE(error_of(dtype).find("'index_keys' must be floating point (float32; float16 and float64 are read as "
+                                 "float32), it is int32"),
+            std::string::npos)
+      << error_of(dtype);
 
   auto dim = make("dim.h5", false, [](ip::h5::File& f) {
     f.write("index_keys", iota({6, 4}));
