@@ -73,7 +73,9 @@ std::string batched_config(const std::vector<Workload>& reqs, const PipelinePara
     const Workload* longest = &w0;
     for (const Workload& w : reqs)
       if (w.tokens() > longest->tokens()) longest = &w;
-    reserve += static_cast<std::size_t>(estimate_device_bytes(device_shape(*longest), p).total());
+    // Request after request, each under its own hold: the backend's upload slots rotate (rotating_upload_bytes).
+    const DeviceShape s = device_shape(*longest);
+    reserve += static_cast<std::size_t>(estimate_device_bytes(s, p).total() + (B > 1 ? rotating_upload_bytes(s) : 0.0));
   }
   const std::string fit = cuda::check_fits(c, 0, reserve);
   if (fit.empty()) return fit;
@@ -97,7 +99,9 @@ double batched_device_bytes(const WorkloadSpec& s, const PipelineParams& p) {
     c.total_tokens += T;
     c.max_tokens = std::max<long long>(c.max_tokens, T);
   }
-  const double fidelity = p.fidelity ? estimate_device_bytes(device_shape(s), p).total() : 0.0;
+  const DeviceShape shape = device_shape(s);
+  const double fidelity =
+      p.fidelity ? estimate_device_bytes(shape, p).total() + (s.requests > 1 ? rotating_upload_bytes(shape) : 0.0) : 0.0;
   return static_cast<double>(cuda::estimate_device_bytes(c)) + fidelity;
 }
 

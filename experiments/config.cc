@@ -707,15 +707,34 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
     const WeightParams& wp = p.pipeline.pool.weights;
     const PipelineParams& pp = p.pipeline;
     std::string why;
+    const auto at = [&](const char* key) {
+      const std::string w = setting_at(key);
+      return w == "default" ? std::string("its default") : w;
+    };
     if (uses_stats(wp.scheme) || uses_query_reference(wp))
-      why = fmt::format("pool.weighting = {}{} learns from a request's history, which the batched decoder does not keep "
-                        "(use exact, uniform, positional, maxmin, or cosine with pool.cosine_reference = group_mean)",
-                        to_string(wp.scheme), wp.scheme == Weighting::cosine ? " with pool.cosine_reference = query" : "");
-    else if (pp.extended())
-      why = "it runs the plain sparse layer only: hybrid.enabled, adaptive.enabled, pool.async_updates, "
-            "pool.repool_tau and workload.append_per_step must be off";
-    else if (p.source == "synthetic" && p.workload.attn_dim <= 0)
-      why = "it needs an attention stage (workload.attn_dim > 0)";
+      why = fmt::format("pool.weighting = {}{} learns from a request's history ({}), which the batched decoder does "
+                        "not keep (use exact, uniform, positional, maxmin, or cosine with pool.cosine_reference = "
+                        "group_mean)",
+                        to_string(wp.scheme), wp.scheme == Weighting::cosine ? " with pool.cosine_reference = query" : "",
+                        wp.scheme == Weighting::cosine && !uses_stats(wp.scheme)
+                            ? "set at " + at("pool.weighting") + " and " + at("pool.cosine_reference")
+                            : "set at " + at("pool.weighting"));
+    else if (pp.extended()) {
+      // The keys that are on, each with where it was set and what off is.
+      std::string on;
+      const auto add = [&](bool set, const char* key, const char* off) {
+        if (set) on += fmt::format("{}{} (set at {}; off: {})", on.empty() ? "" : ", ", key, at(key), off);
+      };
+      add(pp.hybrid.enabled, "hybrid.enabled", "false");
+      add(pp.adaptive.enabled, "adaptive.enabled", "false");
+      add(pp.async_updates, "pool.async_updates", "false");
+      add(pp.repool_tau >= 0.0f, "pool.repool_tau", "-1");
+      add(pp.append_per_step > 0, "workload.append_per_step", "0");
+      why = "it runs the plain sparse layer only, and " + on + " " +
+            (on.find("), ") == std::string::npos ? "is" : "are") + " on";
+    } else if (p.source == "synthetic" && p.workload.attn_dim <= 0)
+      why = fmt::format("it needs an attention stage (workload.attn_dim = {}, set at {}; it must be > 0)",
+                        p.workload.attn_dim, at("workload.attn_dim"));
     else if (p.save_tensors)
       why = fmt::format("output.save_tensors (set at {}) is not supported with it", setting_at("output.save_tensors"));
     else if (p.cache.enabled && p.cache.relevance == "cosine")
@@ -723,10 +742,6 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
                         "mass)",
                         setting_at("cache.relevance"));
     else if (p.profile.counters || p.profile.kernel_records) {
-      auto at = [&](const char* key) {
-        const std::string w = setting_at(key);
-        return w == "default" ? std::string("its default") : w;
-      };
       why = fmt::format("profile.counters and profile.kernel_records (set at {} and {}) measure the per-request "
                         "pipeline's backend calls, not the batched decoder: set both off (for Nsight, then run with "
                         "--profile; its steps are NVTX ranges named batch_step)",
@@ -842,6 +857,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: the same id on every machine and build
   for (unsigned char c : canon) h = (h ^ c) * 0x100000001b3ull;
   sw.sweep_id = fmt::format("{:016x}", h);
+  sw.sweep_settings = std::move(canon);
   return sw;
 }
 

@@ -67,6 +67,9 @@ struct Sweep {
   std::vector<std::string> axis_keys;          // the axes, in order (a zip group counts as its keys)
   std::vector<Point> points;                   // grid order: last axis fastest
   std::string sweep_id;  // hash of the resolved settings without output.* (shards of one sweep share it)
+  // What sweep_id hashes, a line "key=v1,v2," each (results attribute sweep_settings: a refused --resume
+  // names the keys that differ).
+  std::string sweep_settings;
   // The imported workload files (workload.source other than synthetic) of every point, one line each: "PATH:
   // N bytes, digest H" (file_digest; "PATH: unreadable" when it cannot be read). Part of sweep_id, and the
   // results file's root attribute imported_workloads. Empty for a synthetic sweep.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/topk.h"
+#include "experiments/config.h"
 #include "indexpool/build_config.h"
 #include "kernels/linear_attention_tuning.h"
 #if IP_HAVE_CUDA
@@ -17,7 +18,6 @@
 
 namespace ip::exp {
 namespace {
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The largest k the GPU top-k takes (kernels/topk.h).
 constexpr Index64 kGpuTopkMaxK = 4096;
@@ -28,6 +28,8 @@ static_assert(kGpuTopkMaxK == ip::cuda::kTopkMaxK, "kGpuTopkMaxK must follow ker
 // The largest k one top-k call of a point asks for: the groups it selects, and with fidelity on the
 // exact indexer's k tokens (core/pipeline.cc).
 Index64 largest_topk(const DeviceShape& s, const PipelineParams& p) {
+  // Adaptive groups are selected on the host (core/decode.cc select_variable): only the exact indexer's.
+  if (p.adaptive.enabled) return p.fidelity ? std::min<Index64>(p.topk_tokens, static_cast<Index64>(s.tokens)) : 0;
   const Weighting w = p.pool.weights.scheme;
   const Index64 G = w == Weighting::exact ? 1 : std::max(1, p.pool.group_size);
   const auto T = static_cast<Index64>(s.tokens);
@@ -91,17 +93,28 @@ DeviceShape device_shape(const Workload& w) {
   return s;
 }
 
+double rotating_upload_bytes(const DeviceShape& s) {
+  const double D = s.dim, widest = std::max({D, static_cast<double>(s.attn_dim), static_cast<double>(s.value_dim)});
+  const double counted = D + (s.attn_dim > 0 ? static_cast<double>(s.attn_dim) + s.value_dim : 0.0);
+  return s.tokens * (4.0 * widest - counted) * 4.0;
+}
+
 DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p) {
   const double T = s.tokens, D = s.dim, H = std::max(1, s.index_heads);
   const Weighting w = p.pool.weights.scheme;
   const double G = w == Weighting::exact ? 1.0 : static_cast<double>(std::max(1, p.pool.group_size));
-  const double groups = std::ceil(T / G);
-  const double rows = groups * (w == Weighting::maxmin ? 2.0 : 1.0);
+  const double row_bytes = D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision);
+  const double per_group = w == Weighting::maxmin ? 2.0 : 1.0;
+  // Adaptive groups hold 1 to 16 tokens, as many as the byte budget buys (at most one a token).
+  const double groups = p.adaptive.enabled
+                            ? std::min(T, std::ceil(p.adaptive.budget_bytes_per_token * T / (per_group * row_bytes)))
+                            : std::ceil(T / G);
+  const double rows = groups * per_group;
   const double k = static_cast<double>(std::min<Index64>(p.topk_tokens, static_cast<Index64>(T)));
   const Workspaces ws = launcher_workspaces(s, p, rows);
   DeviceBytes b;
   b.keys = T * D * 4.0 + T * 4.0;
-  b.composites = rows * (D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision));
+  b.composites = rows * row_bytes;
   b.scores = T * 4.0 + rows * 4.0 + H * D * 4.0 + H * 4.0 + 2.0 * D * 4.0;
   // ids + values of k, and the radix-select workspace.
   b.topk = k * 8.0 + ws.topk;
@@ -123,8 +136,9 @@ DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p)
   if (p.adaptive.enabled || p.append_per_step > 0) {
     // The backend keeps four resident matrices (kernels/cuda_backend.cc: index keys, attention keys, values
     // and a spare). Without a hold (adaptive groups are rebuilt on the host) or with views that change every
-    // step (a growing context), uploads rotate through all four, so the spare may hold the largest one.
-    b.keys += T * std::max({D, static_cast<double>(s.attn_dim), static_cast<double>(s.value_dim)}) * 4.0;
+    // step (a growing context), uploads rotate through all four (least recently used), so each may grow to
+    // the widest of them: four of T x max(D, Da, Dv), less the index keys and attention arrays counted above.
+    b.keys += rotating_upload_bytes(s);
   }
   if (p.hybrid.enabled && s.attn_dim > 0) {
     // kernels/local_branch.cc over the first step's window: raw keys and values, the prepared keys,
@@ -145,11 +159,11 @@ DeviceBytes estimate_device_bytes(const DeviceShape& s, const PipelineParams& p)
 }
 
 std::string DeviceBytes::describe() const {
-  return fmt::format(
-      "keys {:.2f} GiB, composites {:.2f} GiB, scores {:.2f} GiB, top-k {:.2f} GiB, attention {:.2f} GiB, "
-      "stats {:.2f} GiB, index updates {:.2f} GiB, local branch {:.2f} GiB; total {:.2f} GiB",
-      keys / kGiB, composites / kGiB, scores / kGiB, topk / kGiB, attention / kGiB, stats / kGiB, updates / kGiB,
-      local / kGiB, total() / kGiB);
+  return fmt::format("keys {}, composites {}, scores {}, top-k {}, attention {}, stats {}, index updates {}, "
+                     "local branch {}; total {}",
+                     format_bytes(keys), format_bytes(composites), format_bytes(scores), format_bytes(topk),
+                     format_bytes(attention), format_bytes(stats), format_bytes(updates), format_bytes(local),
+                     format_bytes(total()));
 }
 
 double device_headroom_bytes(double free_bytes) { return 0.05 * std::max(0.0, free_bytes) + 256.0 * (1 << 20); }
@@ -178,6 +192,17 @@ DeviceInfo query_device() {
   return d;
 }
 
+std::string device_cannot(const DeviceShape& s, const PipelineParams& p, int cc_major) {
+  const Index64 k = largest_topk(s, p);
+  if (k > kGpuTopkMaxK)
+    return fmt::format("the GPU top-k takes k <= {}, this point needs k = {} ({})", kGpuTopkMaxK, k,
+                       k == std::min<Index64>(p.topk_tokens, static_cast<Index64>(s.tokens)) && p.fidelity
+                           ? "select.topk_tokens, for the exact indexer of select.fidelity"
+                           : "the groups select.topk_tokens buys");
+  return unsupported_forms(p.kernels, s.dim, p.pool.weights.scheme == Weighting::maxmin, s.attn_dim, s.value_dim,
+                           cc_major);
+}
+
 BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, const PipelineParams& p,
                          const DeviceInfo& d) {
   if (requested == "cpu") return {"cpu", "", ""};
@@ -193,25 +218,16 @@ BackendPlan plan_backend(const std::string& requested, const DeviceShape& s, con
     return {"cuda", fmt::format("backend = cuda: no CUDA device ({})", d.description), ""};
   }
   // What the device cannot do: for cuda a skip, for auto the CPU with a note saying why.
-  std::string why;
-  const Index64 k = largest_topk(s, p);
-  if (k > kGpuTopkMaxK) {
-    why = fmt::format("the GPU top-k takes k <= {}, this point needs k = {} ({})", kGpuTopkMaxK, k,
-                      k == std::min<Index64>(p.topk_tokens, static_cast<Index64>(s.tokens)) && p.fidelity
-                          ? "select.topk_tokens, for the exact indexer of select.fidelity"
-                          : "the groups select.topk_tokens buys");
-  } else if (const std::string forms = unsupported_forms(p.kernels, s.dim, p.pool.weights.scheme == Weighting::maxmin,
-                                                          s.attn_dim, s.value_dim, d.cc_major);
-             !forms.empty()) {
-    why = forms;
-  } else {
+  std::string why = device_cannot(s, p, d.cc_major);
+  if (why.empty()) {
     const DeviceBytes need = estimate_device_bytes(s, p);
     const double room = d.free_bytes - device_headroom_bytes(d.free_bytes);
     if (need.total() > room)
-      why = fmt::format("estimated device memory {:.2f} GiB ({}) exceeds the {:.2f} GiB free of {:.2f} GiB less "
-                        "headroom {:.2f} GiB",
-                        need.total() / kGiB, need.describe(), d.free_bytes / kGiB, d.total_bytes / kGiB,
-                        device_headroom_bytes(d.free_bytes) / kGiB);
+      why = fmt::format("estimated device memory {} per request ({}) exceeds the room on the device, {} ({} free "
+                        "of {}, less {} headroom)",
+                        format_bytes(need.total()), need.describe(), format_bytes(std::max(0.0, room)),
+                        format_bytes(d.free_bytes), format_bytes(d.total_bytes),
+                        format_bytes(device_headroom_bytes(d.free_bytes)));
   }
   if (why.empty()) return {"cuda", "", ""};
   if (requested == "auto") return {"cpu", "", "backend = auto: " + why + "; running on the CPU"};

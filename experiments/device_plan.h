@@ -25,6 +25,13 @@ struct DeviceShape {
 DeviceShape device_shape(const WorkloadSpec& s);
 DeviceShape device_shape(const Workload& longest);
 
+// The cuda backend keeps four resident matrices (index keys, attention keys, values, a spare). When uploads
+// rotate through all four (no hold: adaptive groups; views that change every step: a growing context; one
+// hold after another: the batched decoder's fidelity pass, request by request), each may grow to the widest,
+// T x max(D, Da, Dv): what that takes beyond the one index key, attention key and value matrix an estimate
+// counts, in bytes.
+double rotating_upload_bytes(const DeviceShape& s);
+
 // Estimated device bytes of one request, by what they hold (all arrays fp32 unless the index precision
 // says otherwise). With CUDA built, the top-k and attention workspaces are the launchers' own sizes
 // (topk_workspace_bytes for the largest top-k call, attention_workspace_bytes for the dense call);
@@ -60,6 +67,11 @@ struct DeviceInfo {
   int cc_major = 0;                         // device 0's compute capability (major; 0: not known)
 };
 DeviceInfo query_device();
+
+// What the GPU path cannot run whatever the device's memory (the top-k's k limit, kernels.* forms for these
+// dimensions or this compute capability; cc_major 0: not known, its checks left out), or "". plan_backend
+// skips (cuda) or sends to the CPU (auto) such a point; `list` says so before a run.
+std::string device_cannot(const DeviceShape& s, const PipelineParams& p, int cc_major);
 
 // The backend a point runs on, or why it cannot run.
 struct BackendPlan {

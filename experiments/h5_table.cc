@@ -152,7 +152,8 @@ Table File::read_table(const std::string& name) const {
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   IP_REQUIRE(ds, "{}: no table", where(name));
   Handle ftype(H5Dget_type(ds.get()), H5Tclose);
-  IP_REQUIRE(H5Tget_class(ftype.get()) == H5T_COMPOUND, "{}: not a table (compound dataset)", where(name));
+  IP_REQUIRE(H5Tget_class(ftype.get()) == H5T_COMPOUND, "{}: not a table (a table is a compound dataset; this one is {})", where(name),
+             info(name).type_name);
   Handle space(H5Dget_space(ds.get()), H5Sclose);
   IP_REQUIRE(H5Sget_simple_extent_ndims(space.get()) == 1, "{}: a table must have rank 1", where(name));
   hsize_t n = 0;

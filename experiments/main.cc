@@ -83,6 +83,39 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+// SIGINT / SIGTERM during `merge`: OUT is not written yet (it appears only by the final link), so the merge
+// stops at once; the handler removes the temporary file it was writing (`OUT.tmp-<pid>`, this process's own
+// name), says so, and the process dies by the signal. A merge killed by SIGKILL leaves the file; the next
+// merge to OUT removes it.
+char g_merge_tmp[4096] = {0};
+
+extern "C" void on_merge_signal(int sig) {
+  if (g_merge_tmp[0]) ::unlink(g_merge_tmp);
+  static const char msg[] = "\nindexpool merge: stopped by a signal, its temporary file removed (the output file appears only when "
+      "a merge completes)\n";
+  say(msg, sizeof msg - 1);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
+void install_merge_handlers(const std::string& out) {
+  const std::string tmp = ip::exp::merge_temp_path(out);
+  if (tmp.size() < sizeof g_merge_tmp) {  // too long to keep: the next merge to OUT removes the file
+    std::copy(tmp.begin(), tmp.end(), g_merge_tmp);
+    g_merge_tmp[tmp.size()] = '\0';
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_merge_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 // Arms the second-signal handler's removal of `<path>.lock` for the life of this object (declare it after
 // the ResultsFile that holds the lock, so it disarms before the lock is released).
 struct LockFileForSignals {
@@ -263,10 +296,16 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     meta.tool_version = version_string();
     meta.git_revision = IP_GIT_REVISION;
     meta.config_text = sweep.config_text;
+    meta.sweep_settings = sweep.sweep_settings;
     meta.config_path = sweep.config_path;
     meta.argv = argv_line;
     meta.host = host_name();
-    meta.backend = points.empty() ? "cpu" : points.front().backend;
+    // The backend the config asks for; when it is a sweep axis, each value, in sweep order (what each point ran
+    // on is its run_backend column).
+    for (const auto& p : points)
+      if (("," + meta.backend + ",").find("," + p.backend + ",") == std::string::npos)
+        meta.backend += (meta.backend.empty() ? "" : ",") + p.backend;
+    if (meta.backend.empty()) meta.backend = "cpu";
     meta.device = fmt::format("CPU: {}; CUDA: {}", cpu_description(), devices_string());
     meta.axis_keys = sweep.axis_keys;
     meta.points_total = static_cast<std::int64_t>(sweep.points.size());
@@ -314,11 +353,16 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
 std::string device_note(const Point& p) {
   try {
     if (p.batched) {
+      if (p.workload.attn_dim <= 0)  // an import without attention arrays (config validation refuses generated ones)
+        return p.backend == "cuda" ? " (will be skipped: select.batched: the workload has no attention stage, which the "
+                                     "batched decoder needs)"
+                                   : "; select.batched: the workload has no attention stage, which the batched decoder "
+                                     "needs (backend = auto: runs on the cpu)";
       const double b = batched_device_bytes(p.workload, p.pipeline);
-      return std::isnan(b) ? std::string() : fmt::format("; device ~{:.2f} GiB for the batch", b / (1 << 30));
+      return std::isnan(b) ? std::string() : fmt::format("; device ~{} for the batch", format_bytes(b));
     }
     const double r = estimate_device_bytes(device_shape(p.workload), p.pipeline).total();
-    return fmt::format("; device ~{:.2f} GiB per request", r / (1 << 30));
+    return fmt::format("; device ~{} per request", format_bytes(r));
   } catch (const ip::Error& e) {
     return fmt::format("; device estimate refused: {}", e.what());
   }
@@ -371,8 +415,22 @@ int cmd_list(const std::vector<std::string>& args) {
       note += p.workload.append_per_step == 0 && p.pipeline.topk_tokens > p.workload.tokens
                   ? fmt::format(" (will be skipped: select.topk_tokens > {} of {} tokens)", tokens, p.workload.tokens)
                   : fmt::format(" (will be skipped: select.topk_tokens > a request's context of {} tokens)", shortest);
-    else if (p.backend != "cpu")
-      note += device_note(p);
+    else if (p.backend != "cpu") {
+      // What the GPU path cannot do whatever the device (list runs nothing, so no device's compute
+      // capability is asked for): a cuda point is skipped, an auto point runs on the CPU.
+      std::string cannot;
+      try {
+        cannot = device_cannot(device_shape(p.workload), p.pipeline, 0);
+      } catch (const ip::Error& e) {
+        cannot = e.what();
+      }
+      if (cannot.empty())
+        note += device_note(p);
+      else if (p.backend == "cuda")
+        note += fmt::format(" (will be skipped: backend = cuda: {})", cannot);
+      else
+        note += fmt::format(" (backend = auto: runs on the cpu: {})", cannot);
+    }
     std::cout << fmt::format("{:>6}  {}  {}\n", p.index, p.key, note);
   }
   if (references > 0)
@@ -400,7 +458,9 @@ int cmd_merge(const std::vector<std::string>& raw) {
                  "appear twice.\nSays how many of the sweep's points OUT holds; when some are missing it still writes "
                  "OUT (exit\nstatus 0) and warns on stderr which points and shards are missing (merge again with "
                  "them later).\nOUT's attribute merged_from names each input: its path, shard, git revision, host, "
-                 "time and\ncommand line (and the runs that resumed it).\n\n"
+                 "time and\ncommand line (and the runs that resumed it). An input a run is still writing is merged "
+                 "as it\nis then, with a warning. OUT appears only when the merge completes (Ctrl-C stops it and "
+                 "removes\nits temporary file).\n\n"
               << opts;
     return vm.count("help") ? 0 : 2;
   }
@@ -408,10 +468,14 @@ int cmd_merge(const std::vector<std::string>& raw) {
     std::cerr << "indexpool merge: need OUT and at least one input file (usage: indexpool merge OUT IN...)\n";
     return 2;
   }
+  install_merge_handlers(args[0]);
   const MergeSummary m = merge_results(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
   std::cout << fmt::format("merged {} file{} into {}: {} of the sweep's {} points{}\n", args.size() - 1,
                            args.size() == 2 ? "" : "s", args[0], m.points, m.points_total,
                            m.missing.empty() ? " (complete)" : " (partial)");
+  for (const std::string& in : m.running)
+    std::cerr << "indexpool: warning: '" << in << "' is being written by a running indexpool (it holds '" << in
+              << ".lock'): " << args[0] << " has the points it held when read\n";
   if (const std::string missing = describe_missing(m); !missing.empty())
     std::cerr << "indexpool: warning: " << args[0] << " is partial: " << missing << "\n";
   return 0;

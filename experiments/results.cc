@@ -191,6 +191,40 @@ std::string imports_changed(const h5::File& f, const SweepMeta& m) {
                      m.imports);
 }
 
+// The settings behind two sweep ids (SweepMeta::sweep_settings, a line "key=v1,v2," each): ", which differ in
+// a.b: 1,2 in the results, 1,2,4 now; ..." (the first `most`), or "" when the file does not record them.
+std::string settings_changed(const h5::File& f, const SweepMeta& m, std::size_t most = 6) {
+  if (!f.has_attr("/", "sweep_settings") || m.sweep_settings.empty()) return "";
+  const auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("import ", 0) == 0) continue;  // an imported file's digest: imports_changed names those
+      const auto eq = line.find('=');
+      std::string v = eq == std::string::npos ? "" : line.substr(eq + 1);
+      if (!v.empty() && v.back() == ',') v.pop_back();
+      out[eq == std::string::npos ? line : line.substr(0, eq)] = v;
+    }
+    return out;
+  };
+  const auto was = parse(f.attr_text("/", "sweep_settings")), now = parse(m.sweep_settings);
+  std::vector<std::string> diffs;
+  const auto show = [](const std::map<std::string, std::string>& s, const std::string& k) {
+    const auto it = s.find(k);
+    return it == s.end() ? std::string("unset") : "'" + it->second + "'";
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : was) keys.insert(k);
+  for (const auto& [k, v] : now) keys.insert(k);
+  for (const auto& k : keys)
+    if (show(was, k) != show(now, k)) diffs.push_back(fmt::format("{}: {} in the file, {} now", k, show(was, k), show(now, k)));
+  if (diffs.empty()) return "";
+  std::string out = ": ";
+  for (std::size_t i = 0; i < diffs.size() && i < most; ++i) out += (i ? "; " : "") + diffs[i];
+  if (diffs.size() > most) out += fmt::format("; and {} more", diffs.size() - most);
+  return out;
+}
+
 void write_root_attrs(h5::File& f, const SweepMeta& m) {
   f.set_attr("/", "schema_version", std::int64_t{kSchemaVersion});
   const std::pair<const char*, const std::string*> strings[] = {{"tool_version", &m.tool_version},
@@ -204,6 +238,7 @@ void write_root_attrs(h5::File& f, const SweepMeta& m) {
   for (const auto& [name, value] : strings) f.set_attr("/", name, *value);
   f.set_attr("/", "created_utc", utc_now());
   f.set_attr("/", "sweep_id", m.sweep_id);
+  if (!m.sweep_settings.empty()) f.set_attr("/", "sweep_settings", m.sweep_settings);
   f.set_attr("/", "points_total", m.points_total);
   f.set_attr("/", "shard", m.shard);
   f.set_attr("/", "units", std::string(kUnits));
@@ -402,6 +437,7 @@ struct ResultsFile::Impl {
   double last_write_s = 0;          // how long the last write took
   bool write_failed = false;        // the last flush threw (its error went to the caller)
   bool restamp_shard = false;       // resumed as the whole sweep: the file's shard attribute becomes meta.shard
+  std::string resumed_shard;        // the shard attribute of the file resumed (before any restamp)
   bool resumed = false;             // opened an existing file with --resume: its first write adds to resumed_by
   bool resume_noted = false;        // that line is on disk
   std::time_t began = -1;           // resumed: when the file's sweep began (sweep_began)
@@ -440,8 +476,8 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
       const std::string sweep = f.attr_string("/", "sweep_id");
       IP_REQUIRE(sweep == meta.sweep_id,
                  "cannot resume '{}': it holds sweep_id {}, the current configuration has sweep_id {} (the settings "
-                 "differ{}); write to a new path or pass --overwrite",
-                 path, sweep, meta.sweep_id, imports_changed(f, meta));
+                 "differ{}{}); write to a new path or pass --overwrite",
+                 path, sweep, meta.sweep_id, settings_changed(f, meta), imports_changed(f, meta));
       // A shard's file resumed as another shard would hold both and still name the first (merge reads it):
       // refused. Resumed as the whole sweep (0/1), any file (a shard's, a merged one) is completed, and says so.
       const std::string shard = f.has_attr("/", "shard") ? f.attr_text("/", "shard") : meta.shard;
@@ -459,7 +495,16 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
                                 path, meta.shard, shard.empty() ? "merged shards of different counts" :
                                 "the merged shards " + shard, meta.shard));
       }
+      // One shard's own file (not a merge of it) resumed without --shard: most likely a resume that forgot its
+      // --shard, which would run every other shard's points into it and leave a file no merge of the other
+      // shards accepts. Refused; completing it as the whole sweep goes through a merge (which says so).
+      IP_REQUIRE(!(single(shard) && shard != "0/1" && meta.shard == "0/1" && !f.has_attr("/", "merged_from")),
+                 "cannot resume '{}' as the whole sweep: it holds shard {} of it (a run with --shard {} wrote it); "
+                 "resume it with --shard {}. To complete it as the whole sweep instead, join it into a new file "
+                 "first (indexpool merge NEW.h5 {}) and resume that",
+                 path, shard, shard, shard, path);
       impl_->restamp_shard = shard != meta.shard;
+      impl_->resumed_shard = shard;
       h5::Table rows = f.read_table("points");
       IP_REQUIRE(same_columns(rows, columns),
                  "cannot resume '{}'{}: its /points columns differ from the ones this indexpool writes for this sweep "
@@ -513,6 +558,7 @@ std::size_t ResultsFile::size() const { return impl_->keys.size(); }  // not the
 bool skip_may_change(const std::string& reason) { return reason.rfind(kSkipBudgetOverContext, 0) != 0; }
 
 std::size_t ResultsFile::retried() const { return impl_->retried.size(); }
+std::string ResultsFile::completes_shards() const { return impl_->restamp_shard ? impl_->resumed_shard : ""; }
 
 bool ResultsFile::resumed() const { return impl_->resumed; }
 std::time_t ResultsFile::sweep_began() const { return impl_->began; }
@@ -612,6 +658,16 @@ namespace {
 
 // The shards a file names in its attribute `shard` ("i/N" or a comma-separated list of them), as (i, N);
 // empty when it has none or it does not parse.
+// True when a running indexpool holds `<path>.lock` (it is writing `path`; its file is replaced whole at each
+// write, so reading it gives the points written so far). A lock file nobody holds is stale: false.
+bool being_written(const std::string& path) {
+  const int fd = ::open((path + ".lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases a shared lock taken here
+  return held;
+}
+
 std::vector<std::pair<std::int64_t, std::int64_t>> shards_of(const h5::File& f) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (!f.has_attr("/", "shard")) return out;
@@ -664,14 +720,27 @@ std::string describe_missing(const MergeSummary& m) {
     out += fmt::format("; shard{} {} stopped before {} last point (--resume with the same --shard finishes {})",
                        m.incomplete_shards.size() == 1 ? "" : "s", join(m.incomplete_shards),
                        m.incomplete_shards.size() == 1 ? "its" : "their", m.incomplete_shards.size() == 1 ? "it" : "them");
+  if (!m.running_shards.empty())
+    out += fmt::format("; shard{} {} {} still running (merge again into a new file when {} finished)",
+                       m.running_shards.size() == 1 ? "" : "s", join(m.running_shards),
+                       m.running_shards.size() == 1 ? "is" : "are", m.running_shards.size() == 1 ? "it has" : "they have");
   return out;
 }
+
+std::string merge_temp_path(const std::string& out) { return fmt::format("{}.tmp-{}", out, ::getpid()); }
 
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
   IP_REQUIRE(!inputs.empty(), "merge: no input files");
   IP_REQUIRE(!fs::exists(out), "merge: output '{}' already exists; choose a new path", out);
   // A run writing `out` holds its lock; it would rename its own file over ours at its next write.
   const Lock lock(out);
+  // We hold the lock, so any `<out>.tmp-*` is left over from a merge (or run) that was killed.
+  {
+    const std::string stale = fs::path(out).filename().string() + ".tmp-";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(folder_of(out), ec))
+      if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+  }
   std::vector<h5::File> files;
   std::vector<h5::Table> tables;
   for (const auto& in : inputs) {
@@ -728,12 +797,16 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   sum.points_total = files[0].has_attr("/", "points_total") ? files[0].attr_int("/", "points_total") : sum.points;
   for (std::int64_t i = 0; i < sum.points_total; ++i)
     if (!index_file.count(i)) sum.missing.push_back(i);
-  std::set<std::pair<std::int64_t, std::int64_t>> present;  // (i, N) the inputs hold
+  std::set<std::pair<std::int64_t, std::int64_t>> present, running;  // (i, N) the inputs hold; those being written
   bool known = true;
-  for (const auto& f : files) {
-    const auto sh = shards_of(f);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto sh = shards_of(files[i]);
     known = known && !sh.empty();
     present.insert(sh.begin(), sh.end());
+    if (being_written(inputs[i])) {
+      sum.running.push_back(inputs[i]);
+      running.insert(sh.begin(), sh.end());
+    }
   }
   const std::int64_t N = present.empty() ? 0 : present.begin()->second;
   known = known && std::all_of(present.begin(), present.end(), [&](const auto& s) { return s.second == N; });
@@ -743,13 +816,14 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     std::set<std::int64_t> absent, short_of;
     for (const std::int64_t p : sum.missing) (present.count({p % N, N}) ? short_of : absent).insert(p % N);
     for (const std::int64_t i : absent) sum.missing_shards.push_back(fmt::format("{}/{}", i, N));
-    for (const std::int64_t i : short_of) sum.incomplete_shards.push_back(fmt::format("{}/{}", i, N));
+    for (const std::int64_t i : short_of)
+      (running.count({i, N}) ? sum.running_shards : sum.incomplete_shards).push_back(fmt::format("{}/{}", i, N));
   }
   h5::Table all = tables[0];
   for (auto& c : all.columns) c.strings.clear(), c.ints.clear(), c.floats.clear();
   for (const Entry& e : entries) copy_row(all, tables[e.file], e.row);
 
-  const std::string tmp = fmt::format("{}.tmp-{}", out, ::getpid());
+  const std::string tmp = merge_temp_path(out);
   try {
     h5::File o(tmp, "w");
     o.copy_attrs_from(files[0], "/", "/");  // the settings every input shares (argv: the first input's run)

@@ -5,6 +5,7 @@
 //                          config_path, argv, host, backend, device, created_utc, started_utc (when
 //                          the run that created it began: before its first point) (strings),
 //                          sweep_id (string: hash of the resolved config without output path and shard),
+//                          sweep_settings (string: what sweep_id hashes, a line "key=v1,v2," per setting),
 //                          points_total (int: points in the whole sweep); imported_workloads (each
 //                          imported file's path, size and digest: Sweep::imports) when the sweep imports;
 //                          resumed_by (a line for each --resume run that wrote points: time, host,
@@ -127,6 +128,7 @@ struct SweepMeta {
   // merged file lists its inputs' shards, comma-separated ("0/4,2/4").
   std::string shard;
   std::string imports;  // Sweep::imports: root attribute imported_workloads, written when not empty
+  std::string sweep_settings;  // Sweep::sweep_settings: root attribute sweep_settings
   std::string started_utc;  // when the run that creates the file began (root attribute, when not empty)
 };
 
@@ -171,6 +173,9 @@ class ResultsFile {
   // Resumed: points the file recorded as skipped for a reason that may have gone (skip_may_change), which
   // are not held (has() is false) and run again; the file keeps their old records until new ones are written.
   std::size_t retried() const;
+  // Resumed as the whole sweep, a merged file of some shards: their list (the file's shard attribute, which
+  // becomes 0/1); empty otherwise.
+  std::string completes_shards() const;
   std::size_t held() const;                      // appended points not yet on disk
   // Opened an existing file with --resume; then when its sweep began (root attribute started_utc, else
   // created_utc; seconds since the epoch, -1 when it says neither).
@@ -192,12 +197,18 @@ struct MergeSummary {
   // Shards ("i/N") that no input holds and that own a missing point (known when every input names its
   // shard with one N); and inputs' shards that lack some of their points (a run stopped early: --resume).
   std::vector<std::string> missing_shards, incomplete_shards;
+  // Inputs a running indexpool is writing (it holds their lock: OUT has their points as of now), and the
+  // shards of those that lack some of their points (listed here, not in incomplete_shards).
+  std::vector<std::string> running, running_shards;
 };
 
 // `indexpool merge OUT IN...`: joins shard files of one sweep (same sweep_id and schema_version; each
 // point key at most once — a duplicate with the same key is an error). OUT must not exist. Missing points
 // are not an error (a partial merge is written and summarized).
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
+// The file merge_results writes before it links it to OUT (`OUT.tmp-<pid>`): removed when the merge fails,
+// by `indexpool merge`'s signal handler when it is stopped, and by the next merge to OUT when it was killed.
+std::string merge_temp_path(const std::string& out);
 // "1 of 2 points of the sweep are missing: point 1 (shard 1/2 has no input file)": empty when none is.
 std::string describe_missing(const MergeSummary& m);
 

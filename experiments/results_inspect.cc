@@ -118,7 +118,7 @@ std::string table_tsv(const std::string& path, const std::string& table) {
   try {
     t = f.read_table(name);
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: '{}' is not a table: {}", path, table, e.what()));
+    throw Error(fmt::format("{} ('indexpool inspect {}' lists the file's tables)", e.what(), path));
   }
   const auto escaped = [](const std::string& v) {
     std::string o;

@@ -742,6 +742,9 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
                  out->retried() > 0
                      ? fmt::format("; {} recorded as skipped run again", out->retried()).c_str()
                      : "");
+  if (!opt.quiet && out && !out->completes_shards().empty())
+    std::fprintf(stderr, "resuming: the file held shards %s; it will hold the whole sweep (shard 0/1)\n",
+                 out->completes_shards().c_str());
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = todo.size();
   // A workload stays in `cache` until the last point that uses it has run (points that share a workload

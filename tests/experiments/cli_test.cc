@@ -1,6 +1,8 @@
 // The indexpool command end to end: --version, --help, a tiny run, and bad input that exits non-zero
 // before any work without touching an existing results file.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,7 +107,15 @@ TEST_F(CliTest, ResumeRunsSkippedPointsAndRefusesMixedTensors) {
   }
   r = run("run " + cfg + " --set output.save_tensors=true --resume");
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("the settings differ"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the settings differ: output.save_tensors: unset in the file, 'true' now)"), std::string::npos)
+      << r.out;
+  // An edited config: the keys that differ are named, with both values.
+  r = run("run " + cfg + " --set pool.weighting=uniform,positional --set select.topk_tokens=32 --resume");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the settings differ: pool.weighting: 'uniform,exact' in the file, 'uniform,positional' now; "
+                       "select.topk_tokens: '64' in the file, '32' now)"),
+            std::string::npos)
+      << r.out;
   r = run("run " + cfg + " --resume");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resuming: 0 of 2 points already in the results file; 2 recorded as skipped run again"),
@@ -277,6 +287,19 @@ TEST_F(CliTest, TinyRunPrintsTableAndWritesResults) {
     EXPECT_EQ(r.out.rfind("indexpool: error: ", 0), 0u) << bad << ": " << r.out;
     EXPECT_EQ(r.out.find("usage:"), std::string::npos) << bad << ": " << r.out;
   }
+  // A dataset that is not a table: named once, with what it is.
+  const std::string arrays = (dir_ / "arrays.h5").string();
+  {
+    ip::h5::File f(arrays, "w");
+    ip::Tensor<float> t({2, 3});
+    f.write("keys", t);
+  }
+  const auto not_table = run("inspect " + arrays + " --table keys");
+  EXPECT_EQ(not_table.code, 1) << not_table.out;
+  EXPECT_NE(not_table.out.find(arrays + ":keys: not a table (a table is a compound dataset; this one is float32"),
+            std::string::npos)
+      << not_table.out;
+  EXPECT_EQ(not_table.out.find("is not a table"), std::string::npos) << not_table.out;  // said once
 }
 
 TEST_F(CliTest, ListPrintsPointsWithoutRunning) {
@@ -313,19 +336,44 @@ TEST_F(CliTest, ListPrintsTheDeviceEstimateOfCudaPoints) {
   const auto sw = ip::exp::load_sweep(cfg, {"backend=cuda"});
   ASSERT_EQ(sw.points.size(), 2u);
   const ip::exp::Point& one = sw.points[0];
-  const double per_request =
-      ip::exp::estimate_device_bytes(ip::exp::device_shape(one.workload), one.pipeline).total() / (1 << 30);
-  EXPECT_NE(r.out.find(fmt::format("device ~{:.2f} GiB per request", per_request)), std::string::npos) << r.out;
+  const double per_request = ip::exp::estimate_device_bytes(ip::exp::device_shape(one.workload), one.pipeline).total();
+  EXPECT_NE(r.out.find(fmt::format("device ~{} per request", ip::exp::format_bytes(per_request))), std::string::npos)
+      << r.out;
   const double batch = ip::exp::batched_device_bytes(sw.points[1].workload, sw.points[1].pipeline);
   if (IP_HAVE_CUDA) {
     // The decoder holds all four contexts at once: more than one request's work.
-    EXPECT_GT(batch / (1 << 30), per_request);
-    EXPECT_NE(r.out.find(fmt::format("device ~{:.2f} GiB for the batch", batch / (1 << 30))), std::string::npos)
+    EXPECT_GT(batch, per_request);
+    EXPECT_NE(r.out.find(fmt::format("device ~{} for the batch", ip::exp::format_bytes(batch))), std::string::npos)
         << r.out;
   } else {
     EXPECT_TRUE(std::isnan(batch));
     EXPECT_EQ(r.out.find("for the batch"), std::string::npos) << r.out;
   }
+  // What the GPU path cannot do whatever the device (here the top-k's k <= 4096; in any build): cuda skips
+  // the point, auto runs it on the cpu; list says which before a run.
+  for (const std::string backend : {"cuda", "auto"}) {
+    const auto k = run("list " + cfg + " --set select.batched=false --set select.topk_tokens=5000 --set backend=" +
+                       backend);
+    EXPECT_EQ(k.code, 0) << k.out;
+    EXPECT_NE(k.out.find(backend == "cuda" ? "(will be skipped: backend = cuda: the GPU top-k takes k <= 4096, this "
+                                             "point needs k = 5000"
+                                           : "(backend = auto: runs on the cpu: the GPU top-k takes k <= 4096"),
+              std::string::npos)
+        << k.out;
+    EXPECT_EQ(k.out.find("device ~"), std::string::npos) << k.out;
+  }
+}
+
+// The root attribute backend is the config's: each value when it is a sweep axis (what each point ran on is
+// its run_backend column), not the first point's.
+TEST_F(CliTest, BackendAttributeListsEachValueOfABackendAxis) {
+  const std::string h5 = (dir_ / "backends.h5").string();
+  const auto cfg = file("backends.ini", "backend = cpu, auto\n[workload]\ntokens = 256\nsteps = 1\n"
+                                        "[select]\ntopk_tokens = 32\n[output]\npath = " + h5 + "\n");
+  ASSERT_EQ(run("run " + cfg + " --quiet").code, 0);
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.attr_text("/", "backend"), "cpu,auto");
+  EXPECT_EQ(f.read_table("points").column("backend").strings, (std::vector<std::string>{"cpu", "auto"}));
 }
 
 TEST_F(CliTest, ShardsMergeIntoTheWholeSweep) {
@@ -506,6 +554,55 @@ TEST_F(CliTest, MergeOfSomeShardsSaysWhichPointsAndShardsAreMissing) {
   ASSERT_EQ(w.code, 0) << w.out;
   EXPECT_NE(w.out.find("5 of the sweep's 5 points (complete)"), std::string::npos) << w.out;
   EXPECT_EQ(w.out.find("warning"), std::string::npos) << w.out;
+}
+
+// merge reads an input that a run is still writing (it holds the input's lock) as it is, and says so: the
+// shard's missing points are "still running", not a stopped shard to --resume. A temporary file left by a
+// killed merge to OUT is removed by the next merge to OUT.
+TEST_F(CliTest, MergeNamesInputsARunIsWritingAndRemovesAKilledMergesTemporaryFile) {
+  const auto cfg = file("live.ini", "[workload]\ntokens = 256\nsteps = 1\nindex_heads = 1\nattn_heads = 1\n"
+                                    "[pool]\ngroup_size = 1, 2, 4, 8\n[select]\ntopk_tokens = 32\n");
+  const std::string s0 = (dir_ / "s0.h5").string(), s1 = (dir_ / "s1.h5").string(),
+                    live = (dir_ / "live.h5").string();
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 0/2 --set output.path={}", cfg, s0)).code, 0);
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 1/2 --set output.path={}", cfg, s1)).code, 0);
+  {  // shard 1/2 as a run writing it would show it: its first point only (points 1 and 3 are its own)
+    ip::h5::File in(s1, "r");
+    ip::h5::File o(live, "w");
+    o.copy_attrs_from(in, "/", "/");
+    ip::h5::Table t = in.read_table("points");
+    ASSERT_EQ(t.rows(), 2u);
+    for (auto& c : t.columns) {
+      if (!c.strings.empty()) c.strings.pop_back();
+      if (!c.ints.empty()) c.ints.pop_back();
+      if (!c.floats.empty()) c.floats.pop_back();
+    }
+    o.write_table("points", t);
+    o.copy_from(in, "point_000001", "point_000001");
+  }
+  const std::string out = (dir_ / "out.h5").string();
+  std::ofstream(out + ".tmp-999999") << "left by a killed merge";
+  const int fd = ::open((live + ".lock").c_str(), O_RDWR | O_CREAT, 0644);  // a run holding the lock
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const auto m = run("merge " + out + " " + s0 + " " + live);
+  ::close(fd);
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("warning: '" + live + "' is being written by a running indexpool"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("3 of the sweep's 4 points (partial)"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("shard 1/2 is still running (merge again into a new file when it has finished)"),
+            std::string::npos)
+      << m.out;
+  EXPECT_EQ(m.out.find("--resume with the same --shard"), std::string::npos) << m.out;
+  EXPECT_FALSE(fs::exists(out + ".tmp-999999"));
+  // The lock released (the run ended, its file incomplete): a stopped shard, to --resume.
+  const std::string again = (dir_ / "again.h5").string();
+  const auto a = run("merge " + again + " " + s0 + " " + live);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out.find("being written"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("shard 1/2 stopped before its last point (--resume with the same --shard finishes it)"),
+            std::string::npos)
+      << a.out;
 }
 
 // A shard with no points (a Slurm array larger than the sweep) says so, prints no table, writes no file and
@@ -782,8 +879,33 @@ TEST_F(CliTest, ResumeAsAnotherShardIsRefused) {
     EXPECT_EQ(f.info("points").shape.at(0), 2);
     EXPECT_EQ(f.attr_text("/", "shard"), "0/2");
   }
+  // Without --shard (a resume that forgot it) the shard's file is refused too, before any point: it would
+  // run the other shard's points into it.
+  r = run("run " + cfg + " --resume");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot resume '" + h5 + "' as the whole sweep: it holds shard 0/2 of it"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resume it with --shard 0/2"), std::string::npos) << r.out;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.info("points").shape.at(0), 2);
+    EXPECT_EQ(f.attr_text("/", "shard"), "0/2");
+  }
   r = run("run " + cfg + " --shard 0/2 --resume");
   EXPECT_EQ(r.code, 0) << r.out;
+  // Joined into a new file by merge, the shard can be completed as the whole sweep, and the run says so.
+  const std::string one = (dir_ / "one.h5").string();
+  ASSERT_EQ(run("merge " + one + " " + h5).code, 0);
+  r = run("run " + cfg + " --resume --set output.path=" + one);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming: the file held shards 0/2; it will hold the whole sweep (shard 0/1)"),
+            std::string::npos)
+      << r.out;
+  {
+    ip::h5::File f(one, "r");
+    EXPECT_EQ(f.info("points").shape.at(0), 4);
+    EXPECT_EQ(f.attr_text("/", "shard"), "0/1");
+  }
   // A merged file of shards 0/3 and 1/3: shard 2/3 is refused (no comma list offered as a --shard); the
   // whole sweep completes it, and the file then says 0/1.
   const std::string s0 = (dir_ / "s0.h5").string(), s1 = (dir_ / "s1.h5").string(),

@@ -468,8 +468,22 @@ TEST_F(ConfigTest, BatchedRefusesWhatTheBatchedDecoderCannotDo) {
             "(no error)");
   const std::string e3 = error_of(write("[hybrid]\nenabled = true\n[select]\nbatched = true\n"));
   EXPECT_NE(e3.find("plain sparse layer only"), std::string::npos) << e3;
+  // Which of the issue-7 keys is on, where it was set and what off is (only that one is named).
+  const auto grow = write("[workload]\nappend_per_step = 8\n[select]\nbatched = true\n");
+  const std::string e3b = error_of(grow);
+  EXPECT_NE(e3b.find("it runs the plain sparse layer only, and workload.append_per_step (set at " + grow +
+                     ":2; off: 0) is on"),
+            std::string::npos)
+      << e3b;
+  const std::string e3c = error_of(write("[pool]\nrepool_tau = 0\n[select]\nbatched = true\n[hybrid]\nenabled = true\n"));
+  EXPECT_NE(e3c.find("hybrid.enabled (set at "), std::string::npos) << e3c;
+  EXPECT_NE(e3c.find(":6; off: false), pool.repool_tau (set at "), std::string::npos) << e3c;
+  EXPECT_NE(e3c.find(":2; off: -1) are on"), std::string::npos) << e3c;
+  EXPECT_EQ(e3c.find("adaptive.enabled"), std::string::npos) << e3c;
   const std::string e4 = error_of(write("[workload]\nattn_dim = 0\n[select]\nbatched = true\n"));
   EXPECT_NE(e4.find("needs an attention stage"), std::string::npos) << e4;
+  EXPECT_NE(e4.find("(workload.attn_dim = 0, set at "), std::string::npos) << e4;
+  EXPECT_NE(e1.find("learns from a request's history (set at " + learn + ":2)"), std::string::npos) << e1;
   const std::string e5 = error_of(write("[select]\nbatched = true\n[profile]\ncounters = on\n"));
   EXPECT_NE(e5.find("profile.counters and profile.kernel_records"), std::string::npos) << e5;
   // What to do, and no "set at default" for the key left unset (--profile cannot help: this check comes first).

@@ -55,7 +55,9 @@ TEST(DevicePlan, EstimateArithmeticByPart) {
   EXPECT_DOUBLE_EQ(b.total(), b.keys + b.composites + b.scores + b.topk + b.attention + b.stats + b.updates + b.local);
   EXPECT_EQ(b.updates, 0.0);  // the plain decode loop: no index updater, no local branch
   EXPECT_EQ(b.local, 0.0);
-  EXPECT_NE(b.describe().find("GiB"), std::string::npos);
+  // Each part with its unit, sized to be read (not "0.00 GiB").
+  EXPECT_EQ(b.describe().rfind("keys " + ip::exp::format_bytes(b.keys) + ", composites ", 0), 0u) << b.describe();
+  EXPECT_NE(b.describe().find("; total " + ip::exp::format_bytes(b.total())), std::string::npos) << b.describe();
 }
 
 TEST(DevicePlan, EstimateFollowsSchemeAndPrecision) {
@@ -161,6 +163,18 @@ TEST(DevicePlan, TopkBeyondTheGpuLimit) {
   p.pool.group_size = 2;
   const auto groups = plan_backend("cuda", s, p, gpu).skip_reason;
   EXPECT_NE(groups.find("k = 8192 (the groups select.topk_tokens buys)"), std::string::npos) << groups;
+  EXPECT_EQ(device_cannot(s, p, 0), groups.substr(std::string("backend = cuda: ").size()));
+  // Adaptive groups are selected on the host: pool.group_size does not bound them, and no top-k of groups
+  // runs on the device (a user audit found G = 1 points skipped for a k they never ask for); with fidelity
+  // on, the exact indexer's k still does.
+  p.adaptive.enabled = true;
+  p.adaptive.budget_bytes_per_token = 128;
+  p.pool.group_size = 1;
+  EXPECT_EQ(plan_backend("cuda", s, p, gpu).skip_reason, "");
+  EXPECT_EQ(device_cannot(s, p, 0), "");
+  p.fidelity = true;
+  EXPECT_NE(plan_backend("cuda", s, p, gpu).skip_reason.find("k = 16384 (select.topk_tokens, for the exact indexer"),
+            std::string::npos);
 }
 
 // Kernel forms ([kernels]) a point's shapes or the device cannot run: cuda skips the point naming the key,
