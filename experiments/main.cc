@@ -50,6 +50,16 @@ void say(const char* msg, std::size_t n) {
   (void)r;
 }
 
+// From a handler: the default action for `sig`, then `sig` raised (blocked until the handler returns, then
+// the process dies by it). Async-signal-safe.
+void die_by(int sig) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
 extern "C" void on_stop_signal(int sig) {
   g_signals = g_signals + 1;
   if (g_signals == 1) {
@@ -65,11 +75,7 @@ extern "C" void on_stop_signal(int sig) {
       "\nindexpool: stopped at once by a second signal; the results file keeps the points written before (any "
       "finished since its last write are lost), --resume runs the rest\n";
   say(msg, sizeof msg - 1);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  raise(sig);  // blocked until this handler returns, then the default action: the process dies by `sig`
+  die_by(sig);
 }
 
 void install_stop_handlers() {
@@ -94,11 +100,7 @@ extern "C" void on_merge_signal(int sig) {
   static const char msg[] = "\nindexpool merge: stopped by a signal, its temporary file removed (the output file appears only when "
       "a merge completes)\n";
   say(msg, sizeof msg - 1);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  raise(sig);
+  die_by(sig);
 }
 
 void install_merge_handlers(const std::string& out) {

@@ -149,6 +149,24 @@ TEST(RunnerOnEmulator, BatchedPointThatDoesNotFitRunsOnTheCpuUnderAutoAndIsSkipp
   fs::remove_all(dir);
 }
 
+// Runs `cfg` (one point) with backend = cuda on the emulator into dir/r.h5 and returns cuemu's peak device
+// bytes (CUEMU_STATS_LOG); -1 (with a test failure) when the run or the log fails.
+double peak_device_bytes(const fs::path& dir, const std::string& cfg) {
+  const std::string log = (dir / "stats.txt").string();
+  fs::remove(log);
+  std::string out;
+  const int rc = run("CUEMU_STATS_LOG=" + log + " " IP_INDEXPOOL_EMU_BIN,
+                     "run " + cfg + " --quiet --overwrite --set backend=cuda --set output.path=" + (dir / "r.h5").string(),
+                     out);
+  EXPECT_EQ(rc, 0) << out;
+  std::ifstream in(log);
+  std::string key;
+  double peak = -1;
+  in >> key >> peak;
+  EXPECT_EQ(key, "peak_device_bytes");
+  return rc == 0 && key == "peak_device_bytes" ? peak : -1;
+}
+
 // The device memory a cuda point takes (cuemu's peak, CUEMU_STATS_LOG) against the estimate the runner
 // checks before it starts the point (experiments/device_plan.h): the estimate must not be below it, or a
 // point "that fits" could fail to allocate on a device; nor far above it. Every scheme and precision
@@ -195,20 +213,10 @@ TEST(RunnerOnEmulator, DeviceEstimateCoversWhatAPointTakes) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const std::string cfg = (dir / "sweep.ini").string(), log = (dir / "stats.txt").string();
+    const std::string cfg = (dir / "sweep.ini").string();
     std::ofstream(cfg) << c.config;
-    fs::remove(log);
-    std::string out;
-    ASSERT_EQ(run("CUEMU_STATS_LOG=" + log + " " IP_INDEXPOOL_EMU_BIN,
-                  "run " + cfg + " --quiet --overwrite --set backend=cuda --set output.path=" + (dir / "r.h5").string(),
-                  out),
-              0)
-        << out;
-    std::ifstream in(log);
-    std::string key;
-    double peak = -1;
-    in >> key >> peak;
-    ASSERT_EQ(key, "peak_device_bytes");
+    const double peak = peak_device_bytes(dir, cfg);
+    ASSERT_GT(peak, 0);
     const auto sw = ip::exp::load_sweep(cfg, {"backend=cuda"});
     ASSERT_EQ(sw.points.size(), 1u);
     const auto& p = sw.points[0];
@@ -236,27 +244,17 @@ TEST(RunnerOnEmulator, BatchedDeviceEstimateCoversTheDecoderAndItsFidelityPass) 
                         Case{"D = 64, Da = 128, Dv = 32", "dim = 64\nattn_dim = 128\nvalue_dim = 32\n"}}) {
     SCOPED_TRACE(c.name);
     const char* dims = c.dims;
-    const std::string cfg = (dir / "sweep.ini").string(), log = (dir / "stats.txt").string();
+    const std::string cfg = (dir / "sweep.ini").string();
     std::ofstream(cfg) << "[workload]\ntokens = 4Ki\nsteps = 2\nrequests = 3\nindex_heads = 4\n"
                           "attn_heads = 2\n"
                        << dims << "[pool]\nweighting = uniform\n[select]\ntopk_tokens = 256\nbatched = true\n"
                                   "[cache]\nenabled = false\n";
-    fs::remove(log);
-    std::string out;
-    ASSERT_EQ(run("CUEMU_STATS_LOG=" + log + " " IP_INDEXPOOL_EMU_BIN,
-                  "run " + cfg + " --quiet --overwrite --set backend=cuda --set output.path=" + (dir / "r.h5").string(),
-                  out),
-              0)
-        << out;
+    const double peak = peak_device_bytes(dir, cfg);
+    ASSERT_GT(peak, 0);
     {
       ip::h5::File f((dir / "r.h5").string(), "r");
       ASSERT_EQ(f.read_table("points").column("status").strings, (std::vector<std::string>{"ok"}));
     }
-    std::ifstream in(log);
-    std::string key;
-    double peak = -1;
-    in >> key >> peak;
-    ASSERT_EQ(key, "peak_device_bytes");
     const auto sw = ip::exp::load_sweep(cfg, {"backend=cuda"});
     ASSERT_EQ(sw.points.size(), 1u);
     const double est = ip::exp::batched_device_bytes(sw.points[0].workload, sw.points[0].pipeline);
