@@ -5,8 +5,9 @@
 //   scales:  for int8 and fp8 only, one fp32 scale per row (the DeepSeek indexer layout: 128 fp8 values
 //            plus one fp32 scale per key), stored apart from the payload.
 // Value r,d decodes to decode(payload[r,d]) * scale[r] (scale 1 for the float formats).
-// int8:  scale = max|x| / 127, q = rint(x / scale) in [-127, 127]; |error| <= scale / 2.
-// fp8:   scale = max|x| / 448, q = e4m3(x / scale);  |error| <= |x| / 16 + scale * 2^-10.
+// int8:  scale = max|x| / 127, q = rint(x * (1 / scale)) in [-127, 127]; |error| <= scale / 2.
+// fp8:   scale = max|x| / 448, q = e4m3(x * (1 / scale));  |error| <= |x| / 16 + scale * 2^-10.
+// The scale is at least 2^-126 (core/quant_math.h: a row of max|x| below about 1e-36 is stored at that step).
 // An all-zero row gets scale 0 and decodes to zeros.
 #pragma once
 

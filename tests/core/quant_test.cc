@@ -192,6 +192,34 @@ TEST(Quant, RowMathByHand) {
   EXPECT_EQ(ip::encode_scaled(0.5f, 4.0f, false), 0x40);
 }
 
+// Rows whose max |x| is so small that 1 / (max|x| / 127) overflows (below about 1.5e-36; fp8 below about
+// 5.3e-36): the scale stops at 2^-126, so the inverse stays finite and every value encodes within the error
+// bound of the stored scale; zeros stay zeros (fp8 stored NaN for them: 0 x inf; found by an audit).
+TEST(Quant, TinyRowsKeepAFiniteInverseScale) {
+  EXPECT_EQ(ip::row_scale(1e-37f, true), 0x1p-126f);
+  EXPECT_EQ(ip::row_scale(1e-37f, false), 0x1p-126f);
+  EXPECT_EQ(ip::row_scale(0.0f, true), 0.0f);  // an all-zero row keeps scale 0
+  EXPECT_EQ(ip::row_scale(127.0f * 0x1p-126f, true), 0x1p-126f);  // at the floor: unchanged
+  const std::vector<float> row = {1e-37f, -5e-38f, 2.5e-38f, 0.0f, 1e-38f, 0.0f, -1e-37f, 3e-38f};
+  const ip::Index64 n = static_cast<ip::Index64>(row.size());
+  for (Precision p : {Precision::int8, Precision::fp8}) {
+    SCOPED_TRACE(ip::to_string(p));
+    const auto q = ip::quantize(view(row, 1, n), p);
+    EXPECT_EQ(q.scale(0), 0x1p-126f);
+    std::vector<float> back(row.size());
+    ip::dequantize_row(q, 0, back.data());
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(back[i])) << i;
+      if (row[i] == 0.0f) {
+        EXPECT_EQ(back[i], 0.0f) << i;
+      }
+      // int8: half a step; fp8: the format's relative bound plus half its subnormal step.
+      const double bound = p == Precision::int8 ? 0x1p-127 : std::fabs(row[i]) / 16 + 0x1p-126 * 0x1p-10;
+      EXPECT_LE(std::fabs(static_cast<double>(back[i]) - row[i]), bound) << i;
+    }
+  }
+}
+
 // quantize_row() is abs_max + row_scale + inverse_scale + encode_scaled: same bytes.
 TEST(Quant, QuantizeRowEqualsTheRowMath) {
   const auto x = normal_data(3, D, 9);
