@@ -77,6 +77,15 @@ constexpr const char* kUnits =
     "steps that began an asynchronous update; NaN on the cpu backend or without asynchronous updates); "
     "layer_output_error: relative; "
     "layer_mass_recall, repooled_fraction_mean: fractions; layer_tokens_per_step, tokens_per_group: tokens";
+constexpr const char* kCacheLevelUnits =
+    "level: 1 = closest to the indexer; policy: the level's eviction policy; capacity: as configured (bytes with a "
+    "unit such as KiB, or entries); accesses, hits, misses, evictions: counts of accesses (objects: groups' index "
+    "entries or KV blocks, cache.object); bytes_from_below: bytes read from the next level or memory; hit_rate, "
+    "opt_hit_rate: fractions in [0, 1] of the accesses reaching this level (opt_hit_rate: the same level under "
+    "Belady's OPT, NaN when cache.opt_bound is off)";
+constexpr const char* kCacheMrcUnits =
+    "capacity_entries: cache capacity in objects (entries); miss_ratio: fraction in [0, 1] of all accesses that "
+    "miss an LRU cache of that capacity";
 constexpr Index64 kChunkRows = 128;  // the /points table is extendible, one chunk per 128 rows
 
 std::vector<double> numbers(const PointSummary& s) {
@@ -289,11 +298,13 @@ void write_point(h5::File& f, const PointRecord& rec) {
       for (std::size_t c = 0; c < 7; ++c) lv.columns[3 + c].floats.push_back(v[c]);
     }
     f.write_table(g + "/cache_levels", lv);
+    f.set_attr(g + "/cache_levels", "units", std::string(kCacheLevelUnits));
     if (!rec.cache.mrc_capacity.empty()) {
       h5::Table mrc;
       mrc.add("capacity_entries", Kind::kFloat64).floats = rec.cache.mrc_capacity;
       mrc.add("miss_ratio", Kind::kFloat64).floats = rec.cache.mrc_miss_ratio;
       f.write_table(g + "/cache_mrc", mrc);
+      f.set_attr(g + "/cache_mrc", "units", std::string(kCacheMrcUnits));
     }
   }
   for (std::size_t b = 0; b < rec.requests.size(); ++b) {

@@ -64,7 +64,14 @@ std::vector<std::string> json_levels(const std::string& json) {
 // The same from a point's cache_levels table in the results file.
 std::vector<std::string> stored_levels(const std::string& h5, int point) {
   ip::h5::File f(h5, "r");
-  const auto t = f.read_table(fmt::format("point_{:06d}/cache_levels", point));
+  const std::string name = fmt::format("point_{:06d}/cache_levels", point);
+  const auto t = f.read_table(name);
+  // Every number says its unit (the table's own attribute; the root units cover /points only).
+  EXPECT_NE(f.attr_string(name, "units").find("bytes_from_below: bytes"), std::string::npos);
+  const std::string mrc = fmt::format("point_{:06d}/cache_mrc", point);
+  if (f.exists(mrc)) {
+    EXPECT_NE(f.attr_string(mrc, "units").find("capacity_entries: cache capacity in objects"), std::string::npos);
+  }
   std::vector<std::string> out;
   for (std::size_t i = 0; i < t.rows(); ++i)
     out.push_back(fmt::format("{} {} {} {}", t.column("accesses").floats[i], t.column("hits").floats[i],
