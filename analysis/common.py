@@ -129,10 +129,55 @@ def ok_rows(res, family, columns):
         raise NoData(f"{family}: the results have no column {', '.join(missing)}")
     if df.empty and hasattr(res, "points") and len(res.points):
         raise NoData(f"{family}: {skipped_summary(res.points)}")
-    df = df.dropna(subset=list(columns))
-    if df.empty:
-        raise NoData(f"{family}: no finished point has values for {', '.join(columns)}")
-    return df
+    full = df.dropna(subset=list(columns))
+    if full.empty:
+        raise NoData(f"{family}: {no_value(res, df, columns, 'the finished points')}")
+    return full
+
+
+# Columns the runner leaves NaN for a reason the data show: the cache model's rates where it did not run, the
+# attention metrics where the workload has no attention stage.
+CACHE_COLUMNS = ("cache_l1_hit_rate", "cache_l2_hit_rate", "cache_l3_hit_rate", schema.CACHE_HIT_RATE,
+                 schema.CACHE_OPT_HIT_RATE, schema.CACHE_OPT_SINGLE_HIT_RATE)
+ATTENTION_COLUMNS = ("mass_recall", "output_error", "layer_output_error", "layer_mass_recall")
+
+
+def setting_values(res, rows, key, default):
+    """The values (text) a config key has at rows: its column where it is one (a sweep axis), else each row's
+    file's setting (config text and --set in argv), else the default."""
+    if key in rows.columns:
+        return {str(v) for v in rows[key]}
+    settings = {f.path: f.settings for f in getattr(res, "files", [])}
+    paths = rows["file"].unique() if "file" in rows.columns else []
+    return {v for p in paths for v in settings.get(p, {}).get(key, [default])} or {default}
+
+
+def no_value(res, rows, columns, where):
+    """Why none of `rows` (at `where`: 'the 4 finished points of uniform') has a value in every one of `columns`:
+    'no value of mass_recall, output_error at ...: the workload has no attention stage (...)'. Names only the
+    columns without a value at any of the rows (else those with a NaN somewhere: no row has all of them at once),
+    and why, where the data show it."""
+    n = f"{len(rows)} " if len(rows) > 1 else ""
+    where = where.replace("the finished points", f"the {n}finished point{'s' if len(rows) != 1 else ''}")
+    empty = [c for c in columns if rows[c].isna().all()]
+    if not empty:
+        some = [c for c in columns if rows[c].isna().any()]
+        return f"none of {where} has a value of all of {', '.join(some)}"
+    why = []
+    if any(c in CACHE_COLUMNS for c in empty):
+        adaptive = rows[schema.ADAPTIVE_ENABLED] if schema.ADAPTIVE_ENABLED in rows.columns else pd.Series(False)
+        if all(v.strip().lower() in schema.FALSE_WORDS for v in setting_values(res, rows, "cache.enabled", "true")):
+            why.append("the cache model was off (cache.enabled = false)")
+        elif adaptive.astype(bool).all():
+            why.append("the cache model does not run with adaptive.enabled = true (group sizes vary from step to step)")
+        elif schema.CACHE_HIT_RATE not in empty and "cache.levels" in rows.columns:
+            levels = ", ".join(sorted(set(rows["cache.levels"].astype(str))))
+            why.append(f"the cache hierarchy has fewer tiers (cache.levels = {levels})")
+    no_attention = "attention_ms" in rows.columns and (rows["attention_ms"] == 0).all()
+    if no_attention and any(c in ATTENTION_COLUMNS for c in empty):
+        why.append("the workload has no attention stage (no attention keys, values and queries: an import without "
+                   "them, or workload.attn_dim = 0; attention_ms is 0)")
+    return f"no value of {', '.join(empty)} at {where}" + (f": {'; '.join(why)}" if why else "")
 
 
 def skipped_summary(points):

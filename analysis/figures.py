@@ -9,8 +9,9 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullLocator, ScalarFormatter
 
 from . import schema
-from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, batched_gpu, caption, color_of, constants, context_axis,
-                     errorbar, finish, fix_others, fmt_value, log2_axis, logy, ok_rows, per_request_times, skipped_note,
+from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, ATTENTION_COLUMNS, batched_gpu, caption,
+                     color_of, constants, context_axis, errorbar, finish, fix_others, fmt_value, log2_axis, logy,
+                     no_value, ok_rows, per_request_times, skipped_note,
                      sources, step_groups, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
@@ -299,20 +300,39 @@ def _macs_reduction(b, df, ws, T):
 ABLATION_METRICS = (("token_recall", "token recall (fraction)", False),
                     ("mass_recall", "attention-mass recall (fraction)", False),
                     ("output_error", "attention output error (relative L2)", True))
+BLOCK_RECALL = ("block_recall", "block recall (fraction)", False)
+
+
+def quality_rows(res, family, keys):
+    """ok_rows of `keys` and the ABLATION_METRICS, with the metrics to draw. Where no finished point has a value of
+    the attention metrics (a workload with no attention stage), the metrics that have values (token recall, and
+    block recall in their place) and a note saying what is not drawn and why. Returns (rows, metrics, note)."""
+    cols = [m for m, _, _ in ABLATION_METRICS]
+    try:
+        return ok_rows(res, family, keys + cols), ABLATION_METRICS, ""
+    except NoData:
+        df = res.ok if hasattr(res, "ok") else res
+        gone = [c for c in cols if c in ATTENTION_COLUMNS and c in df.columns and df[c].isna().all()]
+        if not gone or any(c not in df.columns for c in cols):
+            raise
+    extra = (BLOCK_RECALL,) if BLOCK_RECALL[0] in df.columns and df[BLOCK_RECALL[0]].notna().any() else ()
+    metrics = tuple(m for m in ABLATION_METRICS if m[0] not in gone) + extra
+    rows = ok_rows(res, family, keys + [m for m, _, _ in metrics])
+    return rows, metrics, f"Not drawn: {no_value(res, rows, gone, 'the finished points')}. "
 
 
 def fig_ablation(res):
     """Heat maps of token recall, attention-mass recall and output error for every weighting x G."""
-    df = ok_rows(res, "ablation", [W, G] + [m for m, _, _ in ABLATION_METRICS])
+    df, metrics, missing = quality_rows(res, "ablation", [W, G])
     df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
     if not (df[W] != schema.EXACT).any():
         raise NoData("ablation: no pooled scheme among the finished points, only the exact indexer (which does not "
                      "pool: its recalls are 1 at every G, so there is no weighting × G to compare)")
     ws = sorted(df[W].unique(), key=weighting_sort_key)
     gs = sorted(df[G].unique())
-    fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(ws) + 2.6))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(13, 0.45 * len(ws) + 2.6))
     kinds = set()
-    for ax, (m, label, lower_better) in zip(axes, ABLATION_METRICS):
+    for ax, (m, label, lower_better) in zip(axes, metrics):
         s, k = summarize(res, df, [W, G], m)
         kinds |= k
         grid = np.full((len(ws), len(gs)), np.nan)
@@ -345,8 +365,8 @@ def fig_ablation(res):
         cb.ax.yaxis.get_major_formatter().set_scientific(False)
         unit = label[label.index("("):]
         cb.set_label(f"{unit}, {'lower' if lower_better else 'higher'} is better", fontsize=7)
-    n = caption(fig, "Cells: value ± error bar (below); the exact indexer does not pool, "
-                     "so its row repeats across G. " + (f"Slice: {note}. " if note else "") +
+    exact = ("the exact indexer does not pool, so its row repeats across G. " if schema.EXACT in ws else "")
+    n = caption(fig, "Cells: value ± error bar (below); " + exact + missing + (f"Slice: {note}. " if note else "") +
                 constants(df, ["context", PREC, "select.topk_tokens"], note), kinds, sources(df),
                 skipped=skipped_note(res, df, (W, G), ()))
     return finish(fig, "Ablation: weighting × group size", n)
@@ -360,7 +380,7 @@ QUALITY_AXES = (("context", "context length T (tokens)"),
 def fig_quality(res):
     """Selection quality vs context length and vs selection budget: token recall, attention-mass recall and output
     error, one row per axis the results vary (T, k), one series per weighting at the reference G."""
-    df0 = ok_rows(res, "quality", [W, G] + [m for m, _, _ in ABLATION_METRICS])
+    df0, metrics, missing = quality_rows(res, "quality", [W, G])
     g = _reference_g(df0)
     rows, notes, skipped_rows = [], [], []
     for axis, xlabel in QUALITY_AXES:
@@ -393,11 +413,11 @@ def fig_quality(res):
         raise NoData("quality: the finished points have one context length and one select.topk_tokens; a sweep over "
                      "workload.tokens (e.g. configs/context_scaling.ini) or select.topk_tokens (configs/hybrid.ini) "
                      "draws this figure" + (f" ({'; '.join(skipped_rows)})" if skipped_rows else ""))
-    fig, axes = plt.subplots(len(rows), 3, figsize=(13, 3.9 * len(rows) + 0.6), squeeze=False)
+    fig, axes = plt.subplots(len(rows), len(metrics), figsize=(13, 3.9 * len(rows) + 0.6), squeeze=False)
     kinds = set()
     for row, (axis, xlabel, df) in enumerate(rows):
         ws = sorted(df[W].unique(), key=weighting_sort_key)
-        for col, (m, label, lower_better) in enumerate(ABLATION_METRICS):
+        for col, (m, label, lower_better) in enumerate(metrics):
             ax = axes[row, col]
             for wi, w in enumerate(ws):
                 s, k = summarize(res, df[df[W] == w], [axis], m)
@@ -418,7 +438,7 @@ def fig_quality(res):
     n = caption(fig, "Selection quality against the fidelity reference (the exact indexer on fp32 keys and dense "
                      f"attention, per decode step) as {grows}; pooled schemes at G = {g}, series offset sideways. "
                      + (f"Slice: {'; '.join(notes)}. " if notes else "")
-                     + (f"Not drawn: {'; '.join(skipped_rows)}. " if skipped_rows else "")
+                     + (f"Not drawn: {'; '.join(skipped_rows)}. " if skipped_rows else "") + missing
                 + constants(sel, [*fixed, PREC, RUN], "; ".join(notes)), kinds, sources(sel),
                 skipped=skipped_note(res, sel, tuple(drawn), (W,)))
     return finish(fig, f"Selection quality vs {what}", n, _legend(fig), 6)
@@ -469,7 +489,7 @@ def fig_precision(res):
     output error vs the index's bytes per context token (top row), and their change against the same scheme at
     the widest precision, paired over the same decode steps (bottom row); one series per weighting and G, a point
     per precision."""
-    df = ok_rows(res, "precision", [W, G, PREC, "index_bytes_per_token"] + [m for m, _, _ in ABLATION_METRICS])
+    df, metrics, missing = quality_rows(res, "precision", [W, G, PREC, "index_bytes_per_token"])
     df, note = fix_others(_where_varies(df, PREC, "context"), keep=(W, G, PREC, "attr.sweep_id", "backend", RUN))
     precs = sorted(df[PREC].unique(), key=precision_sort_key)
     if len(precs) < 2:
@@ -485,9 +505,9 @@ def fig_precision(res):
     several_g = df.loc[df[W] != schema.EXACT, G].nunique() > 1
     xs = df["index_bytes_per_token"].astype(float)
     ticks = [2.0 ** e for e in range(int(np.floor(np.log2(xs.min()))), int(np.ceil(np.log2(xs.max()))) + 1)]
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7.4), sharex=True)
+    fig, axes = plt.subplots(2, len(metrics), figsize=(13, 7.4), sharex=True, squeeze=False)
     kinds, changes = set(), 0
-    for col, (m, label, lower_better) in enumerate(ABLATION_METRICS):
+    for col, (m, label, lower_better) in enumerate(metrics):
         top, bottom = axes[0, col], axes[1, col]
         for si, (w, g) in enumerate(series):
             d = df[(df[W] == w) & (df[G] == g)]
@@ -532,7 +552,7 @@ def fig_precision(res):
                      "exact count), y the selection's quality against the fidelity reference, the exact indexer on the "
                      f"unquantized fp32 keys and dense attention. Bottom row: the change against the same scheme and G "
                      f"stored at {base}, per decode step over the steps both ran (same seed, request and step), mean "
-                     "± 1 s.d. of those differences: the differences the top row's bars hide. "
+                     "± 1 s.d. of those differences: the differences the top row's bars hide. " + missing
                      + (f"Slice: {note}. " if note else "") + constants(df, ["context", "select.topk_tokens"], note),
                 kinds, sources(df), skipped=skipped_note(res, df, (PREC,), (W, G)))
     return finish(fig, "Index precision: selection quality vs stored bytes", n, _legend(fig), 6)
@@ -905,7 +925,7 @@ def fig_repool(res):
     df = df[has]
     df, note = fix_others(df, keep=(schema.REPOOL_TAU, W, "attr.sweep_id"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
-    kinds = set()
+    kinds, dashed = set(), False
     taus = sorted(t for t in df[schema.REPOOL_TAU].unique() if t >= 0)
     for wi, w in enumerate(sorted(df[W].unique(), key=weighting_sort_key)):
         d = df[df[W] == w]
@@ -917,6 +937,7 @@ def fig_repool(res):
                 kinds |= k
                 errorbar(ax, s[schema.REPOOL_TAU], s, color=col, marker=MARKERS[wi % 8], label=f"{w}, τ ≥ 0")
             if len(full):
+                dashed = True
                 f, k = summarize(res, full, [schema.REPOOL_TAU], m)
                 kinds |= k
                 ax.axhline(float(f["center"].iloc[0]), color=col, ls="--", lw=1.1, label=f"{w}, full rebuild (τ = −1)")
@@ -935,8 +956,10 @@ def fig_repool(res):
         ax.set_title(t)
     text = ("A group is re-pooled when its weight vector moved by more than τ (relative L1) since it was last "
             "pooled; τ = 0 gives the full rebuild's bits. Re-pooled fraction: groups re-pooled / groups, mean "
-            "over the decode steps after the first (repooled_fraction_mean). Dashed: the same weighting with full "
-            "rebuilds every step (τ = −1), a reference at no τ. x axis linear below τ = "
+            "over the decode steps after the first (repooled_fraction_mean). "
+            + ("Dashed: the same weighting with full rebuilds every step (τ = −1), a reference at no τ. "
+               if dashed else "No point with full rebuilds (τ = −1) in the slice: no reference line. ")
+            + "x axis linear below τ = "
             f"{lin:g}, logarithmic above. " + (f"Slice: {note}." if note else ""))
     n = caption(fig, text, kinds, sources(df),
                 skipped=skipped_note(res, df, (schema.REPOOL_TAU,), (W,)))

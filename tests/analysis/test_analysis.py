@@ -1485,3 +1485,100 @@ def test_a_key_zipped_with_a_drawn_one_keeps_every_series():
     t = pd.DataFrame({"threads": [1, 2, 1, 2], "pool.weighting": ["exact", "exact", "hybrid", "hybrid"]})
     d, note = fix_others(t, keep=("pool.weighting",))
     assert d["threads"].nunique() == 1 and "threads = " in note, note
+
+
+# No attention stage (workload.attn_dim = 0): mass_recall and output_error are NaN, token and block recall are not.
+NO_ATTENTION = """
+[workload]
+tokens = 2Ki, 4Ki
+dim = 32
+index_heads = 2
+attn_dim = 0
+steps = 4
+
+[pool]
+weighting = exact, hybrid
+group_size = 4
+
+[select]
+topk_tokens = 256
+
+[cache]
+object = index
+"""
+
+
+def _caption(fig):
+    return " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+
+
+def test_not_measured_names_the_columns_without_a_value_and_why(tmp_path):
+    # The points finished: the report names the columns they have no value of and why, not "no finished point".
+    off = {r.id: r for r in claims.evaluate(load(run_sweep(tmp_path, "hybrid", HYBRID)))}  # cache.enabled = false
+    for cid in ("tier_hits", "overall_hits"):
+        why = off[cid].reason
+        assert off[cid].verdict == claims.NOT_MEASURED and "no finished point" not in why, why
+        assert "no value of cache_l1_hit_rate, cache_l2_hit_rate, cache_l3_hit_rate, cache_hit_rate" in why, why
+        assert "cache model was off (cache.enabled = false)" in why, why
+    na = {r.id: r for r in claims.evaluate(load(run_sweep(tmp_path, "noattn", NO_ATTENTION)))}
+    why = na["accuracy"].reason
+    assert na["accuracy"].verdict == claims.NOT_MEASURED and "no finished point" not in why, why
+    assert "no value of mass_recall, output_error at the 4 finished points of exact/hybrid" in why, why
+    assert "token_recall" not in why and "no attention stage" in why, why
+    why = na["hybrid"].reason  # hybrid_rows -> ok_rows: only the columns without a value
+    assert "no value of layer_output_error, layer_mass_recall" in why and "hybrid.enabled," not in why, why
+
+
+def test_quality_figures_without_attention_draw_token_and_block_recall(tmp_path):
+    from analysis.common import ok_rows
+    r = load(run_sweep(tmp_path, "noattn", NO_ATTENTION))
+    with pytest.raises(NoData) as e:
+        ok_rows(r, "x", ["pool.weighting", "token_recall", "mass_recall", "output_error"])
+    assert "no value of mass_recall, output_error" in str(e.value) and "token_recall" not in str(e.value)
+    assert "no attention stage" in str(e.value)
+    for family in ("ablation", "quality"):
+        fig = FAMILIES[family][0](r)
+        titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+        assert titles[:2] == ["token recall (fraction)", "block recall (fraction)"] or \
+            titles[:2] == ["token recall (higher is better)", "block recall (higher is better)"], titles
+        assert not any("attention-mass" in t or "output error" in t for t in titles), titles
+        cap = _caption(fig)
+        assert "Not drawn: no value of mass_recall, output_error" in cap and "no attention stage" in cap, cap
+        png, _ = save(fig, str(tmp_path), family)
+        check_png(png)
+
+
+def test_throughput_claim_is_measured_on_full_rebuilds_only(tmp_path):
+    # Only incremental updates (tau >= 0): their pool_ms re-pools a fraction of the groups, not the context.
+    inc = load(run_sweep(tmp_path, "inc", REPOOL.replace("repool_tau = -1, 0, 0.1", "repool_tau = 0, 0.1")))
+    row = {r.id: r for r in claims.evaluate(inc)}["throughput"]
+    assert row.verdict == claims.NOT_MEASURED and row.measured == "—", row.measured
+    assert "full index rebuilds (pool.repool_tau = -1)" in row.reason and "incrementally" in row.reason, row.reason
+    # With full rebuilds present, those alone, and the row says so.
+    both = load(run_sweep(tmp_path, "both", REPOOL))
+    row = {r.id: r for r in claims.evaluate(both)}["throughput"]
+    assert "index build" in row.measured and "full index rebuilds" in row.source, row.source
+    assert "2 points of tfidf G = 4 with incremental updates" in row.source, row.source
+
+
+def test_captions_name_only_what_is_drawn(res, tmp_path):
+    # Repool without tau = -1 points: no dashed reference line, and the caption does not describe one.
+    r = load(run_sweep(tmp_path, "inc", REPOOL.replace("repool_tau = -1, 0, 0.1", "repool_tau = 0, 0.1")))
+    fig = FAMILIES["repool"][0](r)
+    assert not any(ln.get_linestyle() == "--" for ax in fig.axes for ln in ax.lines)
+    assert "Dashed" not in _caption(fig)
+    assert "Dashed" in _caption(FAMILIES["repool"][0](load(run_sweep(tmp_path, "rep", REPOOL))))
+    # The ablation heat map without the exact indexer has no exact row to repeat across G.
+    h = load(run_sweep(tmp_path, "hybrid", HYBRID))
+    fig = FAMILIES["ablation"][0](h)
+    assert "exact" not in [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "repeats across G" not in _caption(fig)
+    assert "repeats across G" in _caption(FAMILIES["ablation"][0](res))
+
+
+def test_report_recalls_carry_their_unit(res, tmp_path):
+    rows = {r.id: r for r in claims.evaluate(res)}
+    m = rows["accuracy"].measured
+    assert "attention-mass recall (fraction) 0." in m and "token recall (fraction) 0." in m, m
+    rows = {r.id: r for r in claims.evaluate(load(run_sweep(tmp_path, "hybrid", HYBRID)))}
+    assert "dense attention mass covered (fraction) 0." in rows["hybrid"].measured, rows["hybrid"].measured
