@@ -553,6 +553,7 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
   }
   // What the file must hold for each point's settings, checked here so that no point fails after others ran
   // (the config checks the same for synthetic workloads when it is read).
+  std::map<std::string, std::pair<Index64, Index64>> largest;  // by file: (token, dim) of its largest |index key|
   for (const auto& p : points) {
     if (p.source == "synthetic") continue;
     const Workload& w = cache[source_key(p)].requests.front();
@@ -571,6 +572,23 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                "workload '{}' has none (attn_keys, values, attn_queries): set cache.object = index (the index entry) "
                "or cache.enabled = false (point {}: {})",
                p.source, p.index, p.key);
+    // fp16 rows: a composite is a convex combination of its group's keys (maxmin: their extremes), so it
+    // overflows fp16 exactly when some key is beyond fp16's largest finite value; it would be stored as an
+    // infinity and every score against it would be too.
+    if (p.pipeline.pool.precision == Precision::fp16) {
+      auto [it, fresh] = largest.try_emplace(p.source, std::pair<Index64, Index64>{0, 0});
+      const MatrixView<const float> k = w.index_keys.mat();
+      if (fresh)  // the first element of largest magnitude, once a file
+        for (Index64 t = 0; t < k.rows; ++t)
+          for (Index64 d = 0; d < k.cols; ++d)
+            if (std::fabs(k(t, d)) > std::fabs(k(it->second.first, it->second.second))) it->second = {t, d};
+      const auto [t, d] = it->second;
+      IP_REQUIRE(std::fabs(k(t, d)) <= 65504.0f,
+                 "pool.precision = fp16: the imported index key of token {} has the value {} (dimension {}), beyond "
+                 "fp16's largest finite value 65504, so its index would hold infinities; use bf16 or fp32, or scale "
+                 "the keys (point {}: {})",
+                 t, k(t, d), d, p.index, p.key);
+    }
     const AdaptiveParams& a = p.pipeline.adaptive;
     if (a.enabled) {
       const double row = static_cast<double>(w.dim() * element_bytes(p.pipeline.pool.precision) +

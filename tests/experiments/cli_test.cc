@@ -218,6 +218,36 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
         << r.out;
     EXPECT_FALSE(fs::exists(dir_ / "kv.h5"));
   }
+  // fp16 rows: a key beyond fp16's range (so some composite would be stored as an infinity) is refused by list
+  // and run before any point, naming the token; the other precisions run it.
+  {
+    const std::string big = (dir_ / "big.h5").string();
+    {
+      ip::h5::File f(big, "w");
+      ip::Tensor<float> keys({256, 16});
+      for (ip::Index64 i = 0; i < keys.size(); ++i) keys.data()[i] = std::sin(0.37f * static_cast<float>(i));
+      keys.data()[37 * 16 + 5] = -1e5f;
+      f.write("index_keys", keys);
+      ip::Tensor<float> q({2, 2, 16}), hw({2, 2});
+      for (ip::Index64 i = 0; i < q.size(); ++i) q.data()[i] = std::cos(0.5f * static_cast<float>(i));
+      for (ip::Index64 i = 0; i < hw.size(); ++i) hw.data()[i] = 0.5f;
+      f.write("index_queries", q);
+      f.write("head_weights", hw);
+    }
+    for (const char* cmd : {"list ", "run "}) {
+      r = run(cmd + cfg + " --set workload.source=" + big + " --set pool.precision=bf16,fp16 --set output.path=" +
+              (dir_ / "f16.h5").string());
+      EXPECT_EQ(r.code, 1) << r.out;
+      EXPECT_NE(r.out.find("pool.precision = fp16: the imported index key of token 37 has the value -100000 "
+                           "(dimension 5), beyond fp16's largest finite value 65504"),
+                std::string::npos)
+          << r.out;
+      EXPECT_FALSE(fs::exists(dir_ / "f16.h5"));
+    }
+    r = run("run " + cfg + " --quiet --set workload.source=" + big + " --set pool.precision=bf16 --set output.path=" +
+            (dir_ / "bf16.h5").string());
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
   std::ofstream(source) << "not hdf5\n";
   r = run("list " + cfg);
   EXPECT_NE(r.code, 0) << r.out;
