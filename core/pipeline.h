@@ -140,8 +140,8 @@ struct RequestReferences {
 
 // Fills `refs` with what the decode loop of p over `w` reads from it: every step's reference over that
 // step's context (growing with p.append_per_step), and, with fixed groups, the block oracle at p's group size
-// and k, in step order while they fit refs.max_bytes (the step that would pass it is dropped, and so are the
-// steps after it: run_request computes those as it goes, as it does without this call). The runner calls it
+// and k, in step order while they fit refs.max_bytes (the step that would pass it is dropped again and the steps
+// after it are not computed: run_request computes those as it goes, as it does without this call). The runner calls it
 // before a point's timed loop, so that the first point on a workload runs its stages after the same work as
 // the later points, which read the references only. Returns the steps it computed.
 Index64 prepare_references(Backend& be, const Workload& w, const PipelineParams& p, RequestReferences& refs);

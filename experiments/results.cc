@@ -395,6 +395,15 @@ std::string folder_of(const std::string& path) {
 }
 
 // `<path>.lock`, held with flock for the life of the writer (the kernel drops it when the process dies).
+// Removes every `<path>.tmp-*` beside `path`: call it holding path's lock (Lock), when any such file is left
+// over from a run or merge that was killed (each writes its own `<path>.tmp-<pid>` under the lock).
+void remove_stale_temporaries(const std::string& path) {
+  const std::string stale = fs::path(path).filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder_of(path), ec))
+    if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+}
+
 class Lock {
  public:
   explicit Lock(const std::string& target) : path_(target + ".lock") {
@@ -544,11 +553,7 @@ ResultsFile::ResultsFile(const std::string& path, const SweepMeta& meta, bool re
         if (impl_->began < 0 && f.has_attr("/", name)) impl_->began = parse_utc(f.attr_text("/", name));
     }
   }
-  // We hold the lock, so any `<path>.tmp-*` is left over from a killed run.
-  const std::string stale = fs::path(path).filename().string() + ".tmp-";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(folder_of(path), ec))
-    if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+  remove_stale_temporaries(path);  // left over from a killed run
 }
 
 ResultsFile::~ResultsFile() {
@@ -667,8 +672,6 @@ void ResultsFile::flush() {
 
 namespace {
 
-// The shards a file names in its attribute `shard` ("i/N" or a comma-separated list of them), as (i, N);
-// empty when it has none or it does not parse.
 // True when a running indexpool holds `<path>.lock` (it is writing `path`; its file is replaced whole at each
 // write, so reading it gives the points written so far). A lock file nobody holds is stale: false.
 bool being_written(const std::string& path) {
@@ -679,6 +682,8 @@ bool being_written(const std::string& path) {
   return held;
 }
 
+// The shards a file names in its attribute `shard` ("i/N" or a comma-separated list of them), as (i, N);
+// empty when it has none or it does not parse.
 std::vector<std::pair<std::int64_t, std::int64_t>> shards_of(const h5::File& f) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (!f.has_attr("/", "shard")) return out;
@@ -745,13 +750,7 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   IP_REQUIRE(!fs::exists(out), "merge: output '{}' already exists; choose a new path", out);
   // A run writing `out` holds its lock; it would rename its own file over ours at its next write.
   const Lock lock(out);
-  // We hold the lock, so any `<out>.tmp-*` is left over from a merge (or run) that was killed.
-  {
-    const std::string stale = fs::path(out).filename().string() + ".tmp-";
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(folder_of(out), ec))
-      if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
-  }
+  remove_stale_temporaries(out);  // a merge (or run) to `out` that was killed
   std::vector<h5::File> files;
   std::vector<h5::Table> tables;
   for (const auto& in : inputs) {
