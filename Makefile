@@ -131,7 +131,7 @@ kernel-figures: venv
 
 bench: build
 	$(BUILD_DIR)/bench/indexpool_bench
-	$(BUILD_DIR)/bench/runner_bench 200
+	$(BUILD_DIR)/bench/runner_bench 200 --every-append
 	$(BUILD_DIR)/bench/nvtx_bench
 	@if [ -x $(BUILD_DIR)/bench/kernel_bench ]; then $(BUILD_DIR)/bench/kernel_bench; \
 	  else echo "kernel_bench: not built (no CUDA toolkit at configure time)"; fi

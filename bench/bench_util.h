@@ -5,9 +5,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
+#include "core/provenance.h"
+#include "indexpool/git_revision.h"
+
 namespace ip::bench {
+
+// The first line a benchmark prints: what made its figures ("# cache_bench: git 1a2b3c4d5e6f, 2026-12-07T06:40:00Z,
+// Intel Xeon ..., 2 hardware threads"), so that a figure copied from its output says its commit, date and machine.
+inline std::string provenance_line(const char* tool) {
+  return std::string("# ") + tool + ": git " + IP_GIT_REVISION + ", " + utc_now() + ", " + cpu_description();
+}
 
 // CPU seconds this thread has run (not counting time the scheduler gave to other processes).
 inline double thread_cpu_seconds() {

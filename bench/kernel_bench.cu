@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -95,14 +96,14 @@ void print_help() {
       "  --shrink N     the quick cases' sizes divided by N (N >= 1; with --smoke, in place of 256), no target\n"
       "                 judged unless N is 1: e.g. kernel_bench-emu's memory-access profile at larger sizes. Only\n"
       "                 the sizes: --smoke also runs the decode step at B = 64 (not 1024) and rotates 2 copies\n"
-      "  --json FILE    also write the results as JSON\n"
+      "  --json FILE    also write the results as JSON (checked first: FILE must be writable, its folder must exist)\n"
       "  --only GROUPS  one group or several, comma-separated: pool, score, indexer, topk, decode, attention, gla,\n"
       "                 stats\n"
-      "  --runs N       timed runs per case (default 50, quick 15)\n"
+      "  --runs N       timed runs per case, N >= 1 (default 50, quick 15)\n"
       "  --warmup N     untimed runs before timing (default 5, quick 2; 0: none)\n"
       "  --no-hold      no blocking kernel: every run from an idle GPU (for profilers such as ncu, which run\n"
       "                 one kernel at a time, so that a held stream would wait for the blocking kernel's timeout)\n"
-      "  --device N     CUDA device (default 0)\n"
+      "  --device N     CUDA device (default 0; one the machine does not have is a bad argument)\n"
       "  --case-timeout S  a case still running after S seconds (a kernel that never finishes) stops the run:\n"
       "                 the finished rows are printed and written to --json with \"stopped\", exit status 3\n"
       "                 (default 60 on a GPU, off on the emulator; 0: off)\n"
@@ -112,10 +113,11 @@ void print_help() {
       "does), so they run back to back and 'median' is the GPU's time; 'sync' is the median of as many runs\n"
       "more from an idle GPU, the CPU launching each kernel while the GPU runs (what a caller that waits for\n"
       "each call sees; it also counts launch gaps between a case's kernels). GB/s counts the bytes the kernel\n"
-      "is declared to move (reads + writes, in the 'bytes' column), 1 GB = 1e9 B. '% copy' is that over the\n"
-      "copy bandwidth (the faster of cudaMemcpyAsync device-to-device and a float4 copy kernel, counting read +\n"
-      "write bytes); the copy group also times the float4 copy kernel at 1-256 MiB each way, the sizes of the\n"
-      "cases: what a plain streaming kernel that moves that many bytes in one launch reaches (not judged).\n"
+      "is declared to move (reads + writes, in the 'bytes' column), 1 GB = 1e9 B, 3 significant digits below\n"
+      "100 GB/s. '% copy' is that over the copy bandwidth (the faster of cudaMemcpyAsync device-to-device and\n"
+      "a float4 copy kernel, counting read + write bytes); the copy group also times the float4 copy kernel at\n"
+      "1-256 MiB each way, the sizes of the cases: what a plain streaming kernel that moves that many bytes in\n"
+      "one launch reaches (not judged).\n"
       "Exit status: 0 (also with no CUDA device: 'skipped: no CUDA device'), 1 when a case failed, 2 on bad\n"
       "arguments, 3 when a case ran past --case-timeout. Targets not met are reported, not an error.");
 }
@@ -131,6 +133,9 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 std::string json_num(double x) { return std::isfinite(x) ? fmt::format("{}", x) : "null"; }  // shortest exact
+
+// GB/s as printed: whole numbers from 100 up, else 3 significant digits (the emulator's are far below 1).
+std::string fmt_gbs(double gbs) { return gbs >= 100 ? fmt::format("{:.0f}", gbs) : fmt::format("{:.3g}", gbs); }
 
 std::string fmt_bytes(double b) {
   if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
@@ -155,7 +160,7 @@ void print_row(const Row& r, bool queued_mode) {
     line = fmt::format(kRowFormat, r.group, r.name, r.params, fmt_ms(r.t.median_ms),
                        fmt_ms(r.t.min_ms) + ".." + fmt_ms(r.t.max_ms), fmt_ms(r.t.sync_median_ms),
                        r.bytes > 0 ? fmt_bytes(r.bytes) : "-",
-                       r.bytes > 0 ? fmt::format("{:.0f}", r.gbs) : "-",
+                       r.bytes > 0 ? fmt_gbs(r.gbs) : "-",
                        r.frac >= 0 ? fmt::format("{:.1f} %", 100 * r.frac) : "-", r.extra, r.target, r.verdict);
   }
   std::printf("%s\n", line.c_str());
@@ -257,8 +262,8 @@ std::string case_label(const Row& r) { return fmt::format("{} / {} ({})", r.grou
   std::printf("\nkernel_bench: %s\nthe rows finished before it:\n", why.c_str());
   print_table(g.done, g.env->hold != nullptr);
   const auto [met, targets, errors] = tally(g.done);
-  std::printf("kernel_bench: summary: stopped: %s; copy %.0f GB/s; cases %zu finished; errors %d; targets met %d of %d\n",
-              why.c_str(), g.env->copy_gbs, g.done.size(), errors, met, targets);
+  std::printf("kernel_bench: summary: stopped: %s; copy %s GB/s; cases %zu finished; errors %d; targets met %d of %d\n",
+              why.c_str(), fmt_gbs(g.env->copy_gbs).c_str(), g.done.size(), errors, met, targets);
   if (!g.o.json.empty()) {
     try {
       write_json(g.o.json, g.device, g.o, *g.env, g.done, met, targets, errors, "", why);
@@ -477,7 +482,13 @@ int main(int argc, char** argv) {
     }
     else if (a == "--json") o.json = value("--json");
     else if (a == "--only") o.only = value("--only");
-    else if (a == "--runs") o.runs = std::max(1, count("--runs"));
+    else if (a == "--runs") {
+      o.runs = count("--runs");
+      if (o.runs < 1) {
+        std::fprintf(stderr, "kernel_bench: --runs 0: a case needs at least 1 timed run\n");
+        return 2;
+      }
+    }
     else if (a == "--warmup") o.warmup = count("--warmup");
     else if (a == "--no-hold") o.no_hold = true;
     else if (a == "--device") o.device = count("--device");
@@ -512,6 +523,13 @@ int main(int argc, char** argv) {
                    o.only.c_str(), g.c_str());
       return 2;
     }
+  // --json: a path that cannot be written fails now, not after every case has run. Opened for appending, so an
+  // existing file is left as it is until the results replace it (a new one stays empty until then).
+  if (!o.json.empty() && !std::ofstream(o.json, std::ios::app).good()) {
+    std::fprintf(stderr, "kernel_bench: --json '%s': cannot write this file (does its folder exist?): %s\n",
+                 o.json.c_str(), std::strerror(errno));
+    return 2;
+  }
   try {
     if (ip::cuda::device_count() == 0) {
       std::string why = ip::cuda::describe_devices();  // "no CUDA device (reason)" or "no CUDA device"
@@ -521,7 +539,11 @@ int main(int argc, char** argv) {
       if (!o.json.empty()) write_json(o.json, why, o, Env{}, {}, 0, 0, 0, "no CUDA device");
       return 0;
     }
-    IP_REQUIRE(o.device < ip::cuda::device_count(), "--device {}: only {} device(s)", o.device, ip::cuda::device_count());
+    if (o.device >= ip::cuda::device_count()) {
+      std::fprintf(stderr, "kernel_bench: --device %d: this machine has %d CUDA device(s), 0..%d\n", o.device,
+                   ip::cuda::device_count(), ip::cuda::device_count() - 1);
+      return 2;
+    }
     IP_CUDA_CHECK(cudaSetDevice(o.device));
     cudaDeviceProp prop{};
     IP_CUDA_CHECK(cudaGetDeviceProperties(&prop, o.device));
@@ -593,7 +615,7 @@ int main(int argc, char** argv) {
         rows.push_back(*r);
       }
     }
-    std::printf("copy bandwidth (reference): %.0f GB/s (read + write bytes)\n", env.copy_gbs);
+    std::printf("copy bandwidth (reference): %s GB/s (read + write bytes)\n", fmt_gbs(env.copy_gbs).c_str());
     copy_size_cases(env, rows);
     std::printf("\nas each group ends:\n");
     print_header();
@@ -650,11 +672,11 @@ int main(int argc, char** argv) {
     print_table(rows, env.hold != nullptr);
     std::printf(
         "\nTimes: median of %d runs (min..max) with CUDA events, %s; sync: median of %d runs from an idle GPU. "
-        "bytes: declared per run (reads + writes); GB/s = bytes / median, 1 GB = 1e9 B; %% copy: of %.0f GB/s.\n",
+        "bytes: declared per run (reads + writes); GB/s = bytes / median, 1 GB = 1e9 B; %% copy: of %s GB/s.\n",
         env.runs, env.hold ? "launches queued behind a blocking kernel" : "each from an idle GPU", env.runs,
-        env.copy_gbs);
-    std::printf("kernel_bench: summary: copy %.0f GB/s; cases %zu; errors %d; targets met %d of %d%s\n", env.copy_gbs,
-                rows.size(), errors, met, targets,
+        fmt_gbs(env.copy_gbs).c_str());
+    std::printf("kernel_bench: summary: copy %s GB/s; cases %zu; errors %d; targets met %d of %d%s\n",
+                fmt_gbs(env.copy_gbs).c_str(), rows.size(), errors, met, targets,
                 o.smoke || env.shrink > 1
                     ? fmt::format(" ({}sizes / {}, targets not judged)", o.smoke ? "smoke run: " : "", env.shrink)
                           .c_str()

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <ctime>
+#include <fstream>
 #include <string>
+#include <thread>
 
 namespace ip {
 
@@ -43,6 +45,18 @@ inline std::string command_line(int argc, const char* const* argv) {
     out += '\'';
   }
   return out;
+}
+
+// "<model name from /proc/cpuinfo>, <n> hardware threads" (the machine a result was measured on).
+inline std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
 }
 
 }  // namespace ip

@@ -513,17 +513,6 @@ std::string host_name() {
   return buf;
 }
 
-std::string cpu_description() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return fmt::format("{}, {} hardware threads", model, std::thread::hardware_concurrency());
-}
-
 std::string version_string() {
   return fmt::format("indexpool {} (git {}; CUDA build: {}; NVTX: {}; CUPTI: {})", IP_VERSION, IP_GIT_REVISION,
                      IP_HAVE_CUDA ? "yes" : "no", IP_HAVE_NVTX ? "yes" : "no", IP_HAVE_CUPTI ? "yes" : "no");

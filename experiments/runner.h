@@ -12,6 +12,7 @@
 
 #include "cache_sim/trace.h"
 #include "core/pipeline.h"
+#include "core/provenance.h"
 #include "experiments/config.h"
 #include "experiments/results.h"
 
@@ -121,6 +122,6 @@ std::string version_string();
 std::string devices_string();
 std::string host_name();
 // "<CPU model>, <n> hardware threads" from /proc/cpuinfo.
-std::string cpu_description();
+using ip::cpu_description;  // core/provenance.h
 
 }  // namespace ip::exp
