@@ -134,9 +134,6 @@ std::string json_str(const std::string& s) {
 }
 std::string json_num(double x) { return std::isfinite(x) ? fmt::format("{}", x) : "null"; }  // shortest exact
 
-// GB/s as printed: whole numbers from 100 up, else 3 significant digits (the emulator's are far below 1).
-std::string fmt_gbs(double gbs) { return gbs >= 100 ? fmt::format("{:.0f}", gbs) : fmt::format("{:.3g}", gbs); }
-
 std::string fmt_bytes(double b) {
   if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
   if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);

@@ -178,6 +178,9 @@ struct Row {
 // Fills gbs and frac from bytes and t.
 void finish(Row& r, const Env& env);
 std::string fmt_ms(double ms);
+// A rate as printed (GB/s, Mtok/s): whole numbers from 100 up, else 3 significant digits (the emulator's are far
+// below 1).
+inline std::string fmt_gbs(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v); }
 
 // The case groups (kernel_bench_cases.cu). Each appends its rows; an error in one case becomes an
 // "error" row and the group goes on unless the CUDA context is broken (then it rethrows).

@@ -115,7 +115,7 @@ void pool_cases(const Env& env, std::vector<Row>& rows) {
           });
           finish(r, env);
           const double tps = T / (r.t.median_ms * 1e-3);
-          r.extra = fmt::format("{:.0f} Mtok/s", tps / 1e6);
+          r.extra = fmt::format("{} Mtok/s", fmt_gbs(tps / 1e6));  // 3 significant digits below 100
           r.figures = {{"tokens_per_s", tps}};
           const bool bf16_target = kt == cuda::KeyType::bf16;
           if (pipelined) {
