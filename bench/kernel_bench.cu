@@ -564,7 +564,7 @@ int main(int argc, char** argv) {
     env.runs = o.runs ? o.runs : (o.smoke ? 2 : o.quick ? 15 : 50);
     env.warmup = o.warmup >= 0 ? o.warmup : (o.smoke ? 1 : o.quick ? 2 : 5);
     const std::string device =
-        fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.1f} MiB, driver {}.{}, runtime {}.{}", prop.name, prop.major,
+        fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB, L2 {:.1f} MiB, CUDA driver API {}.{}, runtime {}.{}", prop.name, prop.major,
                     prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, l2 / 1048576.0,
                     driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
     std::printf("kernel_bench (git %s): %s\n%s mode: %d timed runs per case after %d warm-up runs, %s\n",
