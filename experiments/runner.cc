@@ -18,6 +18,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 #include <map>
@@ -499,6 +500,17 @@ std::string axis_value(const PointRecord& p, const std::string& key) {
   return "";
 }
 
+// The first row of x whose squared norm (in double) is nonzero and outside float32's normal range
+// [FLT_MIN, FLT_MAX], and that squared norm; row -1 when there is none.
+std::pair<Index64, double> first_norm_outside_float(MatrixView<const float> x) {
+  for (Index64 r = 0; r < x.rows; ++r) {
+    double n2 = 0.0;
+    for (Index64 d = 0; d < x.cols; ++d) n2 += static_cast<double>(x(r, d)) * x(r, d);
+    if (n2 != 0.0 && (n2 < std::numeric_limits<float>::min() || n2 > std::numeric_limits<float>::max())) return {r, n2};
+  }
+  return {-1, 0.0};
+}
+
 std::string fmt_duration(double s) {
   if (s < 120) return fmt::format("{:.1f} s", s);
   if (s < 7200) return fmt::format("{:.1f} min", s / 60);
@@ -543,6 +555,7 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
   // What the file must hold for each point's settings, checked here so that no point fails after others ran
   // (the config checks the same for synthetic workloads when it is read).
   std::map<std::string, std::pair<Index64, Index64>> largest;  // by file: (token, dim) of its largest |index key|
+  std::map<std::string, std::pair<Index64, double>> key_norms, query_norms;  // by file: first_norm_outside_float
   for (const auto& p : points) {
     if (p.source == "synthetic") continue;
     const Workload& w = cache[source_key(p)].requests.front();
@@ -577,6 +590,35 @@ void preload_imports(const std::vector<Point>& points, WorkloadCache& cache) {
                  "fp16's largest finite value 65504, so its index would hold infinities; use bf16 or fp32, or scale "
                  "the keys (point {}: {})",
                  t, k(t, d), d, p.index, p.key);
+    }
+    // Cosine weights divide k.m by |k| |m|, each from a float32 sum of squares: a key (or, against past queries, a
+    // query) whose squared norm overflows float32 or falls below its smallest normal value would get the floor
+    // eps, or an inexact cosine, without a word. So every nonzero one must lie in [FLT_MIN, FLT_MAX].
+    const WeightParams& wp = p.pipeline.pool.weights;
+    if (wp.scheme == Weighting::cosine || (wp.scheme == Weighting::hybrid && wp.alpha_cosine != 0.0f)) {
+      const auto refuse = [&](const std::string& what, double norm2) {
+        const bool big = norm2 > std::numeric_limits<float>::max();
+        throw Error(fmt::format(
+            "pool.weighting = {}: the imported {} has a squared norm of {:.3g}, {} float32's {} {:.3g}, so its cosine "
+            "similarity cannot be computed in float32; scale the keys and queries of '{}' (point {}: {})",
+            to_string(wp.scheme), what, norm2, big ? "beyond" : "below",
+            big ? "largest finite value" : "smallest normal value",
+            big ? double{std::numeric_limits<float>::max()} : double{std::numeric_limits<float>::min()}, p.source,
+            p.index, p.key));
+      };
+      auto [k, fresh] = key_norms.try_emplace(p.source);
+      if (fresh) k->second = first_norm_outside_float(w.index_keys.mat());
+      if (k->second.first >= 0) refuse(fmt::format("index key of token {}", k->second.first), k->second.second);
+      if (wp.cosine_reference == CosineReference::query) {
+        const Index64 H = w.index_heads();
+        auto [q, fresh_q] = query_norms.try_emplace(p.source);
+        if (fresh_q)
+          q->second = first_norm_outside_float(
+              MatrixView<const float>{w.index_queries.data(), w.steps() * H, w.dim(), w.dim()});
+        if (q->second.first >= 0)
+          refuse(fmt::format("index query of step {} (head {})", q->second.first / H, q->second.first % H),
+                 q->second.second);
+      }
     }
     const AdaptiveParams& a = p.pipeline.adaptive;
     if (a.enabled) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -247,6 +248,54 @@ TEST_F(CliTest, ImportedFileIsPartOfTheSweep) {
     r = run("run " + cfg + " --quiet --set workload.source=" + big + " --set pool.precision=bf16 --set output.path=" +
             (dir_ / "bf16.h5").string());
     EXPECT_EQ(r.code, 0) << r.out;
+  }
+  // Cosine weights: a key whose squared norm is beyond float32's range (or, nonzero, below its smallest normal
+  // value), or against past queries such a query, is refused by list and run before any point, naming the token
+  // or step; other schemes run the file.
+  {
+    const auto scaled = [&](const char* name, ip::Index64 row, float factor, bool query) {
+      const std::string path = (dir_ / name).string();
+      ip::h5::File f(path, "w");
+      ip::Tensor<float> keys({256, 16}), q({2, 2, 16}), hw({2, 2});
+      for (ip::Index64 i = 0; i < keys.size(); ++i) keys.data()[i] = std::sin(0.37f * static_cast<float>(i));
+      for (ip::Index64 i = 0; i < q.size(); ++i) q.data()[i] = std::cos(0.5f * static_cast<float>(i));
+      for (ip::Index64 i = 0; i < hw.size(); ++i) hw.data()[i] = 0.5f;
+      float* x = query ? q.data() : keys.data();
+      for (int d = 0; d < 16; ++d) x[row * 16 + d] = factor;
+      f.write("index_keys", keys);
+      f.write("index_queries", q);
+      f.write("head_weights", hw);
+      return path;
+    };
+    const std::string huge = scaled("huge.h5", 41, 1e19f, false), tiny = scaled("tiny.h5", 7, 1e-21f, false),
+                      hq = scaled("hq.h5", 3, 1e19f, true);
+    for (const char* cmd : {"list ", "run "})
+      for (const auto& [src, set, want] :
+           {std::tuple<std::string, std::string, std::string>{
+                huge, "--set pool.weighting=positional,cosine",
+                "pool.weighting = cosine: the imported index key of token 41 has a squared norm of 1.6e+39, beyond "
+                "float32's largest finite value 3.4e+38"},
+            {tiny, "--set pool.weighting=hybrid",
+             "pool.weighting = hybrid: the imported index key of token 7 has a squared norm of 1.6e-41, below "
+             "float32's smallest normal value 1.18e-38"},
+            {hq, "--set pool.weighting=cosine --set pool.cosine_reference=query",
+             "pool.weighting = cosine: the imported index query of step 1 (head 1) has a squared norm of 1.6e+39"}}) {
+        r = run(cmd + cfg + " --set workload.source=" + src + " " + set + " --set output.path=" +
+                (dir_ / "cos.h5").string());
+        EXPECT_EQ(r.code, 1) << cmd << set << "\n" << r.out;
+        EXPECT_NE(r.out.find(want), std::string::npos) << cmd << set << "\n" << r.out;
+        EXPECT_FALSE(fs::exists(dir_ / "cos.h5")) << cmd << set;
+      }
+    // The same files where no cosine weight is computed: the query file against the group mean, the keys'
+    // files with positional weights or a hybrid without its cosine factor.
+    for (const auto& [src, set] : {std::pair<std::string, std::string>{hq, "--set pool.weighting=cosine"},
+                                   {huge, "--set pool.weighting=positional"},
+                                   {tiny, "--set pool.weighting=hybrid --set pool.alpha_cosine=0"}}) {
+      r = run("run " + cfg + " --quiet --set workload.source=" + src + " " + set + " --set output.path=" +
+              (dir_ / "cos_ok.h5").string());
+      EXPECT_EQ(r.code, 0) << set << "\n" << r.out;
+      fs::remove(dir_ / "cos_ok.h5");
+    }
   }
   std::ofstream(source) << "not hdf5\n";
   r = run("list " + cfg);
