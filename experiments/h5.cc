@@ -1,7 +1,9 @@
 #include "experiments/h5.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -99,18 +101,23 @@ File::File(const std::string& path, const std::string& mode) : path_(path) {
   if (mode == "r") {
     require_regular();
     IP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "'{}' is not a readable HDF5 file", path);
+    errno = 0;
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   } else if (mode == "a") {
     require_regular();
+    errno = 0;
     id = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   } else if (mode == "w" || mode == "x") {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);  // root attributes listed in creation order
     H5Pset_attr_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    errno = 0;
     id = H5Fcreate(path.c_str(), mode == "w" ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT);
   } else {
     throw Error(fmt::format("HDF5 file '{}': unknown open mode '{}'", path, mode));
   }
-  IP_REQUIRE(id >= 0, "cannot open HDF5 file '{}' (mode '{}')", path, mode);
+  const int err = errno;  // what the failed open or create said (a full disk, a read-only file system)
+  IP_REQUIRE(id >= 0, "cannot open HDF5 file '{}' (mode '{}'){}", path, mode,
+             err != 0 ? fmt::format(" (last system error: {})", std::strerror(err)) : std::string());
   file_ = Handle(id, H5Fclose);
 }
 

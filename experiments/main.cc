@@ -2,8 +2,10 @@
 // inspect with the runner and the cache simulator).
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -156,12 +158,7 @@ void check_writable(const std::string& path) {
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   IP_REQUIRE(!ec, "output.path '{}': cannot create its folder: {}", path, ec.message());
   IP_REQUIRE(!fs::is_directory(p), "output.path '{}' is a folder, not a file", path);
-  const fs::path probe = p.string() + ".tmp";
-  {
-    std::ofstream f(probe, std::ios::app);
-    IP_REQUIRE(f.good(), "output.path '{}' is not writable", path);
-  }
-  fs::remove(probe, ec);
+  require_writable_beside("output.path", path);
 }
 
 // The files a run writes (output.path, each point's output.cache_trace) must not be files it reads: the
@@ -514,7 +511,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
   const std::string argv_line = ip::command_line(argc, argv);  // quoted: analysis reads it with shlex.split
   if (argc < 2) {
     std::cerr << kUsage;
@@ -557,4 +554,24 @@ int main(int argc, char** argv) {
     std::cerr << "indexpool: error: " << e.what() << "\n";
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, and the error paths name the file and remove
+  // their temporaries, as on a full disk; SIGXFSZ's default action killed the process with its lock and
+  // temporary file left behind and the points it held lost.
+  std::signal(SIGXFSZ, SIG_IGN);
+  const int rc = run_main(argc, argv);
+  // What went to standard output (inspect --table, cache-sim --json, the sweep's summary) must have arrived: a
+  // full disk or /dev/full is an error, not a truncated export with exit status 0.
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    // The cause is known when the last flush failed; an earlier write's errno is gone by now.
+    const int err = errno;
+    std::fprintf(stderr, "indexpool: error: cannot write standard output: %s\n",
+                 err != 0 ? std::strerror(err) : "a write to it failed (a full disk or device), so what it holds is cut short");
+    return rc != 0 ? rc : 1;
+  }
+  return rc;
 }

@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/provenance.h"
+#include "experiments/config.h"
 #include "experiments/h5.h"
 #include "experiments/profiling.h"
 
@@ -743,6 +746,46 @@ std::string describe_missing(const MergeSummary& m) {
   return out;
 }
 
+namespace {
+
+// Allocates `bytes` (a merge's inputs' size) of disk for `path` from its start without changing its size (fallocate KEEP_SIZE), so that
+// writes below that offset cannot fail for want of space. Throws ip::Error, beginning with `what`, when the disk, a
+// quota or the file-size limit (ulimit -f) leaves less; where the file system cannot allocate ahead
+// (EOPNOTSUPP), it only compares the disk's free space.
+void reserve_room(const std::string& path, std::uintmax_t bytes, const std::string& what) {
+  struct rlimit lim {};
+  IP_REQUIRE(::getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || bytes <= lim.rlim_cur,
+             "{} can take as much as its inputs, {}, and the file-size limit (ulimit -f) is {}", what,
+             format_bytes(static_cast<double>(bytes)), format_bytes(static_cast<double>(lim.rlim_cur)));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  IP_REQUIRE(fd >= 0, "cannot open '{}': {}", path, std::strerror(errno));
+  const int rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0) return;
+  if (err == EOPNOTSUPP || err == ENOSYS) {
+    struct statvfs v {};
+    IP_REQUIRE(::statvfs(path.c_str(), &v) != 0 || static_cast<double>(v.f_bavail) * v.f_frsize >= bytes,
+               "{} can take as much as its inputs, {}, and its disk has {} free", what,
+               format_bytes(static_cast<double>(bytes)),
+               format_bytes(static_cast<double>(v.f_bavail) * v.f_frsize));
+    return;
+  }
+  throw Error(fmt::format("{} can take as much as its inputs, {}, and that much disk cannot be claimed for it: {}", what,
+                          format_bytes(static_cast<double>(bytes)), std::strerror(err)));
+}
+
+// Gives back what reserve_room allocated past the file's end (shrinking a file frees every block past its new
+// size; growing it by one byte first makes it a shrink).
+void release_unused_room(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  if (::truncate(path.c_str(), st.st_size + 1) == 0) IP_REQUIRE(::truncate(path.c_str(), st.st_size) == 0,
+                                                                "cannot truncate '{}': {}", path, std::strerror(errno));
+}
+
+}  // namespace
+
 std::string merge_temp_path(const std::string& out) { return fmt::format("{}.tmp-{}", out, ::getpid()); }
 
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
@@ -836,6 +879,13 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   const std::string tmp = merge_temp_path(out);
   try {
     h5::File o(tmp, "w");
+    // Room for the merged file, claimed before anything is copied into it: HDF5 1.10's object copy (H5Ocopy)
+    // crashed (a segfault: no message, the lock and the temporary left) when a write failed on a full disk.
+    // The copies then write into blocks already allocated. The merged file is no larger than the inputs
+    // together (each holds the groups it gives, its own points table and metadata).
+    std::uintmax_t need = 0;
+    for (const auto& in : inputs) need += fs::file_size(in);
+    reserve_room(tmp, need, fmt::format("merge: '{}' (written as '{}' first)", out, tmp));
     o.copy_attrs_from(files[0], "/", "/");  // the settings every input shares (argv: the first input's run)
     o.set_attr("/", "shard", known ? merged_shards : std::string());
     o.set_attr("/", "created_utc", utc_now());
@@ -878,6 +928,7 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
       o.copy_from(files[e.file], g, g);
     }
     o.close();
+    release_unused_room(tmp);
     sync_path(tmp, false);
     IP_REQUIRE(::link(tmp.c_str(), out.c_str()) == 0, "merge: cannot create '{}': {}", out, std::strerror(errno));
     ::unlink(tmp.c_str());

@@ -1,5 +1,6 @@
 #include "experiments/runner.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,12 +157,26 @@ void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool r
                             "traces like this one: then --overwrite replaces them, with nothing else to replace)"
                           : "; --overwrite would replace the results file too");
     }
-    const fs::path probe = path + fmt::format(".tmp-{}", ::getpid());
-    {
-      std::ofstream out(probe, std::ios::app);
-      IP_REQUIRE(out.good(), "output.cache_trace '{}' is not writable", path);
+    require_writable_beside("output.cache_trace", path);
+    // A trace's temporary left by a run that was killed (or stopped by a file-size limit) while writing it: only
+    // under the results file's lock, which every run writing these traces holds.
+    if (results != nullptr) {
+      const std::string stale = f.filename().string() + ".tmp-";
+      for (const auto& e : fs::directory_iterator(f.has_parent_path() ? f.parent_path() : fs::path("."), ec))
+        if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
     }
-    fs::remove(probe, ec);
+  }
+}
+
+void require_writable_beside(const std::string& key, const std::string& path) {
+  const std::string probe = fmt::format("{}.probe-{}", path, ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int err = errno;
+  IP_REQUIRE(fd >= 0 || err == EEXIST, "{} '{}' is not writable: cannot create '{}': {}", key, path, probe,
+             std::strerror(err));
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
   }
 }
 

@@ -88,6 +88,9 @@ cache::TraceFormat cache_trace_format(const Point& p);
 // points do not run). Throws ip::Error naming the key and the path.
 void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool resume = false,
                         const ResultsFile* results = nullptr);
+// Throws ip::Error, "KEY 'PATH' is not writable: ... REASON", unless a file can be created beside `path` (a probe
+// of this process's own, removed again; nothing that was there is touched).
+void require_writable_beside(const std::string& key, const std::string& path);
 // Writes point p's trace crash-safely (a complete file renamed over the target).
 void write_cache_trace(const Point& p, const cache::Trace& trace);
 

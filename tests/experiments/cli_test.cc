@@ -873,16 +873,17 @@ TEST_F(CliTest, BadRunTimeParameterWithOverwriteKeepsTheResultsFile) {
   }
 }
 
-// A full disk (here the file size limit, with SIGXFSZ ignored: writes fail with EFBIG) stops the run with
-// the system's message and exit status 1; HDF5's cleanup at exit crashed on the file whose close failed
-// (status 139). No temporary file is left, and a failed trace write leaves none either.
+// A full disk (here the file size limit: indexpool ignores SIGXFSZ, so writes fail with EFBIG; the signal had
+// killed it, leaving its lock and temporary) stops the run with the system's message and exit status 1; HDF5's
+// cleanup at exit crashed on the file whose close failed (status 139). No temporary file is left, and a failed
+// trace write leaves none either.
 TEST_F(CliTest, WriteFailureStopsWithTheCauseAndNoCrashOrTemporaries) {
   const std::string h5 = (dir_ / "full.h5").string();
   const auto cfg = file("full.ini", "[workload]\ntokens = 256\nsteps = 1\nseed = range:0..3\n[select]\ntopk_tokens = 64\n"
                                     "[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
   auto limited = [&](const std::string& args) {
     Result r;
-    const std::string cmd = "sh -c \"trap '' XFSZ; ulimit -f 16; exec " + std::string(IP_INDEXPOOL_BIN) + " " + args +
+    const std::string cmd = "sh -c \"ulimit -f 16; exec " + std::string(IP_INDEXPOOL_BIN) + " " + args +
                             "\" 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::array<char, 4096> buf{};
@@ -1087,3 +1088,88 @@ TEST_F(CliTest, SkipReasonsStateTheirSizes) {
 }
 
 }  // namespace
+
+namespace {
+
+// Runs a shell command line (stdout and stderr together unless it redirects them).
+Result shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int status = p ? pclose(p) : -1;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+// Where a merge cannot have room for its output (the file-size limit here; a full disk or quota in the next
+// test) it says so before copying anything, exit 1, with no temporary or output left: HDF5's object copy had
+// crashed (status 139, no message) when a write failed mid-copy. Standard output that cannot be written (an
+// export to a full disk) is an error, not a truncated file with status 0. A file named like the run's
+// writability probe is the user's and stays; a trace's temporary left by a killed run is removed.
+TEST_F(CliTest, MergeWithoutRoomStdoutThatFailsAndLeftoverFilesAreHandled) {
+  const auto cfg = file("room.ini", "[workload]\ntokens = 4096\nsteps = 2\n[pool]\ngroup_size = 2, 4, 8, 16\n"
+                                    "[select]\ntopk_tokens = 256\n");
+  const std::string s0 = (dir_ / "s0.h5").string(), s1 = (dir_ / "s1.h5").string(), out = (dir_ / "all.h5").string();
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 0/2 --set output.path={}", cfg, s0)).code, 0);
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 1/2 --set output.path={}", cfg, s1)).code, 0);
+  const auto sizes = fs::file_size(s0) + fs::file_size(s1);
+  ASSERT_GT(sizes, 64u * 512);
+  const auto m = shell(fmt::format("sh -c 'ulimit -f 64; exec {} merge {} {} {}' 2>&1", IP_INDEXPOOL_BIN, out, s0, s1));
+  EXPECT_EQ(m.code, 1) << m.out;
+  EXPECT_NE(m.out.find("merge: '" + out + "' (written as '" + out + ".tmp-"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("can take as much as its inputs, "), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("and the file-size limit (ulimit -f) is 32.0 KiB"), std::string::npos) << m.out;
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().filename().string().rfind("all.h5", 0), std::string::npos) << e.path();
+  // With room, the same merge; the merged file holds no more disk than its size (the claimed room past its end is
+  // given back).
+  const auto ok = run(fmt::format("merge {} {} {}", out, s0, s1));
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  struct stat st {};
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_LE(static_cast<std::uintmax_t>(st.st_blocks) * 512, static_cast<std::uintmax_t>(st.st_size) + 64 * 1024);
+  EXPECT_LT(static_cast<std::uintmax_t>(st.st_size), sizes);
+
+  // Standard output to a full device.
+  const auto full = shell(fmt::format("{} inspect {} --table points 2>&1 >/dev/full", IP_INDEXPOOL_BIN, out));
+  EXPECT_EQ(full.code, 1) << full.out;
+  EXPECT_NE(full.out.find("indexpool: error: cannot write standard output: "), std::string::npos) << full.out;
+  EXPECT_EQ(shell(fmt::format("{} inspect {} --table points >/dev/null 2>&1", IP_INDEXPOOL_BIN, out)).code, 0);
+
+  // output.path's writability probe, and a trace's temporary left behind.
+  const std::string res = (dir_ / "res.h5").string();
+  std::ofstream(res + ".tmp") << "the user's notes";
+  fs::create_directories(dir_ / "tr");
+  std::ofstream(dir_ / "tr" / "t_000001.csv.tmp-999999") << "left by a killed run";
+  const auto r = run(fmt::format("run {} --quiet --set pool.group_size=4,8 --set output.path={} --set "
+                                 "output.cache_trace={}",
+                                 cfg, res, (dir_ / "tr" / "t_{index}.csv").string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(slurp(res + ".tmp"), "the user's notes");
+  EXPECT_FALSE(fs::exists(dir_ / "tr" / "t_000001.csv.tmp-999999"));
+  EXPECT_TRUE(fs::exists(dir_ / "tr" / "t_000001.csv"));
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().filename().string().find(".probe-"), std::string::npos) << e.path();
+}
+
+// A merge to a disk without room for it (a 48 KiB tmpfs in a mount namespace of its own; needs root and
+// unshare) says so before copying, exit 1, and leaves nothing on that disk; HDF5's object copy had crashed.
+TEST_F(CliTest, MergeToAFullDiskSaysSoAndLeavesNothing) {
+  if (::geteuid() != 0 || shell("unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs /mnt' >/dev/null 2>&1").code != 0)
+    GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs (not available here): not checked";
+  const auto cfg = file("disk.ini", "[workload]\ntokens = 4096\nsteps = 2\n[pool]\ngroup_size = 2, 4, 8, 16\n"
+                                    "[select]\ntopk_tokens = 256\n");
+  const std::string s0 = (dir_ / "s0.h5").string(), s1 = (dir_ / "s1.h5").string();
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 0/2 --set output.path={}", cfg, s0)).code, 0);
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 1/2 --set output.path={}", cfg, s1)).code, 0);
+  const fs::path mnt = dir_ / "tiny";
+  fs::create_directories(mnt);
+  const auto m = shell(fmt::format("unshare -m sh -c 'mount -t tmpfs -o size=48k tmpfs {0} && {1} merge {0}/all.h5 "
+                                   "{2} {3}; echo rc=$?; ls -A {0}' 2>&1",
+                                   mnt.string(), IP_INDEXPOOL_BIN, s0, s1));
+  EXPECT_NE(m.out.find("and that much disk cannot be claimed for it: No space left on device\nrc=1\n"),
+            std::string::npos)
+      << m.out;
+  EXPECT_EQ(m.out.substr(m.out.find("rc=1\n") + 5), "") << "left on the disk: " << m.out;
+}
