@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .common import G, PREC, W, fix_others, no_value, per_request_times, step_groups, tokens_label
+from .common import G, PREC, W, fix_others, no_value, per_request_times, step_groups, tokens_label, write_output
 from .load import NoData
 
 SUPPORTED, NOT_SUPPORTED, PARTIALLY, NOT_MEASURED = "supported", "not supported", "partially", "not measured"
@@ -693,11 +693,9 @@ th{{background:#eee}}td:nth-child(5){{font-size:12px;color:#333}}</style></head>
 def write_report(res, paths, out_dir):
     """Writes claims.md and claims.html under out_dir; returns (rows, [paths])."""
     rows = evaluate(res)
-    os.makedirs(out_dir, exist_ok=True)
     md, ht = os.path.join(out_dir, "claims.md"), os.path.join(out_dir, "claims.html")
     created = _now()
-    with open(md, "w") as f:
-        f.write(markdown(res, rows, paths, created))
-    with open(ht, "w") as f:
-        f.write(html_page(res, rows, paths, created))
+    texts = {md: markdown(res, rows, paths, created), ht: html_page(res, rows, paths, created)}
+    for path, text in texts.items():  # each through a temporary file: a failed write leaves the old one whole
+        write_output(path, lambda f, text=text: f.write(text))
     return rows, [md, ht]

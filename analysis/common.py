@@ -1,6 +1,8 @@
-"""What the figure families share: style, series labels, slicing, error bars, saving."""
+"""What the figure families share: style, series labels, slicing, error bars, saving (and write_output, which
+every file the package writes goes through)."""
 import os
 import re
+import secrets
 
 import matplotlib
 
@@ -11,7 +13,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 from . import schema  # noqa: E402
-from .load import NoData  # noqa: E402
+from .load import AnalysisError, NoData  # noqa: E402
 
 # Okabe & Ito's colour-blind-safe palette; every series also differs by marker or line style.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442"]
@@ -574,15 +576,74 @@ def metadata(fig, name):
             {"Title": title, "Subject": f"Data: {src}", "Keywords": f"git revision {revs}"})
 
 
+class OutputError(AnalysisError):
+    """A file could not be written: "cannot write 'PATH': REASON" (the command line prints it as one line)."""
+
+    def __init__(self, path, err, about=None):
+        super().__init__(f"cannot write '{path}': {err.strerror or err}" + (f": '{about}'" if about else ""))
+        self.path, self.oserror = path, err
+
+
+def _oserror_in(e):
+    """e if it is an OSError, else the first OSError it was raised from or while handling (matplotlib's PDF
+    backend, its disk full, raises an AttributeError while closing the half-written stream); None if none."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, OSError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def write_output(path, write, binary=False):
+    """Writes path with write(f), f a file open for writing (text, UTF-8; bytes if binary), through a temporary
+    file in path's folder that is renamed over path only once complete and flushed to disk: a failed write
+    leaves no partial or empty file, an existing file unchanged and no temporary. Any OSError while writing
+    (a full disk: also one matplotlib raises another error while handling) is raised as OutputError naming
+    path and the OS reason. Returns path."""
+    target = os.path.realpath(path)  # a symlink is written through, not replaced
+    folder = os.path.dirname(target)
+    tmp = name = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        name = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0666 less the umask, as open() gives
+        tmp = name
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(target):
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        os.replace(tmp, target)
+        tmp = None
+    except Exception as e:
+        err = _oserror_in(e)
+        if err is None:
+            raise
+        about = getattr(err, "filename", None)  # named when it is another file than the one written (a folder)
+        raise OutputError(path, err, about if about not in (None, path, target, tmp, name) else None) from e
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
+
+
 def save(fig, out_dir, name):
-    """Writes NAME.png and NAME.pdf under out_dir, with the source files and their git revision in the
-    metadata; returns their paths."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Writes NAME.png and NAME.pdf under out_dir (each through write_output), with the source files and their
+    git revision in the metadata; returns their paths. The figure is closed, written or not."""
     paths = []
     png_meta, pdf_meta = metadata(fig, name)
-    for ext, meta in (("png", png_meta), ("pdf", pdf_meta)):
-        p = os.path.join(out_dir, f"{name}.{ext}")
-        fig.savefig(p, metadata=meta or None)
-        paths.append(p)
-    plt.close(fig)
+    try:
+        for ext, meta in (("png", png_meta), ("pdf", pdf_meta)):
+            p = os.path.join(out_dir, f"{name}.{ext}")
+            write_output(p, lambda f, ext=ext, meta=meta: fig.savefig(f, format=ext, metadata=meta or None),
+                         binary=True)
+            paths.append(p)
+    finally:
+        plt.close(fig)
     return paths

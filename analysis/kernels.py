@@ -362,10 +362,8 @@ def write_table(runs, path):
             lines.append(f"| {g} | {name} | {params} | {_fmt_ms(tb)} | {_fmt_ms(tv)} | {s:.2f}x |")
     else:
         lines.append("No variant case with its base case in this run.")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return path
+    text = "\n".join(lines) + "\n"
+    return _plt().write_output(path, lambda f: f.write(text))  # through a temporary file, renamed when complete
 
 
 FIGURES = {

@@ -3,6 +3,7 @@ report, and the schema_version check.
 
 Run by `make test` (INDEXPOOL_BIN names the binary; without it the build folder's is used)."""
 import copy
+import errno
 import os
 import re
 import shutil
@@ -1112,6 +1113,170 @@ def test_cli_bad_paths_are_one_line_errors(files, tmp_path, capsys):
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a directory, not a results file" in err and "errno" not in err, err
+
+
+class _FillingFile:
+    """A file that takes `room` more bytes, then writes part of the next chunk and raises ENOSPC, as a full
+    disk does."""
+
+    def __init__(self, f, room):
+        self._f, self._room = f, room
+
+    def write(self, data):
+        if len(data) > self._room:
+            self._f.write(data[:self._room])
+            self._room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._room -= len(data)
+        return self._f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def disk_full(monkeypatch, room=1000, only=None):
+    """Every file opened for writing through os.fdopen (only: those whose name contains it) fills the disk after
+    `room` bytes."""
+    real = os.fdopen
+
+    def fdopen(fd, mode="r", *a, **kw):
+        f = real(fd, mode, *a, **kw)
+        if "w" not in mode or (only and only not in os.readlink(f"/proc/self/fd/{fd}")):
+            return f
+        return _FillingFile(f, room)
+
+    if only and not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to tell which file is being written")
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def snapshot(folder):
+    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+
+
+def test_a_failed_report_write_leaves_the_old_report_whole(files, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "rep"
+    assert main(["report", files[0], "--out", str(out)]) == 0
+    old = snapshot(out)
+    assert sorted(old) == ["claims.html", "claims.md"] and all(old.values())
+    capsys.readouterr()
+    disk_full(monkeypatch, room=1000)
+    assert main(["report", *files, "--out", str(out)]) == 2  # another report: the old one must survive
+    err = capsys.readouterr().err
+    assert err == f"analysis report: cannot write '{out / 'claims.md'}': No space left on device\n", err
+    assert snapshot(out) == old  # unchanged, and no temporary left beside it
+    # Into a new folder: nothing left at all (no empty or partial claims.md).
+    assert main(["report", files[0], "--out", str(tmp_path / "new")]) == 2
+    assert "cannot write" in capsys.readouterr().err and os.listdir(tmp_path / "new") == []
+
+
+@pytest.mark.parametrize("failing", ["memory.png", "memory.pdf"])
+def test_a_failed_figure_write_leaves_the_old_figure_whole(files, tmp_path, capsys, monkeypatch, failing):
+    out = tmp_path / "figs"
+    assert main(["figures", files[0], "--out", str(out), "--only", "memory"]) == 0
+    old = snapshot(out)
+    assert sorted(old) == ["memory.pdf", "memory.png"]
+    capsys.readouterr()
+    # The PDF backend, its disk full mid-stream, raises an AttributeError while closing the stream: the message
+    # is still the OSError's, with no traceback.
+    disk_full(monkeypatch, room=5000, only=failing)
+    assert main(["figures", *files, "--out", str(out), "--only", "memory"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"analysis figures: cannot write '{out / failing}': No space left on device\n", err
+    now = snapshot(out)
+    assert sorted(now) == ["memory.pdf", "memory.png"]  # no temporary
+    assert now[failing] == old[failing]
+    # Into a new folder: the failing file is not there at all; the other, written before it, is whole.
+    new = tmp_path / "new"
+    assert main(["figures", *files, "--out", str(new), "--only", "memory"]) == 2
+    assert f"cannot write '{new / failing}'" in capsys.readouterr().err
+    assert os.listdir(new) == ([] if failing.endswith("png") else ["memory.png"])
+    if failing.endswith("pdf"):
+        check_png(str(new / "memory.png"))
+
+
+def test_write_output_names_the_oserror_behind_a_secondary_error(tmp_path):
+    from analysis.common import OutputError, write_output
+    target = tmp_path / "a.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+
+    def broken(f):
+        f.write("partial")
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            raise AttributeError("'Stream' object has no attribute 'pos'")  # as matplotlib's PDF backend does
+
+    with pytest.raises(OutputError) as e:
+        write_output(str(target), broken)
+    assert str(e.value) == f"cannot write '{target}': No space left on device"
+    assert e.value.oserror.errno == errno.ENOSPC
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["a.txt"]
+    with pytest.raises(ZeroDivisionError):  # not an OSError: a bug, raised as it is; no temporary left
+        write_output(str(target), lambda f: 1 / 0)
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["a.txt"]
+    assert write_output(str(target), lambda f: f.write("new ±")) == str(target)
+    assert target.read_text(encoding="utf-8") == "new ±" and os.listdir(tmp_path) == ["a.txt"]
+    assert os.stat(target).st_mode & 0o777 == 0o640  # the replaced file's mode is kept
+    # Written through a symlink, not replacing it.
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_output(str(link), lambda f: f.write("via link"))
+    assert link.is_symlink() and target.read_text() == "via link"
+
+
+def _mount_tmpfs(path, size):
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a real full disk needs root on Linux to mount a tmpfs (the monkeypatched tests cover the logic)")
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
+
+
+def _fill(folder, leave):
+    """Fills folder's file system but `leave` bytes (a whole number of 4 KiB pages)."""
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    with open(os.path.join(folder, "filler"), "wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+
+
+def test_a_full_tmpfs_leaves_old_outputs_whole(files, tmp_path, capsys):
+    mnt = tmp_path / "mnt"
+    _mount_tmpfs(mnt, "4m")
+    try:
+        # The report: a good one, the disk filled, another report of more files (longer) fails.
+        rep = mnt / "rep"
+        assert main(["report", files[0], "--out", str(rep)]) == 0
+        old = snapshot(rep)
+        _fill(str(mnt), 0)
+        capsys.readouterr()
+        assert main(["report", *files, "--out", str(rep)]) == 2
+        err = capsys.readouterr().err
+        assert re.fullmatch(rf"analysis report: cannot write '{re.escape(str(rep))}/claims\.(md|html)': "
+                            r"No space left on device\n", err), err
+        assert snapshot(rep) == old
+        os.remove(mnt / "filler")
+        # Figures: room for the PNG and 8 KiB, so the PDF fails mid-stream (matplotlib's secondary error).
+        ref = save(FAMILIES["memory"][0](load([files[0]])), str(tmp_path / "ref"), "memory")[0]
+        _fill(str(mnt), -(-os.path.getsize(ref) // 4096) * 4096 + 8192)
+        figs = mnt / "figs"
+        assert main(["figures", files[0], "--out", str(figs), "--only", "memory"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"analysis figures: cannot write '{figs / 'memory.pdf'}': No space left on device\n", err
+        assert os.listdir(figs) == ["memory.png"]
+        check_png(str(figs / "memory.png"))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_mrc_capacity_is_in_bytes_per_curve(res):

@@ -92,6 +92,30 @@ def test_cli_writes_the_figures_and_the_table(tmp_path, capsys):
     assert variants.count("| topk |") == len(kernels.variant_rows(kernels.Run(NEWEST))) == 6
 
 
+def test_a_failed_write_leaves_the_old_outputs_whole(tmp_path, capsys, monkeypatch):
+    # The disk reports the error only when the data are flushed (fsync: NFS, a full disk with delayed
+    # allocation): nothing is replaced, no temporary is left, and the message names the file.
+    import errno
+    from analysis.common import OutputError
+    out = tmp_path / "k"
+    assert main(["kernels", *FILES, "--out", str(out)]) == 0
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(old) == 7
+    capsys.readouterr()
+
+    def fsync(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OutputError, match=re.escape(f"cannot write '{out / 'kernels.md'}': {os.strerror(errno.EIO)}")):
+        kernels.write_table([kernels.Run(NEWEST)], str(out / "kernels.md"))
+    assert main(["kernels", NEWEST, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"analysis kernels: cannot write '{out / 'kernels_targets.png'}': {os.strerror(errno.EIO)}", err
+    assert not any("Traceback" in line for line in err)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
+
+
 def test_a_run_without_variants_skips_that_figure(tmp_path, capsys):
     data = json.load(open(FILES[0]))
     # every case named with a parenthesised variant left out ("compressed (G=4)" has no base: no variant)
