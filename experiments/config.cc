@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <fstream>
 #include <set>
@@ -426,12 +427,87 @@ std::string where(const Setting& s) {
   return s.line < 0 ? s.file : std::string("command line");
 }
 
-double physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 8.0 * (1LL << 30);
+std::string slurp_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace
+
+double cgroup_memory_limit(const std::string& mountinfo, const std::string& proc_cgroup, std::string* file) {
+  // The process's cgroup paths: v2 ("0::PATH") and v1's memory controller ("N:a,memory,b:PATH").
+  std::string v2_path, v1_path;
+  {
+    std::istringstream in(proc_cgroup);
+    for (std::string line; std::getline(in, line);) {
+      const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+      if (b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      if (line.compare(0, a, "0") == 0 && controllers.empty()) v2_path = path;
+      if (("," + controllers + ",").find(",memory,") != std::string::npos) v1_path = path;
+    }
+  }
+  double lowest = 0;
+  auto consider = [&](const std::string& mount_root, const std::string& mount_point, const std::string& cgroup,
+                      const char* name) {
+    if (cgroup.empty() || cgroup.compare(0, mount_root.size(), mount_root) != 0) return;
+    std::string rel = mount_root == "/" ? cgroup : cgroup.substr(mount_root.size());  // below the mount's root
+    for (;;) {
+      const std::string f = mount_point + (rel == "/" ? "" : rel) + "/" + name;
+      std::string text = slurp_text(f);
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+      double v = 0;
+      if (!text.empty() && text != "max") {
+        char* end = nullptr;
+        v = std::strtod(text.c_str(), &end);
+        if (*end != '\0' || !(v > 0) || v >= std::ldexp(1.0, 60)) v = 0;  // unparsable, or "no limit" (v1)
+      }
+      if (v > 0 && (lowest == 0 || v < lowest)) {
+        lowest = v;
+        if (file) *file = f;
+      }
+      if (rel.empty() || rel == "/") break;
+      const auto slash = rel.find_last_of('/');
+      rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
+    }
+  };
+  std::istringstream in(mountinfo);
+  for (std::string line; std::getline(in, line);) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+    std::istringstream ls(line);
+    std::string id, parent, dev, root, point, opts, word;
+    if (!(ls >> id >> parent >> dev >> root >> point >> opts)) continue;
+    while (ls >> word && word != "-") {
+    }
+    std::string fstype, source, superopts;
+    if (!(ls >> fstype >> source >> superopts)) continue;
+    if (fstype == "cgroup2") consider(root, point, v2_path, "memory.max");
+    if (fstype == "cgroup" && ("," + superopts + ",").find(",memory,") != std::string::npos)
+      consider(root, point, v1_path, "memory.limit_in_bytes");
+  }
+  return lowest;
+}
+
+UsableMemory usable_memory() {
+  UsableMemory m;
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  m.bytes = pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 8.0 * (1LL << 30);
+  m.what = fmt::format("RAM {}", format_bytes(m.bytes));
+  std::string file;
+  const double cg = cgroup_memory_limit(slurp_text("/proc/self/mountinfo"), slurp_text("/proc/self/cgroup"), &file);
+  if (cg > 0 && cg < m.bytes) {
+    m.bytes = cg;
+    m.what = fmt::format("the cgroup memory limit {}, in {}", format_bytes(cg), file);
+  }
+  struct rlimit as {};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && static_cast<double>(as.rlim_cur) < m.bytes) {
+    m.bytes = static_cast<double>(as.rlim_cur);
+    m.what = fmt::format("ulimit -v {}", format_bytes(m.bytes));
+  }
+  return m;
+}
 
 const std::vector<KeyInfo>& config_keys() {
   static const std::vector<KeyInfo> keys = make_keys();
@@ -448,7 +524,8 @@ std::string describe_keys() {
       "range:A..B[:STEP]. Environment: INDEXPOOL_PRECISION overrides pool.precision (--set overrides both).\n"
       "\n"
       "  [sweep] zip          = k1 k2, k3 k4   axes of each group move together (equal lengths)\n"
-      "  [sweep] memory_limit = 16Gi          skip points estimated to need more (default: 80% of RAM)\n\n";
+      "  [sweep] memory_limit = 16Gi          skip points estimated to need more (default: 80% of\n"
+      "                                        RAM, or of a lower cgroup memory limit or ulimit -v)\n\n";
   for (const auto& k : config_keys())
     out += fmt::format("  {:<26} = {:<12} {}\n", k.name, k.default_value.empty() ? "\"\"" : k.default_value, k.help);
   return out;
@@ -547,12 +624,17 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& overri
   }
 
   // [sweep] keys.
-  sw.memory_limit = 0.8 * physical_memory_bytes();
+  {
+    const UsableMemory m = usable_memory();
+    sw.memory_limit = 0.8 * m.bytes;
+    sw.memory_limit_source = "default: 80% of " + m.what;
+  }
   for (const auto& m : meta) {
     try {
       if (m.key == "sweep.memory_limit") {
         IP_REQUIRE(m.values.size() == 1, "one value expected");
         sw.memory_limit = static_cast<double>(parse_int(m.values[0]));
+        sw.memory_limit_source.clear();
         IP_REQUIRE(sw.memory_limit > 0, "must be > 0");
       } else {
         for (const auto& g : m.values) {

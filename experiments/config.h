@@ -78,7 +78,23 @@ struct Sweep {
   // also those of other shards' points); parsing alone does not.
   std::vector<std::string> import_errors;
   double memory_limit = 0;  // bytes; a point whose estimate exceeds it is skipped
+  // Where memory_limit came from: "" when set (sweep.memory_limit), else the default's basis, e.g.
+  // "default: 80% of the cgroup memory limit 8.0 GiB (memory.max of /sys/fs/cgroup/job)".
+  std::string memory_limit_source;
 };
+
+// The memory this process may use and what limits it: the machine's RAM, or less where a cgroup (a Slurm
+// job's --mem, a container's limit) or the address-space limit (ulimit -v) says so.
+struct UsableMemory {
+  double bytes = 0;
+  std::string what;  // "RAM 23.4 GiB", "the cgroup memory limit 8.0 GiB (memory.max of DIR)", "ulimit -v 4.0 GiB"
+};
+UsableMemory usable_memory();
+// The lowest cgroup memory limit on this process: for each cgroup v2 mount and v1 memory-controller mount in
+// `mountinfo` (/proc/self/mountinfo's text), the process's cgroup (`proc_cgroup`, /proc/self/cgroup's text) and
+// each of its ancestors below the mount, memory.max (v2; "max" is none) or memory.limit_in_bytes (v1; 2^60 or more
+// is none). 0 bytes when none; `file` names the file of the lowest.
+double cgroup_memory_limit(const std::string& mountinfo, const std::string& proc_cgroup, std::string* file);
 
 // Reads the file, applies environment overrides (INDEXPOOL_PRECISION -> pool.precision,
 // INDEXPOOL_CACHE_SIZE -> the byte capacity of the last cache level) and then
@@ -88,7 +104,7 @@ struct Sweep {
 // Value grammar: a comma-separated list is an axis; items may be integers with units (64Ki, 1Mi, 2Gi),
 // `pow2:A..B` (2^A .. 2^B) or `range:A..B[:STEP]` (inclusive). `[sweep] zip = k1 k2, k3 k4` makes the
 // axes of each space-separated group move together (equal lengths); `[sweep] memory_limit` (bytes,
-// units allowed; default 80% of physical memory) skips points estimated to need more.
+// units allowed; default 80% of usable_memory()) skips points estimated to need more.
 Sweep load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The points of shard `index` of `count` (point i belongs to shard i mod count).

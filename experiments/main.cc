@@ -399,6 +399,8 @@ int cmd_list(const std::vector<std::string>& args) {
   }
   std::cout << fmt::format("# {} of {} points (shard {}/{}), sweep id {}\n", points.size(), sweep.points.size(), shard,
                            shards, sweep.sweep_id);
+  std::cout << fmt::format("# sweep.memory_limit = {}{}\n", format_bytes(sweep.memory_limit),
+                           sweep.memory_limit_source.empty() ? "" : " (" + sweep.memory_limit_source + ")");
   double references = 0;
   for (const auto& listed : points) {
     const Point p = listed.source == "synthetic" ? listed : sized_point(listed, shapes.at(listed.source));

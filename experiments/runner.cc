@@ -229,7 +229,7 @@ double progress_interval_from_env() {
 }
 
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request,
-                      PointProgress* tracker) {
+                      PointProgress* tracker, std::string_view limit_source) {
   const auto stage = [&](const char* what) {
     if (tracker) tracker->stage.store(what, std::memory_order_relaxed);
   };
@@ -265,8 +265,8 @@ PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache,
   }
   const double need = estimate_point_bytes(sized_point(p, cache));
   if (need > memory_limit)
-    return skip(fmt::format("estimated memory {} exceeds the limit {} (sweep.memory_limit)", format_bytes(need),
-                            format_bytes(memory_limit)));
+    return skip(fmt::format("estimated memory {} exceeds the limit {} (sweep.memory_limit{}{})", format_bytes(need),
+                            format_bytes(memory_limit), limit_source.empty() ? "" : "; ", limit_source));
   const std::string wkey = source_key(p);
   CachedSource& src = cache[wkey];
   auto& reqs = src.requests;
@@ -831,7 +831,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     PointProgress* progress = lines ? &lines->progress() : nullptr;
     {
       IP_RANGE_MESSAGE(fmt::format("point {}: {}", p.index, p.key));  // one NVTX range per point
-      rows.push_back(run_point(p, sweep.memory_limit, cache, {}, progress));
+      rows.push_back(run_point(p, sweep.memory_limit, cache, {}, progress, sweep.memory_limit_source));
       if (--uses[source_key(p)] == 0) cache.erase(source_key(p));
       if (out) {
         IP_RANGE(output);

@@ -99,9 +99,10 @@ void write_cache_trace(const Point& p, const cache::Trace& trace);
 // (unit "request"; with select.batched on the cuda backend: after each decode step of the whole batch,
 // unit "batched step").
 using ProgressFn = std::function<void(std::size_t done, std::size_t total, std::string_view unit)>;
-// `tracker`, when given, follows the point's stages and steps (PointProgress).
+// `tracker`, when given, follows the point's stages and steps (PointProgress). `limit_source`
+// (Sweep::memory_limit_source) is said with a skip for memory.
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request = {},
-                      PointProgress* tracker = nullptr);
+                      PointProgress* tracker = nullptr, std::string_view limit_source = {});
 
 // How progress lines name a point: its key (the axis values), or "point i of n" (1-based) when the sweep has
 // no axes.

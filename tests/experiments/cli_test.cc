@@ -408,7 +408,9 @@ TEST_F(CliTest, ListPrintsTheDeviceEstimateOfCudaPoints) {
                                                     ip::exp::load_sweep(cfg, {}).points[0])))),
             std::string::npos)
       << cpu.out;
-  EXPECT_EQ(cpu.out.find("GiB"), std::string::npos) << cpu.out;
+  const auto limit_line = cpu.out.find("# sweep.memory_limit = ");  // the sweep's limit, in GiB on most machines
+  ASSERT_NE(limit_line, std::string::npos) << cpu.out;
+  EXPECT_EQ(cpu.out.find("GiB", cpu.out.find('\n', limit_line)), std::string::npos) << cpu.out;
   EXPECT_EQ(cpu.out.find("device ~"), std::string::npos) << cpu.out;  // backend = cpu: no device
   const auto r = run("list " + cfg + " --set backend=cuda");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -365,6 +365,54 @@ TEST_F(ConfigTest, SweepIdIgnoresOutputAndThreadsOnly) {  // and output.save_ten
   EXPECT_NE(many.find("threads must be in 0..4096"), std::string::npos) << many;
 }
 
+// The default sweep.memory_limit is 80% of what this process may use: RAM, or a lower cgroup limit (a Slurm
+// job's --mem, a container) along the process's cgroup and its ancestors, v2 (memory.max) or v1
+// (memory.limit_in_bytes), below each mount's root; "max" and v1's 2^63-ish values are no limit. A point over a
+// job's limit would be killed by the kernel (the whole run, status 137) instead of being skipped.
+TEST_F(ConfigTest, DefaultMemoryLimitFollowsTheLowestCgroupLimit) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("ip_cgroup_test_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto put = [&](const std::string& rel, const std::string& text) {
+    fs::create_directories((root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  };
+  // v2: the job's cgroup says max, its parent 8 GiB, the slice above 16 GiB.
+  put("v2/slice/job/memory.max", "max\n");
+  put("v2/slice/memory.max", "8589934592\n");
+  put("v2/memory.max", "17179869184\n");
+  const std::string v2 = "30 25 0:26 / " + (root / "v2").string() + " rw,nosuid - cgroup2 cgroup2 rw\n";
+  std::string file;
+  EXPECT_EQ(ip::exp::cgroup_memory_limit(v2, "0::/slice/job\n", &file), 8589934592.0);
+  EXPECT_EQ(file, (root / "v2/slice/memory.max").string());
+  // A container: the mount's root is the container's cgroup, which /proc/self/cgroup names in full.
+  const std::string inner = "30 25 0:26 /slice " + (root / "v2").string() + " rw - cgroup2 cgroup2 rw\n";
+  put("v2/job/memory.max", "1073741824\n");
+  EXPECT_EQ(ip::exp::cgroup_memory_limit(inner, "0::/slice/job\n", &file), 1073741824.0);
+  EXPECT_EQ(file, (root / "v2/job/memory.max").string());
+  // v1: only a mount with the memory controller counts; 9223372036854771712 is no limit.
+  put("v1/memory/a/b/memory.limit_in_bytes", "9223372036854771712\n");
+  put("v1/memory/a/memory.limit_in_bytes", "2147483648\n");
+  put("v1/cpu/a/b/memory.limit_in_bytes", "1024\n");
+  const std::string v1 = "40 25 0:30 / " + (root / "v1/memory").string() + " rw - cgroup cgroup rw,memory\n" +
+                         "41 25 0:31 / " + (root / "v1/cpu").string() + " rw - cgroup cgroup rw,cpu,cpuacct\n";
+  EXPECT_EQ(ip::exp::cgroup_memory_limit(v1, "5:cpu,cpuacct:/a/b\n4:memory:/a/b\n0::/\n", &file), 2147483648.0);
+  EXPECT_EQ(file, (root / "v1/memory/a/memory.limit_in_bytes").string());
+  // Both kinds: the lower wins. None at all (no limit files, "max" only, no mounts): 0.
+  EXPECT_EQ(ip::exp::cgroup_memory_limit(v1 + v2, "4:memory:/a/b\n0::/slice/job\n", &file), 2147483648.0);
+  put("v2b/x/memory.max", "max\n");
+  EXPECT_EQ(ip::exp::cgroup_memory_limit("30 25 0:26 / " + (root / "v2b").string() + " rw - cgroup2 cgroup2 rw\n",
+                                         "0::/x\n", &file),
+            0.0);
+  EXPECT_EQ(ip::exp::cgroup_memory_limit("", "0::/x\n", &file), 0.0);
+  fs::remove_all(root);
+  // The default says where it came from; a set limit says nothing.
+  const auto def = load_sweep(write("[workload]\ntokens = 4Ki\n"));
+  EXPECT_EQ(def.memory_limit_source.rfind("default: 80% of ", 0), 0u) << def.memory_limit_source;
+  EXPECT_EQ(def.memory_limit, 0.8 * ip::exp::usable_memory().bytes);
+  EXPECT_EQ(load_sweep(write("[sweep]\nmemory_limit = 1Gi\n")).memory_limit_source, "");
+}
+
 TEST_F(ConfigTest, MemoryLimitAndEstimate) {
   const auto sw = load_sweep(write("[workload]\ntokens = 1Mi\n[sweep]\nmemory_limit = 1Gi\n"));
   EXPECT_EQ(sw.memory_limit, 1073741824.0);
