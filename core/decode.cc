@@ -281,7 +281,9 @@ RequestResult run_request_extended(Backend& be, const Workload& w, const Pipelin
       static_cast<double>(Tfull) * (D * element_bytes(p.pool.precision) + scale_bytes(p.pool.precision));
   res.macs_per_query = scoring_macs(res.index.rows.rows, H, D);
   res.exact_macs_per_query = scoring_macs(Tfull, H, D);
-  res.tokens_per_group = static_cast<double>(Tfull) / static_cast<double>(res.groups);
+  // G, as the plain loop and the batched decoder say; adaptive groups: their mean size (pipeline.h).
+  res.tokens_per_group =
+      adaptive ? static_cast<double>(Tfull) / static_cast<double>(res.groups) : static_cast<double>(G);
   return res;
 }
 

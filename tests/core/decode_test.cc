@@ -65,6 +65,7 @@ void expect_same(const ip::RequestResult& a, const ip::RequestResult& b, bool la
       EXPECT_EQ(x.layer_tokens, y.layer_tokens) << "step " << q;
     }
   }
+  EXPECT_EQ(a.tokens_per_group, b.tokens_per_group);
   EXPECT_EQ(a.selected, b.selected);
   EXPECT_EQ(a.selected_mass, b.selected_mass);
   EXPECT_EQ(a.selected_similarity, b.selected_similarity);
@@ -101,6 +102,29 @@ TEST(Decode, TauZeroEqualsFullRebuildBitwise) {
       for (size_t q = 1; q < c.steps.size(); ++q) EXPECT_LE(c.steps[q].repooled_fraction, b.steps[q].repooled_fraction);
     }
   }
+}
+
+// tokens_per_group is G in both loops, also with a partial last group (9002 tokens at G = 4: 2251 groups); the
+// extended loop said 9002 / 2251 = 3.999. Adaptive groups: their mean size, context tokens over groups.
+TEST(Decode, TokensPerGroupIsTheGroupSizeInBothLoops) {
+  ip::WorkloadSpec s;
+  s.tokens = 9002;
+  s.dim = 16;
+  s.index_heads = 2;
+  s.steps = 2;
+  s.seed = 5;
+  const auto w = ip::generate_request(s, 0);
+  auto cpu = ip::make_cpu_backend(1);
+  auto plain = pipeline(Weighting::positional);
+  auto inc = plain;
+  inc.repool_tau = 0.0f;
+  EXPECT_EQ(ip::run_request(*cpu, w, plain).tokens_per_group, 4.0);
+  EXPECT_EQ(ip::run_request(*cpu, w, inc).tokens_per_group, 4.0);
+  auto ad = plain;
+  ad.adaptive.enabled = true;
+  ad.adaptive.budget_bytes_per_token = 20;
+  const auto a = ip::run_request(*cpu, w, ad);
+  EXPECT_EQ(a.tokens_per_group, 9002.0 / static_cast<double>(a.groups));
 }
 
 TEST(Decode, HybridWithGateZeroIsTheSparseLayer) {
