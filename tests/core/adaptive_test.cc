@@ -27,6 +27,11 @@ TEST(Adaptive, HandWorkedGreedyChoice) {
   EXPECT_EQ(ip::choose_group_sizes(u, len, 10.0, 30.0), (std::vector<int>{16, 16, 16}));
   EXPECT_EQ(ip::choose_group_sizes(u, len, 10.0, 480.0), (std::vector<int>{1, 1, 1}));  // everything fits
   EXPECT_IP_ERROR(ip::choose_group_sizes(u, len, 10.0, 29.0), "below the smallest index");
+  // A real tie goes to the lower id: two equal segments, room for one halving (20 + 10 <= 30 bytes):
+  // priorities 1/10 each -> s0 16->8 (total 30); then s0 1/20 and s1 1/10 no longer fit.
+  const std::vector<double> tie_u = {1.0, 1.0};
+  const std::vector<ip::Index64> tie_len = {16, 16};
+  EXPECT_EQ(ip::choose_group_sizes(tie_u, tie_len, 10.0, 30.0), (std::vector<int>{8, 16}));
 }
 
 TEST(Adaptive, BudgetIsMetExactlyAsDefined) {
@@ -119,6 +124,23 @@ TEST(Adaptive, SegmentScoresFollowAccessAndDisagreement) {
   EXPECT_NEAR(u[1], 1.0, 1e-12);  // w_d * d / max d
   EXPECT_NEAR(u[2], 0.0, 1e-12);
   EXPECT_NEAR(u[3], 2.0, 1e-12);  // w_a * a / max a
+}
+
+// A partial last segment's disagreement is a mean over its own tokens: T = 24, S = 16, keys alternating
+// (1,0) (0,1) in both segments (16 and 8 tokens): each token's 1 - cos(k, m) = 1 - 1/sqrt(2) in both, so
+// d_0 = d_1 and u = (1, 1) with access_weight 0 (dividing segment 1's sum by S = 16 would give u_1 = 0.5).
+TEST(Adaptive, PartialLastSegmentDisagreementIsAMeanOverItsOwnTokens) {
+  const ip::Index64 T = 24;
+  std::vector<float> k(T * 2, 0.0f);
+  for (ip::Index64 t = 0; t < T; ++t) k[t * 2 + (t % 2)] = 1.0f;
+  ip::AdaptiveParams a;
+  a.enabled = true;
+  a.segment = 16;
+  a.access_weight = 0.0f;
+  const auto u = ip::segment_scores(view(k, T, 2), nullptr, a);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_NEAR(u[0], 1.0, 1e-12);
+  EXPECT_NEAR(u[1], 1.0, 1e-12);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // every new path gives the same bits on 1 and 2 threads.
 #include <cmath>
 #include <map>
+#include <set>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -145,6 +146,19 @@ TEST(Decode, HybridWithGateZeroIsTheSparseLayer) {
     EXPECT_GT(h.steps[q].layer_tokens, sparse.steps[q].layer_tokens) << q;
     EXPECT_LE(h.steps[q].layer_tokens, sparse.steps[q].layer_tokens + 300) << q;
     EXPECT_GT(h.steps[q].local_ms, 0.0) << q;
+  }
+  // Exactly: the layer reads |tokens of the selected groups U [T - W, T)|, the window being the last W = 300
+  // tokens (a window beginning at T - W + 1 reads one token fewer at every step that does not select T - W).
+  const ip::Index64 T = w.tokens(), kg = h.k_groups;
+  ASSERT_EQ(h.selected.size(), h.steps.size() * static_cast<size_t>(kg));
+  for (size_t q = 0; q < h.steps.size(); ++q) {
+    std::set<ip::Index64> covered;
+    for (ip::Index64 i = 0; i < kg; ++i) {
+      const ip::Index64 g = h.selected[q * kg + i];
+      for (ip::Index64 t = 4 * g; t < std::min(T, 4 * g + 4); ++t) covered.insert(t);
+    }
+    for (ip::Index64 t = T - 300; t < T; ++t) covered.insert(t);
+    EXPECT_EQ(h.steps[q].layer_tokens, static_cast<double>(covered.size())) << q;
   }
   EXPECT_GT(h.local_prefill_ms, 0.0);
   // gate:0.5 moves the output (the local branch is not the dense output).
@@ -348,6 +362,60 @@ TEST(Decode, AdaptiveRunsWithinItsBudget) {
     EXPECT_GE(s.layer_tokens, 256);
     EXPECT_LE(s.layer_tokens, 256 + 15);
   }
+  // Rebuilds: the segment scores read the access statistics when adaptive.access_weight > 0, so the
+  // adaptive index is rebuilt in full every step even for a scheme that learns nothing (uniform); with
+  // access_weight = 0 and such a scheme it is built once.
+  ASSERT_EQ(p.adaptive.access_weight, 1.0f);  // the default
+  EXPECT_EQ(r.rebuilds, static_cast<int>(r.steps.size()));
+  for (const auto& s : r.steps) EXPECT_EQ(s.repooled_fraction, 1.0);
+  auto u = p;
+  u.pool.weights.scheme = Weighting::uniform;
+  const auto ru = ip::run_request(*cpu, w, u);
+  EXPECT_EQ(ru.rebuilds, static_cast<int>(ru.steps.size()));
+  for (const auto& s : ru.steps) EXPECT_EQ(s.repooled_fraction, 1.0);
+  auto once = p;
+  once.pool.weights.scheme = Weighting::uniform;
+  once.adaptive.access_weight = 0.0f;
+  const auto ro = ip::run_request(*cpu, w, once);
+  EXPECT_EQ(ro.rebuilds, 1);
+  ASSERT_EQ(ro.steps.size(), 5u);
+  EXPECT_EQ(ro.steps[0].repooled_fraction, 1.0);
+  for (size_t q = 1; q < ro.steps.size(); ++q) EXPECT_EQ(ro.steps[q].repooled_fraction, 0.0) << q;
+}
+
+// The extended loop's cosine query reference is the EMA m <- a m + (1 - a) q of past queries (mean over
+// heads), started by the first query. Keys: group 0 (1,0) (0,1), group 1 (2,0) (0,2); G = 2, one head,
+// queries (1,0) (0,1) (1,1), EMA factor 0.75, repool_tau = 0 (every moved group re-pooled). The index of
+// step 2 uses m = 0.75 (1,0) + 0.25 (0,1) = (0.75, 0.25): weights ~ (0.75, 0.25), so c0 = (0.75, 0.25),
+// c1 = (1.5, 0.5). (With a and 1 - a swapped: m = (0, 0.75) and c0 ~ (0.001, 0.999).)
+TEST(Decode, CosineQueryReferenceIsTheEmaOfPastQueries) {
+  ip::Workload w;
+  w.index_keys.reshape({4, 2});
+  const float keys[] = {1, 0, 0, 1, 2, 0, 0, 2};
+  std::copy(keys, keys + 8, w.index_keys.data());
+  w.index_queries.reshape({3, 1, 2});
+  const float queries[] = {1, 0, 0, 1, 1, 1};
+  std::copy(queries, queries + 6, w.index_queries.data());
+  w.head_weights.reshape({3, 1});
+  for (int q = 0; q < 3; ++q) w.head_weights.data()[q] = 1;
+  auto p = pipeline(Weighting::cosine, Precision::fp32, 2, 2);
+  p.pool.weights.cosine_reference = ip::CosineReference::query;
+  p.query_ema = 0.75f;
+  p.rebuild_every = 1;
+  p.repool_tau = 0.0f;
+  ASSERT_TRUE(p.extended());  // the loop of decode.cc
+  auto cpu = ip::make_cpu_backend(1);
+  const auto r = ip::run_request(*cpu, w, p);
+  EXPECT_EQ(r.rebuilds, 3);
+  const auto got = ip::dequantize(r.index.rows);
+  ASSERT_EQ(got.dim(0), 2);
+  EXPECT_NEAR(got.data()[0], 0.75f, 1e-6);
+  EXPECT_NEAR(got.data()[1], 0.25f, 1e-6);
+  EXPECT_NEAR(got.data()[2], 1.5f, 1e-6);
+  EXPECT_NEAR(got.data()[3], 0.5f, 1e-6);
+  const std::vector<float> ref = {0.75f, 0.25f};
+  const auto want = ip::pool_fp32(w.index_keys.mat(), p.pool, nullptr, ref.data());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got.data()[i], want.data()[i]) << i;
 }
 
 TEST(Decode, NewPathsGiveTheSameBitsOnOneAndTwoThreads) {
@@ -402,6 +470,12 @@ TEST(Decode, InvalidCombinationsAreRejected) {
   p.adaptive.enabled = true;
   p.adaptive.budget_bytes_per_token = 16;
   EXPECT_IP_ERROR(ip::run_request(*cpu, w, p), "maxmin");
+  // A hybrid layer needs a window of at least one token (validate_hybrid names the key).
+  p = pipeline(Weighting::uniform);
+  p.hybrid.enabled = true;
+  p.hybrid.window = 0;
+  EXPECT_IP_ERROR(ip::validate_extended_params(p, true), "hybrid.window = 0");
+  EXPECT_IP_ERROR(ip::run_request(*cpu, w, p), "hybrid.window = 0");
 }
 
 // The CPU backend, counting the calls that only the fidelity reference makes: exact scores and dense

@@ -100,6 +100,10 @@ TEST(Errors, PoolParametersAndMissingInputs) {
   ip::AccessStats wrong(5);
   EXPECT_IP_ERROR(ip::build_index(view(kKeys, 6, 2), params(Weighting::hybrid, 4), &wrong, nullptr),
                   "statistics cover 5 tokens, the context has 6");
+  // Statistics longer than the context are refused too (they must cover exactly the context).
+  ip::AccessStats longer(7);
+  EXPECT_IP_ERROR(ip::build_index(view(kKeys, 6, 2), params(Weighting::tfidf, 4), &longer, nullptr),
+                  "statistics cover 7 tokens, the context has 6");
 }
 
 TEST(Errors, WeightParametersThatWouldOverflowOrUnderflow) {

@@ -131,6 +131,55 @@ TEST(Incremental, GrowingContextEqualsAFromScratchBuild) {
   }
 }
 
+// Keys k_t = (t, -t), t < T: a uniform composite is the mean of its group's keys.
+std::vector<float> ramp_keys(ip::Index64 T) {
+  std::vector<float> k(2 * T);
+  for (ip::Index64 t = 0; t < T; ++t) k[2 * t] = static_cast<float>(t), k[2 * t + 1] = -static_cast<float>(t);
+  return k;
+}
+
+// A grown context re-pools the old partial last group as fresh, whatever tau: G = 4, 5 tokens (group 1 =
+// token 4 alone, composite (4, -4)), then 8 tokens at tau = 10 (its uniform weights move by 3 <= 10):
+// group 1 must become the mean of tokens 4..7 = (5.5, -5.5), and its new keys are checked (a NaN at token 6).
+TEST(Incremental, GrowingContextRepoolsThePartialLastGroupAsFresh) {
+  const auto p = params(Weighting::uniform, 4);
+  auto k = ramp_keys(8);
+  ip::IndexState s;
+  ip::update_index(view(k, 5, 2), p, nullptr, nullptr, 10.0f, s);
+  ASSERT_EQ(s.index.rows.rows, 2);
+  EXPECT_EQ(ip::dequantize(s.index.rows).data()[2], 4.0f);
+  const auto c = ip::update_index(view(k, 8, 2), p, nullptr, nullptr, 10.0f, s);
+  EXPECT_EQ(c.repooled, 1);
+  EXPECT_EQ(c.groups, 2);
+  const auto rows = ip::dequantize(s.index.rows);
+  EXPECT_EQ(rows.data()[2], 5.5f);
+  EXPECT_EQ(rows.data()[3], -5.5f);
+  expect_same_index(s.index, ip::build_index(view(k, 8, 2), p, nullptr, nullptr), "grown partial group");
+  k[2 * 6] = NAN;
+  ip::IndexState s2;
+  ip::update_index(view(k, 5, 2), p, nullptr, nullptr, 10.0f, s2);
+  EXPECT_IP_ERROR(ip::update_index(view(k, 8, 2), p, nullptr, nullptr, 10.0f, s2), "token 6");
+}
+
+// A shorter context than the index covers resets it: 10 tokens (group 1 = tokens 4..7), then the first 6 at
+// tau = 0 (group 1's weights 1, 1 do not move): group 1 must be the mean of tokens 4 and 5 = (4.5, -4.5).
+TEST(Incremental, ShrinkingContextResetsTheIndex) {
+  const auto p = params(Weighting::uniform, 4);
+  const auto k = ramp_keys(10);
+  ip::IndexState s;
+  ip::update_index(view(k, 10, 2), p, nullptr, nullptr, 0.0f, s);
+  EXPECT_EQ(ip::dequantize(s.index.rows).data()[2], 5.5f);
+  const auto c = ip::update_index(view(k, 6, 2), p, nullptr, nullptr, 0.0f, s);
+  EXPECT_EQ(c.repooled, 2);  // a reset pools every group
+  EXPECT_EQ(c.groups, 2);
+  EXPECT_EQ(s.index.tokens, 6);
+  const auto rows = ip::dequantize(s.index.rows);
+  ASSERT_EQ(rows.dim(0), 2);
+  EXPECT_EQ(rows.data()[2], 4.5f);
+  EXPECT_EQ(rows.data()[3], -4.5f);
+  expect_same_index(s.index, ip::build_index(view(k, 6, 2), p, nullptr, nullptr), "shrunk context");
+}
+
 TEST(Incremental, CosineAgainstAMovingQueryReferenceRepoolsEverything) {
   const int D = 4;
   const auto k = random_keys(12, D, 3);

@@ -109,6 +109,8 @@ TEST(LinearAttention, Gates) {
   EXPECT_EQ(ip::gate_value(g, 5, 1), ip::gate_value(g, 5, 1));
   EXPECT_NE(ip::gate_value(g, 5, 1), ip::gate_value(ip::GateParams{0.9f, 1.0f, 8}, 5, 1));
   EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{0.0f, 0.5f, 0}), "decay");
+  EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{1.5f, 0.5f, 0}), "decay = 1.5");  // decay in (0, 1]
+  EXPECT_NO_THROW(ip::validate_gates(ip::GateParams{1.0f, 0.5f, 0}));
   EXPECT_IP_ERROR(ip::validate_gates(ip::GateParams{0.9f, -1.0f, 0}), "spread");
 }
 

@@ -51,6 +51,11 @@ TEST(Metrics, OutputErrorIsRelativeFrobenius) {
   const std::vector<float> twice = {6, 0, 0, 8};
   EXPECT_DOUBLE_EQ(ip::output_error(view(twice, 2, 2), view(dense, 2, 2)), 1.0);
   EXPECT_IP_ERROR(ip::output_error(view(dense, 1, 4), view(dense, 2, 2)), "differ");
+  // An all-zero dense output: the absolute error sqrt(num) (there is no norm to divide by).
+  const std::vector<float> zero = {0, 0}, one = {1, 0}, three_four = {3, 4};
+  EXPECT_DOUBLE_EQ(ip::output_error(view(one, 1, 2), view(zero, 1, 2)), 1.0);
+  EXPECT_DOUBLE_EQ(ip::output_error(view(three_four, 1, 2), view(zero, 1, 2)), 5.0);  // sqrt(25), not 25
+  EXPECT_DOUBLE_EQ(ip::output_error(view(zero, 1, 2), view(zero, 1, 2)), 0.0);
 }
 
 TEST(Metrics, GroupMaxScoresWithPartialLastGroup) {

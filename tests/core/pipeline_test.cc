@@ -225,6 +225,64 @@ TEST(Pipeline, SelectedSimilarityByHand) {
   EXPECT_FLOAT_EQ(r.selected_similarity[0], 1.0f);
   EXPECT_NEAR(r.selected_similarity[1], 0.9472135955f, 1e-6);
   EXPECT_EQ(r.selected_mass, off.selected_mass);  // recording it changes nothing else
+
+  // A negative cosine is stored as (1 + cos) / 2, not clamped at 0 first: keys (1,0) (1,0) (-1,0) (-1,0),
+  // composites c0 = (1,0), c1 = (-1,0); query EMA 0.9.
+  //   step 0: q = (1,0) selects group 0 (scores 1, 0); m = (1,0); cos(c0, m) = 1                -> 1
+  //   step 1: q = (-1,0) selects group 1 (scores 0, 1); m = 0.9 (1,0) + 0.1 (-1,0) = (0.8, 0);
+  //           cos(c1, m) = -1                                                                   -> 0 (not 0.5)
+  const float neg_keys[] = {1, 0, 1, 0, -1, 0, -1, 0};
+  std::copy(neg_keys, neg_keys + 8, w.index_keys.data());
+  const float neg_queries[] = {1, 0, -1, 0};
+  std::copy(neg_queries, neg_queries + 4, w.index_queries.data());
+  p.query_ema = 0.9f;
+  const auto n = ip::run_request(*be, w, p);
+  EXPECT_EQ(n.selected, (std::vector<std::int32_t>{0, 1}));
+  ASSERT_EQ(n.selected_similarity.size(), 2u);
+  EXPECT_FLOAT_EQ(n.selected_similarity[0], 1.0f);
+  EXPECT_NEAR(n.selected_similarity[1], 0.0f, 1e-6);
+}
+
+// The cosine query reference is the EMA m <- a m + (1 - a) q of past queries (mean over heads), started by
+// the first query, and the index built at step q uses the reference of steps 0..q-1. Keys: group 0
+// (1,0) (0,1), group 1 (2,0) (0,2); G = 2, one head, queries (1,0) (0,1) (1,1), EMA factor 0.75, rebuilt
+// every step. The last index (step 2) uses m = 0.75 (1,0) + 0.25 (0,1) = (0.75, 0.25): the weights are
+// cos(k_i, m) ~ (0.75, 0.25), so c0 = (0.75, 0.25) and c1 = (1.5, 0.5). (With a and 1 - a swapped m would
+// stay 0 after step 0 and be (0, 0.75) at step 2: c0 ~ (0.001, 0.999).)
+namespace {
+ip::Workload query_reference_workload() {
+  ip::Workload w;
+  w.index_keys.reshape({4, 2});
+  const float keys[] = {1, 0, 0, 1, 2, 0, 0, 2};
+  std::copy(keys, keys + 8, w.index_keys.data());
+  w.index_queries.reshape({3, 1, 2});
+  const float queries[] = {1, 0, 0, 1, 1, 1};
+  std::copy(queries, queries + 6, w.index_queries.data());
+  w.head_weights.reshape({3, 1});
+  for (int q = 0; q < 3; ++q) w.head_weights.data()[q] = 1;
+  return w;
+}
+}  // namespace
+
+TEST(Pipeline, CosineQueryReferenceIsTheEmaOfPastQueries) {
+  const auto w = query_reference_workload();
+  auto p = pipeline(Weighting::cosine, Precision::fp32, 2, 2);
+  p.pool.weights.cosine_reference = ip::CosineReference::query;
+  p.query_ema = 0.75f;
+  p.rebuild_every = 1;
+  ASSERT_FALSE(p.extended());  // the plain loop of pipeline.cc
+  auto be = ip::make_cpu_backend(1);
+  const auto r = ip::run_request(*be, w, p);
+  EXPECT_EQ(r.rebuilds, 3);
+  const auto got = ip::dequantize(r.index.rows);
+  ASSERT_EQ(got.dim(0), 2);
+  EXPECT_NEAR(got.data()[0], 0.75f, 1e-6);
+  EXPECT_NEAR(got.data()[1], 0.25f, 1e-6);
+  EXPECT_NEAR(got.data()[2], 1.5f, 1e-6);
+  EXPECT_NEAR(got.data()[3], 0.5f, 1e-6);
+  const std::vector<float> ref = {0.75f, 0.25f};
+  const auto want = ip::pool_fp32(w.index_keys.mat(), p.pool, nullptr, ref.data());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got.data()[i], want.data()[i]) << i;
 }
 
 // Recalls at G = 2 worked by hand, where the block oracle (each group's largest token score) differs from

@@ -126,6 +126,19 @@ TEST(Quant, Int8KnownRowIsStoredAsExpected) {
   EXPECT_EQ(s[3], 0);
 }
 
+// int8 codes round ties to even (rint), not half away from zero (std::round): 2.5 -> 2, -0.5 -> 0.
+TEST(Quant, Int8TiesRoundToEven) {
+  // Row {127, 2.5, -0.5, 0}: scale = 127/127 = 1; half away from zero would give {127, 3, -1, 0}.
+  const std::vector<float> x = {127.0f, 2.5f, -0.5f, 0.0f};
+  const auto q = ip::quantize(view(x, 1, 4), Precision::int8);
+  EXPECT_EQ(q.scale(0), 1.0f);
+  const auto* s = reinterpret_cast<const std::int8_t*>(q.row_bytes(0));
+  EXPECT_EQ(s[0], 127);
+  EXPECT_EQ(s[1], 2);
+  EXPECT_EQ(s[2], 0);
+  EXPECT_EQ(s[3], 0);
+}
+
 TEST(Quant, Fp8KnownRowIsStoredAsExpected) {
   // Row {896, 2, -1}: scale = 896/448 = 2; x/scale = {448, 1, -0.5} -> codes {0x7E, 0x38, 0xB0}.
   const std::vector<float> x = {896.0f, 2.0f, -1.0f};

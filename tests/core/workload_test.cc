@@ -1,5 +1,6 @@
 // Synthetic workload generator: determinism (seed, thread count), shapes, token kinds, lengths.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -163,6 +164,14 @@ TEST(Workload, LengthSpreadShortensRequestsWithinBounds) {
     EXPECT_EQ(ip::generate_request(s, b).tokens(), n);
   }
   EXPECT_TRUE(any_shorter);
+  // u is uniform (not skewed, e.g. u^2): over 400 requests (seed 1234) the mean length is T (1 - 0.5 E[u]) =
+  // 750 (+0.5 from the floor), within 4 standard deviations of the mean, 4 * 0.5 T / sqrt(12 * 400) = 28.9
+  // tokens (u^2 would give T (1 - 0.5 / 3) = 833).
+  s.requests = 400;
+  double sum = 0;
+  for (int b = 0; b < 400; ++b) sum += static_cast<double>(ip::request_tokens(s, b));
+  const double tol = 4.0 * 0.5 * 1000.0 / std::sqrt(12.0 * 400.0);
+  EXPECT_NEAR(sum / 400.0, 750.5, tol);
   s.length_spread = 0.0;
   EXPECT_EQ(ip::request_tokens(s, 3), 1000);
 }
