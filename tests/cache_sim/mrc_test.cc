@@ -137,6 +137,93 @@ TEST(Mrc, SpreadOfIndependentSamples) {
   EXPECT_EQ(spread({tenth[0]}).mean_sd, 0.0);  // one sample: no spread to measure
 }
 
+// A hand-made SHARDS curve at rate 0.5: 8 accesses, so 4 expected samples; 1 cold, sampled reuses at
+// distances 1 (twice) and 2 (once). A sampled distance d stands for d / 0.5 = 2d: the reuses stand for
+// distances 2, 2 and 4. Capacity 3: the two at 2 hit, the one at 4 misses: (1 + 1) / 4 = 0.5. k =
+// floor(3 * 0.5) = 1 (hits at d <= 1); ceil would give k = 2 and count the reuse at 4 as a hit: 0.25.
+TEST(Mrc, ShardsMissRatioScalesDistancesDownByFloor) {
+  ShardsCurve c;
+  c.rate = 0.5;
+  c.accesses = 8;
+  c.sampled = 4;
+  c.cold = 1;
+  c.hist = {0, 2, 1};
+  c.above = {3, 1, 0};
+  EXPECT_EQ(c.miss_ratio(0), 1.0);
+  EXPECT_EQ(c.miss_ratio(1), 1.0);   // k = 0: (1 + 3) / 4
+  EXPECT_EQ(c.miss_ratio(2), 0.5);   // k = 1: (1 + 1) / 4
+  EXPECT_EQ(c.miss_ratio(3), 0.5);   // k = floor(1.5) = 1
+  EXPECT_EQ(c.miss_ratio(4), 0.25);  // k = 2: the cold miss only
+  EXPECT_EQ(c.miss_ratio(5), 0.25);  // k = floor(2.5) = 2
+}
+
+// SHARDS-adj after finish(): hist[1] gets accesses * rate - sampled, the rest is the plain histogram of
+// the sampled accesses' stack distances. Which ids the sample keeps is read off one-id builders, and the
+// unadjusted histogram is the exact curve of the sampled sub-trace (all or none of an id's accesses).
+TEST(Mrc, ShardsAdjCorrectionIsAddedToTheSmallestDistance) {
+  const double rate = 0.25;
+  std::vector<Access> trace;
+  for (int rep = 0; rep < 2; ++rep)
+    for (std::uint64_t id = 1; id <= 40; ++id) trace.push_back(Access{id, 1, 1.0f, 0, 0});
+  for (std::uint64_t id = 1; id <= 40; ++id) trace.push_back(Access{id, 1, 1.0f, 0, 0}), trace.push_back(trace.back());
+  trace.push_back(trace.front());  // 161 accesses: n R = 40.25, never a whole number of samples
+  std::vector<Access> sub;
+  for (const Access& a : trace) {
+    ShardsBuilder one(rate);
+    one.add(&a, 1);
+    if (one.finish().sampled == 1) sub.push_back(a);
+  }
+  const ShardsCurve s = shards_lru_curve(trace, rate);
+  EXPECT_EQ(s.rate, rate);
+  EXPECT_EQ(s.accesses, trace.size());
+  ASSERT_EQ(s.sampled, sub.size());
+  const double adj = static_cast<double>(trace.size()) * rate - static_cast<double>(sub.size());
+  ASSERT_NE(adj, 0.0) << "the sample must differ from the expected count for the test to mean anything";
+  ASSERT_FALSE(sub.empty());
+  const LruCurve raw = exact_lru_curve(sub);
+  EXPECT_EQ(s.cold, raw.cold);
+  ASSERT_GE(s.hist.size(), 2u);
+  ASSERT_GE(s.hist.size(), raw.hist.size());
+  for (std::size_t d = 0; d < s.hist.size(); ++d) {
+    const double plain = d < raw.hist.size() ? static_cast<double>(raw.hist[d]) : 0.0;
+    EXPECT_EQ(s.hist[d], plain + (d == 1 ? adj : 0.0)) << "distance " << d;
+  }
+  // So the adjusted curve counts exactly the expected number of samples: cold + every reuse = n R.
+  EXPECT_EQ(static_cast<double>(s.cold) + s.above[0], static_cast<double>(trace.size()) * rate);
+  // And the miss ratio at a capacity past every distance is cold / (n R).
+  EXPECT_DOUBLE_EQ(s.miss_ratio(1000), static_cast<double>(s.cold) / (static_cast<double>(trace.size()) * rate));
+}
+
+// The spread is the sample standard deviation (n - 1). Two hand-made replicas at rate 1 with 2 distinct
+// ids each: one misses every access (ratio 1.0 at every capacity), the other half of them (0.5). Their
+// sample sd: sqrt(((1 - 0.75)^2 + (0.5 - 0.75)^2) / (2 - 1)) = sqrt(0.125) = 0.35355 (the population sd,
+// dividing by n, would be 0.25), at both capacities 1 and 2: mean and max alike.
+TEST(Mrc, SpreadIsTheSampleStandardDeviation) {
+  ShardsCurve all_miss;
+  all_miss.rate = 1;
+  all_miss.accesses = all_miss.sampled = 2;
+  all_miss.cold = 2;
+  all_miss.hist = {0};
+  all_miss.above = {0};
+  ShardsCurve half;
+  half.rate = 1;
+  half.accesses = half.sampled = 4;
+  half.cold = 2;
+  half.hist = {0, 2};
+  half.above = {2, 0};
+  for (std::uint64_t c = 1; c <= 2; ++c) {
+    ASSERT_EQ(all_miss.miss_ratio(c), 1.0);
+    ASSERT_EQ(half.miss_ratio(c), 0.5);
+  }
+  const SpreadEstimate e = spread({all_miss, half});
+  EXPECT_NEAR(e.mean_sd, std::sqrt(0.125), 1e-12);
+  EXPECT_NEAR(e.max_sd, std::sqrt(0.125), 1e-12);
+  EXPECT_EQ(e.max_at, 1u);
+  // Three replicas 1.0, 0.5, 0.5: mean 2/3, sum of squares 1/9 + 2/36 = 1/6, / 2 = 1/12.
+  const SpreadEstimate e3 = spread({all_miss, half, half});
+  EXPECT_NEAR(e3.mean_sd, std::sqrt(1.0 / 12), 1e-12);
+}
+
 TEST(Mrc, ShardsRejectsBadRates) {
   const auto t = test::letters("abc");
   EXPECT_THROW(shards_lru_curve(t, 0.0), std::exception);

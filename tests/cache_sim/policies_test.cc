@@ -79,6 +79,16 @@ TEST(Policies, LfuWorkedExample) {
   EXPECT_EQ(replay("lru:3", letters("abacdbe")), "m m h m m/b m/a m/c");
 }
 
+// A hit refreshes the entry's recency for the tie-break, not only its count. LFU, 2 entries, a b b a c:
+//   a miss (1, t1), b miss (1, t2)
+//   b hit: b (2, t3)
+//   a hit: a (2, t4)
+//   c miss: a and b both count 2; b was used last at t3, a at t4: victim b
+// (were the tie-break the time of the fill, or a hit kept the old time, a (t1) would go).
+TEST(Policies, LfuHitRefreshesRecencyForTieBreaks) {
+  EXPECT_EQ(replay("lfu:2", letters("abbac")), "m m h h m/b");
+}
+
 // semantic(decay=0.5), 2 entries; each access carries a score. r = relevance at the current tick.
 //   t1 a(1.0) miss                   r_a = 1
 //   t2 b(4.0) miss                   r_a = 0.5, r_b = 4
@@ -123,6 +133,33 @@ TEST(Policies, SemanticDefaultDecayIsPerAccessOfTheLevel) {
   EXPECT_EQ(r.substr(r.size() - 7), "m/b m/a");
   const std::string r2 = replay("semantic(decay=0.999):2", t);
   EXPECT_EQ(r2.substr(r2.size() - 7), "m/b m/c");
+}
+
+// The mirror of the test above, one access of b fewer: a(1.0) at tick 1, 67 x b(0) at ticks 2..68, c(0.5)
+// at tick 69 (evicts b, relevance 0), d(1) at tick 70. At d's miss r_a = decay^69, r_c = 0.5 * decay: a
+// stays iff decay^68 > 0.5. Default 0.99: 0.99^68 = 0.50488 > 0.5: victim c. Together with the test
+// above (0.99^69 = 0.49983 < 0.5: victim a) this pins the default decay in (0.5^(1/68), 0.5^(1/69)) =
+// (0.98986, 0.99000): 0.98 (0.98^68 = 0.253) or 0.95 evict a here.
+TEST(Policies, SemanticDefaultDecayIsNotSmallerThan099) {
+  std::vector<Access> t = letters("a");
+  for (int i = 0; i < 67; ++i) t.push_back(letters("b", {0})[0]);
+  t.push_back(letters("c", {0.5f})[0]);  // tick 69: evicts b (score 0)
+  t.push_back(letters("d", {1})[0]);     // tick 70
+  ASSERT_EQ(t.size(), 70u);
+  const std::string r = replay("semantic:2", t);
+  EXPECT_EQ(r.substr(r.size() - 7), "m/b m/c");
+  EXPECT_EQ(replay("semantic(decay=0.99):2", t), r);  // the default is 0.99 itself
+  const std::string r2 = replay("semantic(decay=0.98):2", t);
+  EXPECT_EQ(r2.substr(r2.size() - 7), "m/b m/a");
+  // The auditor's case, 58 x b: 0.99^59 = 0.553 > 0.5 keeps a; 0.95^59 = 0.049 does not.
+  std::vector<Access> u = letters("a");
+  for (int i = 0; i < 58; ++i) u.push_back(letters("b", {0})[0]);
+  u.push_back(letters("c", {0.5f})[0]);
+  u.push_back(letters("d", {1})[0]);
+  const std::string r3 = replay("semantic:2", u);
+  EXPECT_EQ(r3.substr(r3.size() - 7), "m/b m/c");
+  const std::string r4 = replay("semantic(decay=0.95):2", u);
+  EXPECT_EQ(r4.substr(r4.size() - 7), "m/b m/a");
 }
 
 // OPT (Belady), 2 entries, a b c a b c (next uses: a@0 -> 3, b@1 -> 4, c@2 -> 5, then none):

@@ -1,6 +1,8 @@
 // Config reader: grid expansion, overrides, defaults, and bad input naming the file, line and key.
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include <cstdlib>
 #include <unistd.h>
@@ -65,62 +67,203 @@ TEST_F(ConfigTest, CommandLineOverridesReplaceOrAddAxes) {
   EXPECT_EQ(sw.points[2].pipeline.pool.group_size, 8);
 }
 
+// Every key of the table: the field(s) it sets, compared between two Points, and a value other than
+// the default (a valid one) that must change them, so that a comparison reading the wrong field shows.
+struct KeyField {
+  const char* name;
+  const char* other_value;
+  std::function<bool(const ip::exp::Point&, const ip::exp::Point&)> same;
+};
+
+#define IP_FIELD(key, other, expr) \
+  KeyField { key, other, [](const ip::exp::Point& a, const ip::exp::Point& b) { return a.expr == b.expr; } }
+
+const std::vector<KeyField>& key_fields() {
+  static const std::vector<KeyField> f = {
+      IP_FIELD("backend", "cuda", backend),
+      IP_FIELD("threads", "3", threads),
+      IP_FIELD("threads_per_request", "2", threads_per_request),
+      IP_FIELD("workload.source", "x.h5", source),
+      IP_FIELD("workload.tokens", "1024", workload.tokens),
+      IP_FIELD("workload.dim", "64", workload.dim),
+      IP_FIELD("workload.index_heads", "2", workload.index_heads),
+      IP_FIELD("workload.attn_dim", "0", workload.attn_dim),
+      IP_FIELD("workload.attn_heads", "2", workload.attn_heads),
+      IP_FIELD("workload.value_dim", "64", workload.value_dim),
+      IP_FIELD("workload.steps", "3", workload.steps),
+      IP_FIELD("workload.requests", "2", workload.requests),
+      IP_FIELD("workload.length_spread", "0.5", workload.length_spread),
+      IP_FIELD("workload.topics", "3", workload.topics),
+      IP_FIELD("workload.topic_run", "7", workload.topic_run),
+      IP_FIELD("workload.topic_weight", "0.5", workload.topic_weight),
+      IP_FIELD("workload.sharpness", "2", workload.sharpness),
+      IP_FIELD("workload.head_noise", "0.1", workload.head_noise),
+      IP_FIELD("workload.query_drift", "0.3", workload.query_drift),
+      IP_FIELD("workload.jump_prob", "0.2", workload.jump_prob),
+      IP_FIELD("workload.needles", "1", workload.needles),
+      IP_FIELD("workload.needle_strength", "2", workload.needle_strength),
+      IP_FIELD("workload.needle_query_prob", "0.2", workload.needle_query_prob),
+      IP_FIELD("workload.sinks", "1", workload.sinks),
+      IP_FIELD("workload.sink_strength", "2", workload.sink_strength),
+      IP_FIELD("workload.image_fraction", "0.5", workload.image_fraction),
+      IP_FIELD("workload.image_side", "8", workload.image_side),
+      IP_FIELD("workload.attn_noise", "0.1", workload.attn_noise),
+      IP_FIELD("workload.seed", "5", workload.seed),
+      IP_FIELD("pool.group_size", "8", pipeline.pool.group_size),
+      IP_FIELD("pool.weighting", "cosine", pipeline.pool.weights.scheme),
+      IP_FIELD("pool.precision", "fp16", pipeline.pool.precision),
+      IP_FIELD("pool.positional_lambda", "2", pipeline.pool.weights.positional_lambda),
+      IP_FIELD("pool.positional_bias", "0 1 2 3", pipeline.pool.weights.positional_bias),
+      IP_FIELD("pool.eps", "0.01", pipeline.pool.weights.eps),
+      IP_FIELD("pool.cosine_power", "2", pipeline.pool.weights.cosine_power),
+      IP_FIELD("pool.cosine_reference", "query", pipeline.pool.weights.cosine_reference),
+      IP_FIELD("pool.alpha_positional", "2", pipeline.pool.weights.alpha_positional),
+      IP_FIELD("pool.alpha_cosine", "2", pipeline.pool.weights.alpha_cosine),
+      IP_FIELD("pool.alpha_tfidf", "2", pipeline.pool.weights.alpha_tfidf),
+      IP_FIELD("pool.tfidf_decay", "0.9", pipeline.stats_decay),
+      IP_FIELD("pool.query_ema", "0.5", pipeline.query_ema),
+      IP_FIELD("pool.rebuild_every", "2", pipeline.rebuild_every),
+      IP_FIELD("select.topk_tokens", "512", pipeline.topk_tokens),
+      IP_FIELD("select.fidelity", "false", pipeline.fidelity),
+      IP_FIELD("select.batched", "true", batched),
+      IP_FIELD("cache.enabled", "false", cache.enabled),
+      IP_FIELD("cache.levels", "lru:4", cache.levels),
+      IP_FIELD("cache.mode", "inclusive", cache.mode),
+      IP_FIELD("cache.object", "index", cache.object),
+      IP_FIELD("cache.kv_bytes", "3", cache.kv_bytes),
+      IP_FIELD("cache.relevance", "cosine", cache.relevance),
+      IP_FIELD("cache.opt_bound", "false", cache.opt_bound),
+      IP_FIELD("cache.mrc", "false", cache.mrc),
+      IP_FIELD("workload.gate_decay", "0.7", workload.gate_decay),
+      IP_FIELD("workload.gate_spread", "0.1", workload.gate_spread),
+      KeyField{"workload.append_per_step", "2",
+               [](const ip::exp::Point& a, const ip::exp::Point& b) {
+                 // The key sets the workload's and the pipeline's copy: both must agree with the defaults.
+                 return a.workload.append_per_step == b.workload.append_per_step &&
+                        a.pipeline.append_per_step == b.pipeline.append_per_step;
+               }},
+      IP_FIELD("hybrid.enabled", "true", pipeline.hybrid.enabled),
+      IP_FIELD("hybrid.window", "100", pipeline.hybrid.window),
+      IP_FIELD("hybrid.chunk", "32", pipeline.hybrid.chunk),
+      KeyField{"hybrid.combine", "sum",
+               [](const ip::exp::Point& a, const ip::exp::Point& b) {
+                 return a.pipeline.hybrid.combine.kind == b.pipeline.hybrid.combine.kind &&
+                        a.pipeline.hybrid.combine.g == b.pipeline.hybrid.combine.g;
+               }},
+      IP_FIELD("pool.repool_tau", "0", pipeline.repool_tau),
+      IP_FIELD("pool.async_updates", "true", pipeline.async_updates),
+      IP_FIELD("adaptive.enabled", "true", pipeline.adaptive.enabled),
+      IP_FIELD("adaptive.budget", "1", pipeline.adaptive.budget_bytes_per_token),
+      IP_FIELD("adaptive.segment", "32", pipeline.adaptive.segment),
+      IP_FIELD("adaptive.access_weight", "2", pipeline.adaptive.access_weight),
+      IP_FIELD("adaptive.disagreement_weight", "2", pipeline.adaptive.disagreement_weight),
+      IP_FIELD("kernels.score_math", "fp32", pipeline.kernels.score),
+      IP_FIELD("kernels.topk", "single", pipeline.kernels.topk),
+      IP_FIELD("kernels.attention", "lanes", pipeline.kernels.attention),
+      IP_FIELD("kernels.linear_attention", "chunked", pipeline.kernels.linear),
+      IP_FIELD("limits.max_context", "100", max_context),
+      IP_FIELD("output.path", "x.h5", output_path),
+      IP_FIELD("output.save_tensors", "true", save_tensors),
+      IP_FIELD("output.cache_trace", "t.txt", cache_trace),
+      IP_FIELD("output.cache_trace_format", "csv", cache_trace_format),
+      IP_FIELD("profile.counters", "on", profile.counters),
+      IP_FIELD("profile.metrics", "dram__bytes_read.sum", profile.metrics),
+      IP_FIELD("profile.kernel_records", "on", profile.kernel_records),
+      IP_FIELD("profile.chip", "GA100", profile.chip),
+  };
+  return f;
+}
+#undef IP_FIELD
+
 TEST_F(ConfigTest, TableDefaultsEqualStructDefaults) {
-  // The key table's defaults, applied to a Point, must give the same values as the structs' own defaults.
+  // The key table's defaults, applied to a Point, must give the same values as the structs' own defaults,
+  // key by key. Every key of config_keys() must be listed in key_fields() (a new key cannot be forgotten),
+  // and every listed comparison must see its key's field (a non-default value changes it).
+  std::map<std::string, const KeyField*> by_name;
+  for (const auto& f : key_fields()) EXPECT_TRUE(by_name.emplace(f.name, &f).second) << "listed twice: " << f.name;
   ip::exp::Point table;
   for (const auto& k : ip::exp::config_keys()) k.apply(table, k.default_value);
   const ip::exp::Point plain;
-  const auto& a = table.workload;
-  const auto& b = plain.workload;
-  EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_EQ(a.dim, b.dim);
-  EXPECT_EQ(a.index_heads, b.index_heads);
-  EXPECT_EQ(a.attn_dim, b.attn_dim);
-  EXPECT_EQ(a.attn_heads, b.attn_heads);
-  EXPECT_EQ(a.value_dim, b.value_dim);
-  EXPECT_EQ(a.steps, b.steps);
-  EXPECT_EQ(a.requests, b.requests);
-  EXPECT_EQ(a.length_spread, b.length_spread);
-  EXPECT_EQ(a.topics, b.topics);
-  EXPECT_EQ(a.topic_run, b.topic_run);
-  EXPECT_EQ(a.topic_weight, b.topic_weight);
-  EXPECT_EQ(a.sharpness, b.sharpness);
-  EXPECT_EQ(a.head_noise, b.head_noise);
-  EXPECT_EQ(a.query_drift, b.query_drift);
-  EXPECT_EQ(a.jump_prob, b.jump_prob);
-  EXPECT_EQ(a.needles, b.needles);
-  EXPECT_EQ(a.needle_strength, b.needle_strength);
-  EXPECT_EQ(a.needle_query_prob, b.needle_query_prob);
-  EXPECT_EQ(a.sinks, b.sinks);
-  EXPECT_EQ(a.sink_strength, b.sink_strength);
-  EXPECT_EQ(a.image_fraction, b.image_fraction);
-  EXPECT_EQ(a.image_side, b.image_side);
-  EXPECT_EQ(a.attn_noise, b.attn_noise);
-  EXPECT_EQ(a.seed, b.seed);
-  const auto& p = table.pipeline;
-  const auto& q = plain.pipeline;
-  EXPECT_EQ(p.pool.group_size, q.pool.group_size);
-  EXPECT_EQ(p.pool.precision, q.pool.precision);
-  EXPECT_EQ(p.pool.weights.scheme, q.pool.weights.scheme);
-  EXPECT_EQ(p.pool.weights.positional_lambda, q.pool.weights.positional_lambda);
-  EXPECT_EQ(p.pool.weights.positional_bias, q.pool.weights.positional_bias);
-  EXPECT_EQ(p.pool.weights.eps, q.pool.weights.eps);
-  EXPECT_EQ(p.pool.weights.cosine_power, q.pool.weights.cosine_power);
-  EXPECT_EQ(p.pool.weights.cosine_reference, q.pool.weights.cosine_reference);
-  EXPECT_EQ(p.pool.weights.alpha_positional, q.pool.weights.alpha_positional);
-  EXPECT_EQ(p.pool.weights.alpha_cosine, q.pool.weights.alpha_cosine);
-  EXPECT_EQ(p.pool.weights.alpha_tfidf, q.pool.weights.alpha_tfidf);
-  EXPECT_EQ(p.topk_tokens, q.topk_tokens);
-  EXPECT_EQ(p.stats_decay, q.stats_decay);
-  EXPECT_EQ(p.query_ema, q.query_ema);
-  EXPECT_EQ(p.rebuild_every, q.rebuild_every);
-  EXPECT_EQ(p.fidelity, q.fidelity);
-  EXPECT_TRUE(p.kernels.all_automatic());
-  EXPECT_TRUE(q.kernels.all_automatic());
-  EXPECT_EQ(table.backend, plain.backend);
-  EXPECT_EQ(table.threads, plain.threads);
-  EXPECT_EQ(table.source, plain.source);
-  EXPECT_EQ(table.output_path, plain.output_path);
+  std::size_t compared = 0;
+  for (const auto& k : ip::exp::config_keys()) {
+    const auto it = by_name.find(k.name);
+    if (it == by_name.end()) {
+      ADD_FAILURE() << "key '" << k.name << "' (default '" << k.default_value
+                    << "') is not compared with its struct default: add it to key_fields()";
+      continue;
+    }
+    const KeyField& f = *it->second;
+    ++compared;
+    EXPECT_TRUE(f.same(table, plain)) << k.name << ": the table's default '" << k.default_value
+                                      << "' differs from the struct's default";
+    if (k.default_value == f.other_value) {
+      ADD_FAILURE() << k.name << ": the default is now '" << k.default_value << "', key_fields()'s other value";
+      continue;
+    }
+    ip::exp::Point other;
+    k.apply(other, f.other_value);
+    EXPECT_FALSE(f.same(other, plain)) << k.name << ": setting it to '" << f.other_value
+                                       << "' does not change the field the comparison reads";
+  }
+  EXPECT_EQ(compared, key_fields().size()) << "key_fields() lists a name that is not a config key";
+  EXPECT_EQ(compared, ip::exp::config_keys().size());
+  EXPECT_FALSE(table.pipeline.record_similarity);
+}
+
+// The defaults that DESIGN.md and README.md state in words, pinned as values (a change to both the table and
+// the struct would pass the test above).
+TEST_F(ConfigTest, DocumentedDefaults) {
+  ip::exp::Point p;
+  for (const auto& k : ip::exp::config_keys()) k.apply(p, k.default_value);
+  // DESIGN.md "Default definitions": G = 4, positional lambda 1.0, cosine eps 1e-3 and p = 1, tfidf decay
+  // gamma 0.99, hybrid exponents alpha 1.
+  EXPECT_EQ(p.pipeline.pool.group_size, 4);
+  EXPECT_EQ(p.pipeline.pool.weights.positional_lambda, 1.0f);
+  EXPECT_EQ(p.pipeline.pool.weights.eps, 1e-3f);
+  EXPECT_EQ(p.pipeline.pool.weights.cosine_power, 1.0f);
+  EXPECT_EQ(p.pipeline.stats_decay, 0.99f);
+  EXPECT_EQ(p.pipeline.pool.weights.alpha_positional, 1.0f);
+  EXPECT_EQ(p.pipeline.pool.weights.alpha_cosine, 1.0f);
+  EXPECT_EQ(p.pipeline.pool.weights.alpha_tfidf, 1.0f);
+  // README "The cache model": the article's three tiers in nine mode, relevance mass, opt_bound true, and
+  // the default cache access is a group's keys and values (cache.object = kv).
+  EXPECT_TRUE(p.cache.enabled);
+  EXPECT_EQ(p.cache.levels, (std::vector<std::string>{"lru:16KiB", "clock:256KiB", "semantic:8MiB"}));
+  EXPECT_EQ(p.cache.mode, "nine");
+  EXPECT_EQ(p.cache.object, "kv");
+  EXPECT_EQ(p.cache.relevance, "mass");
+  EXPECT_TRUE(p.cache.opt_bound);
+  // cache.kv_bytes: the key's help, "2: bf16" (README names the key, not its default).
+  EXPECT_EQ(p.cache.kv_bytes, 2);
+  // README issue 7: "with every key below at its default, run_request runs the original loop unchanged";
+  // tau = -1 (default): full rebuilds.
+  EXPECT_FALSE(p.pipeline.extended());
+  EXPECT_EQ(p.pipeline.repool_tau, -1.0f);
+  EXPECT_FALSE(p.pipeline.hybrid.enabled);
+  EXPECT_FALSE(p.pipeline.async_updates);
+  EXPECT_EQ(p.pipeline.append_per_step, 0);
+  EXPECT_EQ(p.workload.append_per_step, 0);
+  EXPECT_FALSE(p.pipeline.adaptive.enabled);
+  // README "Profiling": the default metrics, and profile.chip defaulting to the device's chip (auto).
+  EXPECT_EQ(p.profile.metrics,
+            (std::vector<std::string>{"dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sector_hit_rate.pct",
+                                      "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                                      "sm__warps_active.avg.pct_of_peak_sustained_active"}));
+  EXPECT_EQ(p.profile.chip, "auto");
+  EXPECT_FALSE(p.profile.counters);
+  EXPECT_FALSE(p.profile.kernel_records);
+  // The key help of the issue-7 keys (not in README): gate_decay 0.9, gate_spread 0.5, hybrid window 512,
+  // chunk 64, combine gate:0.5, adaptive segment 256, weights 1.
+  EXPECT_EQ(p.workload.gate_decay, 0.9);
+  EXPECT_EQ(p.workload.gate_spread, 0.5);
+  EXPECT_EQ(p.pipeline.hybrid.window, 512);
+  EXPECT_EQ(p.pipeline.hybrid.chunk, 64);
+  EXPECT_EQ(p.pipeline.hybrid.combine.kind, ip::CombineRule::Kind::gate);
+  EXPECT_EQ(p.pipeline.hybrid.combine.g, 0.5f);
+  EXPECT_EQ(p.pipeline.adaptive.segment, 256);
+  EXPECT_EQ(p.pipeline.adaptive.budget_bytes_per_token, 0.0);
+  EXPECT_EQ(p.pipeline.adaptive.access_weight, 1.0f);
+  EXPECT_EQ(p.pipeline.adaptive.disagreement_weight, 1.0f);
 }
 
 TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
@@ -142,6 +285,14 @@ TEST_F(ConfigTest, BadValuesNameKeyAndLine) {
   EXPECT_NE(error_of(p4).find("group size"), std::string::npos);
   auto p5 = write("[pool]\nprecision = fp7\n");
   EXPECT_NE(error_of(p5).find("fp7"), std::string::npos);
+  // cache.kv_bytes: zero-byte accesses would never fill a byte-sized level; 1..8.
+  for (const char* bad : {"0", "-1", "9"}) {
+    auto p6 = write(std::string("[cache]\nkv_bytes = ") + bad + "\n");
+    EXPECT_NE(error_of(p6).find(p6 + ":2: key 'cache.kv_bytes'"), std::string::npos) << bad << ": " << error_of(p6);
+  }
+  EXPECT_NE(error_of(write("[pool]\ngroup_size = 4\n"), {"cache.kv_bytes=0"}).find("cache.kv_bytes"), std::string::npos);
+  EXPECT_EQ(load_sweep(write("[cache]\nkv_bytes = 1\n")).points.at(0).cache.kv_bytes, 1);
+  EXPECT_EQ(load_sweep(write("[cache]\nkv_bytes = 8\n")).points.at(0).cache.kv_bytes, 8);
 }
 
 // [kernels]: the cuda backend's kernel forms, sweepable; a value not among a key's forms names it.
