@@ -35,9 +35,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
+// Runs a shell command line (stdout and stderr together unless it redirects them); code -1 when it was killed.
+Result shell(const std::string& cmd) {
   Result r;
-  const std::string cmd = std::string(IP_INDEXPOOL_BIN) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -46,6 +46,8 @@ Result run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result run(const std::string& args) { return shell(std::string(IP_INDEXPOOL_BIN) + " " + args + " 2>&1"); }
 
 class CliTest : public ::testing::Test {
  protected:
@@ -884,15 +886,7 @@ TEST_F(CliTest, WriteFailureStopsWithTheCauseAndNoCrashOrTemporaries) {
   const auto cfg = file("full.ini", "[workload]\ntokens = 256\nsteps = 1\nseed = range:0..3\n[select]\ntopk_tokens = 64\n"
                                     "[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
   auto limited = [&](const std::string& args) {
-    Result r;
-    const std::string cmd = "sh -c \"ulimit -f 16; exec " + std::string(IP_INDEXPOOL_BIN) + " " + args +
-                            "\" 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf{};
-    while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-    const int status = p ? pclose(p) : -1;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return shell("sh -c \"ulimit -f 16; exec " + std::string(IP_INDEXPOOL_BIN) + " " + args + "\" 2>&1");
   };
   auto temporaries = [&] {
     int n = 0;
@@ -1087,21 +1081,6 @@ TEST_F(CliTest, SkipReasonsStateTheirSizes) {
   EXPECT_NE(run("list " + cfg + " --set workload.append_per_step=64 --set select.topk_tokens=400")
                 .out.find("will be skipped: select.topk_tokens > a request's context of 320 tokens"),
             std::string::npos);
-}
-
-}  // namespace
-
-namespace {
-
-// Runs a shell command line (stdout and stderr together unless it redirects them).
-Result shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = p ? pclose(p) : -1;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 }  // namespace
