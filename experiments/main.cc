@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -151,7 +152,7 @@ constexpr const char* kUsage =
     "--help-config' lists every config key.\n";
 
 // Fails before any work when the results file cannot be written; writes nothing.
-void check_writable(const std::string& path) {
+void check_writable(const std::string& path, bool resume) {
   namespace fs = std::filesystem;
   const fs::path p(path);
   std::error_code ec;
@@ -159,6 +160,20 @@ void check_writable(const std::string& path) {
   IP_REQUIRE(!ec, "output.path '{}': cannot create its folder: {}", path, ec.message());
   IP_REQUIRE(!fs::is_directory(p), "output.path '{}' is a folder, not a file", path);
   require_writable_beside("output.path", path);
+  // Points are written by copying the results file beside it and renaming the copy over it: a resumed file
+  // needs its own size free again, a new one some room, or the first point's work is lost when it is written.
+  const std::uintmax_t held = resume && fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+  const double need = static_cast<double>(held) + 256.0 * 1024;
+  struct statvfs v {};
+  if (::statvfs(p.has_parent_path() ? p.parent_path().c_str() : ".", &v) == 0) {
+    const double free = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
+    IP_REQUIRE(free >= need,
+               "output.path '{}': its disk has {} free, and writing the first point needs at least {} ({}); free "
+               "some space or write elsewhere",
+               path, format_bytes(free), format_bytes(need),
+               held ? fmt::format("a copy of the {} results file beside it, and the point", format_bytes(held))
+                    : std::string("the new results file"));
+  }
 }
 
 // The files a run writes (output.path, each point's output.cache_trace) must not be files it reads: the
@@ -289,7 +304,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   }
   std::unique_ptr<ResultsFile> results;
   if (!out_path.empty()) {
-    check_writable(out_path);
+    check_writable(out_path, vm.count("resume") > 0);
     SweepMeta meta;
     meta.sweep_id = sweep.sweep_id;
     meta.tool_version = version_string();

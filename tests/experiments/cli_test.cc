@@ -1136,7 +1136,8 @@ TEST_F(CliTest, MergeWithoutRoomStdoutThatFailsAndLeftoverFilesAreHandled) {
 
 // A merge to a disk without room for it (a 48 KiB tmpfs in a mount namespace of its own; needs root and
 // unshare) says so before copying, exit 1, and leaves nothing on that disk; HDF5's object copy had crashed.
-TEST_F(CliTest, MergeToAFullDiskSaysSoAndLeavesNothing) {
+// A run (or a --resume) whose disk cannot hold its first write is refused before any point.
+TEST_F(CliTest, MergeOrRunToAFullDiskIsRefusedBeforeAnyWork) {
   if (::geteuid() != 0 || shell("unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs /mnt' >/dev/null 2>&1").code != 0)
     GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs (not available here): not checked";
   const auto cfg = file("disk.ini", "[workload]\ntokens = 4096\nsteps = 2\n[pool]\ngroup_size = 2, 4, 8, 16\n"
@@ -1153,4 +1154,21 @@ TEST_F(CliTest, MergeToAFullDiskSaysSoAndLeavesNothing) {
             std::string::npos)
       << m.out;
   EXPECT_EQ(m.out.substr(m.out.find("rc=1\n") + 5), "") << "left on the disk: " << m.out;
+  // A run whose disk is too full for its first write is refused before any point (its work was lost when the
+  // first point was written); resuming a file needs a copy of it free.
+  const auto r = shell(fmt::format("unshare -m sh -c 'mount -t tmpfs -o size=128k tmpfs {0} && {1} run {2} "
+                                   "--set output.path={0}/q.h5; echo rc=$?; ls -A {0}' 2>&1",
+                                   mnt.string(), IP_INDEXPOOL_BIN, cfg));
+  EXPECT_NE(r.out.find("its disk has 128.0 KiB free, and writing the first point needs at least 256.0 KiB (the new "
+                       "results file); free some space or write elsewhere\nrc=1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("[1/"), std::string::npos) << "a point ran: " << r.out;
+  EXPECT_EQ(r.out.substr(r.out.find("rc=1\n") + 5), "") << "left on the disk: " << r.out;
+  const auto big = shell(fmt::format("unshare -m sh -c 'mount -t tmpfs -o size=256k tmpfs {0} && cp {2} {0}/q.h5 && "
+                                     "{1} run {3} --resume --shard 0/2 --set output.path={0}/q.h5; echo rc=$?' 2>&1",
+                                     mnt.string(), IP_INDEXPOOL_BIN, s0, cfg));
+  EXPECT_NE(big.out.find("and writing the first point needs at least"), std::string::npos) << big.out;
+  EXPECT_NE(big.out.find("(a copy of the "), std::string::npos) << big.out;
+  EXPECT_NE(big.out.find("\nrc=1\n"), std::string::npos) << big.out;
 }
