@@ -280,7 +280,7 @@ std::vector<KeyInfo> make_keys() {
        [](P& p, const std::string& v) { p.cache.mode = one_of(v, {"nine", "inclusive", "exclusive"}); }},
       {"cache.object", "kv", "what one access is: kv (the group's keys and values) or index (its index entry)",
        [](P& p, const std::string& v) { p.cache.object = one_of(v, {"kv", "index"}); }},
-      {"cache.kv_bytes", "2", "bytes per KV element for cache.object = kv (2: bf16)", [](P& p, const std::string& v) {
+      {"cache.kv_bytes", "2", "bytes per KV element for cache.object = kv, 1..8 (2: bf16)", [](P& p, const std::string& v) {
          p.cache.kv_bytes = parse_i32(v);
          IP_REQUIRE(p.cache.kv_bytes >= 1 && p.cache.kv_bytes <= 8, "must be 1..8");
        }},

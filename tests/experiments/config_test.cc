@@ -233,7 +233,7 @@ TEST_F(ConfigTest, DocumentedDefaults) {
   EXPECT_EQ(p.cache.object, "kv");
   EXPECT_EQ(p.cache.relevance, "mass");
   EXPECT_TRUE(p.cache.opt_bound);
-  // cache.kv_bytes: the key's help, "2: bf16" (README names the key, not its default).
+  // cache.kv_bytes: README, "1 to 8, default 2" (the key's help: "1..8 (2: bf16)").
   EXPECT_EQ(p.cache.kv_bytes, 2);
   // README issue 7: "with every key below at its default, run_request runs the original loop unchanged";
   // tau = -1 (default): full rebuilds.
