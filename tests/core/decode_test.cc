@@ -383,11 +383,13 @@ TEST(Decode, AdaptiveRunsWithinItsBudget) {
   for (size_t q = 1; q < ro.steps.size(); ++q) EXPECT_EQ(ro.steps[q].repooled_fraction, 0.0) << q;
 }
 
-// The extended loop's cosine query reference is the EMA m <- a m + (1 - a) q of past queries (mean over
-// heads), started by the first query. Keys: group 0 (1,0) (0,1), group 1 (2,0) (0,2); G = 2, one head,
-// queries (1,0) (0,1) (1,1), EMA factor 0.75, repool_tau = 0 (every moved group re-pooled). The index of
-// step 2 uses m = 0.75 (1,0) + 0.25 (0,1) = (0.75, 0.25): weights ~ (0.75, 0.25), so c0 = (0.75, 0.25),
-// c1 = (1.5, 0.5). (With a and 1 - a swapped: m = (0, 0.75) and c0 ~ (0.001, 0.999).)
+// The cosine query reference is the EMA m <- a m + (1 - a) q of past queries (mean over heads), started by the
+// first query, and the index built at step q uses the reference of steps 0..q-1, in both loops: the plain one
+// (repool_tau = -1, pipeline.cc) and the extended one (repool_tau = 0, every moved group re-pooled). Keys:
+// group 0 (1,0) (0,1), group 1 (2,0) (0,2); G = 2, one head, queries (1,0) (0,1) (1,1), EMA factor 0.75,
+// rebuilt every step. The last index (step 2) uses m = 0.75 (1,0) + 0.25 (0,1) = (0.75, 0.25): the weights are
+// cos(k_i, m) ~ (0.75, 0.25), so c0 = (0.75, 0.25) and c1 = (1.5, 0.5). (With a and 1 - a swapped m would stay
+// 0 after step 0 and be (0, 0.75) at step 2: c0 ~ (0.001, 0.999).)
 TEST(Decode, CosineQueryReferenceIsTheEmaOfPastQueries) {
   ip::Workload w;
   w.index_keys.reshape({4, 2});
@@ -398,24 +400,27 @@ TEST(Decode, CosineQueryReferenceIsTheEmaOfPastQueries) {
   std::copy(queries, queries + 6, w.index_queries.data());
   w.head_weights.reshape({3, 1});
   for (int q = 0; q < 3; ++q) w.head_weights.data()[q] = 1;
-  auto p = pipeline(Weighting::cosine, Precision::fp32, 2, 2);
-  p.pool.weights.cosine_reference = ip::CosineReference::query;
-  p.query_ema = 0.75f;
-  p.rebuild_every = 1;
-  p.repool_tau = 0.0f;
-  ASSERT_TRUE(p.extended());  // the loop of decode.cc
-  auto cpu = ip::make_cpu_backend(1);
-  const auto r = ip::run_request(*cpu, w, p);
-  EXPECT_EQ(r.rebuilds, 3);
-  const auto got = ip::dequantize(r.index.rows);
-  ASSERT_EQ(got.dim(0), 2);
-  EXPECT_NEAR(got.data()[0], 0.75f, 1e-6);
-  EXPECT_NEAR(got.data()[1], 0.25f, 1e-6);
-  EXPECT_NEAR(got.data()[2], 1.5f, 1e-6);
-  EXPECT_NEAR(got.data()[3], 0.5f, 1e-6);
-  const std::vector<float> ref = {0.75f, 0.25f};
-  const auto want = ip::pool_fp32(w.index_keys.mat(), p.pool, nullptr, ref.data());
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(got.data()[i], want.data()[i]) << i;
+  for (const float tau : {-1.0f, 0.0f}) {
+    SCOPED_TRACE(tau < 0 ? "plain loop" : "extended loop");
+    auto p = pipeline(Weighting::cosine, Precision::fp32, 2, 2);
+    p.pool.weights.cosine_reference = ip::CosineReference::query;
+    p.query_ema = 0.75f;
+    p.rebuild_every = 1;
+    p.repool_tau = tau;
+    ASSERT_EQ(p.extended(), tau >= 0);
+    auto cpu = ip::make_cpu_backend(1);
+    const auto r = ip::run_request(*cpu, w, p);
+    EXPECT_EQ(r.rebuilds, 3);
+    const auto got = ip::dequantize(r.index.rows);
+    ASSERT_EQ(got.dim(0), 2);
+    EXPECT_NEAR(got.data()[0], 0.75f, 1e-6);
+    EXPECT_NEAR(got.data()[1], 0.25f, 1e-6);
+    EXPECT_NEAR(got.data()[2], 1.5f, 1e-6);
+    EXPECT_NEAR(got.data()[3], 0.5f, 1e-6);
+    const std::vector<float> ref = {0.75f, 0.25f};
+    const auto want = ip::pool_fp32(w.index_keys.mat(), p.pool, nullptr, ref.data());
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got.data()[i], want.data()[i]) << i;
+  }
 }
 
 TEST(Decode, NewPathsGiveTheSameBitsOnOneAndTwoThreads) {
