@@ -68,7 +68,19 @@ def _row(claim_id):
 
 def reach(measured, claimed):
     r = measured / claimed
-    return SUPPORTED if r >= 1 - TOL else PARTIALLY if r >= PARTIAL else NOT_SUPPORTED
+    # Both boundaries are inclusive ("reaches"); 1e-9 keeps a value exactly at one from falling below it by a
+    # rounding (a 60% reduction is 0.6 / 0.75 = 0.7999999999999999 of the article's 75%).
+    return SUPPORTED if r >= 1 - TOL - 1e-9 else PARTIALLY if r >= PARTIAL - 1e-9 else NOT_SUPPORTED
+
+
+def _div(a, b):
+    """a / b, or inf (a != 0) or nan (a == 0) when b is 0: a zero in the results (a stage timed at 0 ms, an
+    index of 0 bytes) must give "not measured" through evaluate()'s check of the measured text, not stop the
+    report with a ZeroDivisionError."""
+    a, b = float(a), float(b)
+    if b == 0:
+        return float("nan") if a == 0 or a != a else float("inf") if a > 0 else float("-inf")
+    return a / b
 
 
 def _cap(verdict, why, notes):
@@ -204,8 +216,8 @@ def memory(res):
         where += f", requests of {Tr:.0f} tokens on average"
     for p, d in rows.groupby(PREC):
         ex, po = _mean(d, "exact_bytes_per_token"), _mean(d, "index_bytes_per_token")
-        ratios.append(ex / po)
-        part = (f"{p}: {ex:.0f} → {po:.0f} B/token = {ex / po:.2f}× smaller; index per request at {where}: "
+        ratios.append(_div(ex, po))
+        part = (f"{p}: {ex:.0f} → {po:.0f} B/token = {_div(ex, po):.2f}× smaller; index per request at {where}: "
                 f"{_mib(ex * Tr)} → {_mib(po * Tr)}")
         if not at_1m:
             part += f"; at 1M tokens these bytes per token give {_mib(ex * ONE_M)} → {_mib(po * ONE_M)}"
@@ -235,7 +247,7 @@ def memory(res):
 def macs(res):
     r = _row("macs")
     rows, T, note = _slice(res, schema.POOLED, ["macs_per_query", "exact_macs_per_query"])
-    red = 1 - _mean(rows, "macs_per_query") / _mean(rows, "exact_macs_per_query")
+    red = 1 - _div(_mean(rows, "macs_per_query"), _mean(rows, "exact_macs_per_query"))
     r.measured = (f"{100 * red:.2f}% fewer ({_mean(rows, 'exact_macs_per_query') / 1e6:.2f} M → "
                   f"{_mean(rows, 'macs_per_query') / 1e6:.2f} M multiply-adds per query)")
     r.source = _where(res, rows, T, note, f"G = {REF_G}")
@@ -272,7 +284,7 @@ def _forms_note(res, ref, lat):
     if len(out) < 2:
         return []
     names = ", ".join(k.split(".", 1)[1] for k in forms)
-    parts = [f"{c}: {e:.3f} → {p:.3f} ms ({e / p:.2f}×)" for _, c, e, p in sorted(out)]
+    parts = [f"{c}: {e:.3f} → {p:.3f} ms ({_div(e, p):.2f}×)" for _, c, e, p in sorted(out)]
     return [f"By kernel forms ({names}), fastest compressed indexer first: " + "; ".join(parts) + "."]
 
 
@@ -311,7 +323,7 @@ def latency(res):
             parts.append(f"{be}: only {ref if ex.empty else 'the exact indexer'} ran here, no comparison")
             continue
         e, p = lat(ex), lat(po)
-        parts.append(f"{be}: {_spread(ex)} → {_spread(po)} ({e / p:.2f}×)")
+        parts.append(f"{be}: {_spread(ex)} → {_spread(po)} ({_div(e, p):.2f}×)")
     r.measured = "; ".join(parts)
     r.source = _where(res, use, T, note, f"exact vs {ref} G = {REF_G}; latency of a point = its score_ms + topk_ms "
                                          f"(each the median over decode steps)")
@@ -327,12 +339,12 @@ def latency(res):
         r.reason = f"No GPU point of both the exact indexer and {ref} at T = {tokens_label(T)}; needs both on backend = cuda."
         return r
     e, p = lat(d[d[W] == schema.EXACT]), lat(d[d[W] == ref])
-    v = reach(e / p, 4.0)
+    v = reach(_div(e, p), 4.0)
     notes = []
     if abs(e - 12) / 12 > 0.2 or abs(p - 3) / 3 > 0.2:
         notes.append(f"Absolute latencies differ from 12 ms / 3 ms (device {d[DEVICE].iloc[0]}, "
                      f"T = {tokens_label(T)}).")
-    r.verdict, r.reason = _cap(v, f"Speed-up {e / p:.2f}× vs the article's 4×.", notes)
+    r.verdict, r.reason = _cap(v, f"Speed-up {_div(e, p):.2f}× vs the article's 4×.", notes)
     # Information, not a caveat (it does not lower the verdict): every kernel form's latency.
     r.reason = " ".join([r.reason] + _forms_note(res, ref, lat))
     return r
@@ -535,7 +547,7 @@ def accuracy(res):
                            both=(schema.EXACT, ref))
     ex, po = rows[rows[W] == schema.EXACT], rows[rows[W] == ref]
     mre, mrp = _mean(ex, "mass_recall"), _mean(po, "mass_recall")
-    loss = (mre - mrp) / mre
+    loss = _div(mre - mrp, mre)
     r.measured = (f"attention-mass recall (fraction) {mre:.4f} (exact indexer) → {mrp:.4f} ({ref}): "
                   f"{100 * loss:.2f}% loss; token recall (fraction) {_mean(po, 'token_recall'):.4f}; output error "
                   f"{_mean(ex, 'output_error'):.4f} → "
@@ -580,8 +592,8 @@ def evaluate(res):
             r = _row(fn.__name__)
             r.verdict, r.reason = NOT_MEASURED, f"Not measured: {e}."
         if r.verdict != NOT_MEASURED and _NONFINITE.search(r.measured):  # never a verdict on a missing value
-            r.reason = (f"Not measured: a value the claim needs is missing (NaN) in the measured values "
-                        f"({r.measured}); no verdict is given on it.")
+            r.reason = (f"Not measured: a value the claim needs is missing or not finite (NaN, or a ratio to a zero) "
+                        f"in the measured values ({r.measured}); no verdict is given on it.")
             r.verdict = NOT_MEASURED
         rows.append(r)
     return rows
