@@ -165,7 +165,8 @@ void check_writable(const std::string& path, bool resume) {
   const std::uintmax_t held = resume && fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
   const double need = static_cast<double>(held) + 256.0 * 1024;
   struct statvfs v {};
-  if (::statvfs(p.has_parent_path() ? p.parent_path().c_str() : ".", &v) == 0) {
+  // (A file system that reports no blocks at all, as some FUSE mounts do, says nothing of its space.)
+  if (::statvfs(p.has_parent_path() ? p.parent_path().c_str() : ".", &v) == 0 && v.f_blocks > 0) {
     const double free = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
     IP_REQUIRE(free >= need,
                "output.path '{}': its disk has {} free, and writing the first point needs at least {} ({}); free "
@@ -587,7 +588,8 @@ int main(int argc, char** argv) {
     // The cause is known when the last flush failed; an earlier write's errno is gone by now.
     const int err = errno;
     std::fprintf(stderr, "indexpool: error: cannot write standard output: %s\n",
-                 err != 0 ? std::strerror(err) : "a write to it failed (a full disk or device), so what it holds is cut short");
+                 err != 0 ? std::strerror(err)
+                          : "a write to it failed (a full disk or device), so what it holds is cut short");
     return rc != 0 ? rc : 1;
   }
   return rc;

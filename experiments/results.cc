@@ -748,10 +748,10 @@ std::string describe_missing(const MergeSummary& m) {
 
 namespace {
 
-// Allocates `bytes` (a merge's inputs' size) of disk for `path` from its start without changing its size (fallocate KEEP_SIZE), so that
-// writes below that offset cannot fail for want of space. Throws ip::Error, beginning with `what`, when the disk, a
-// quota or the file-size limit (ulimit -f) leaves less; where the file system cannot allocate ahead
-// (EOPNOTSUPP), it only compares the disk's free space.
+// Allocates `bytes` (a merge's inputs' size) of disk for `path` from its start without changing its size
+// (fallocate KEEP_SIZE), so that writes below that offset cannot fail for want of space. Throws ip::Error,
+// beginning with `what`, when the disk, a quota or the file-size limit (ulimit -f) leaves less; where the file
+// system cannot allocate ahead (EOPNOTSUPP), it only compares the disk's free space (when it reports any).
 void reserve_room(const std::string& path, std::uintmax_t bytes, const std::string& what) {
   struct rlimit lim {};
   IP_REQUIRE(::getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || bytes <= lim.rlim_cur,
@@ -765,7 +765,8 @@ void reserve_room(const std::string& path, std::uintmax_t bytes, const std::stri
   if (rc == 0) return;
   if (err == EOPNOTSUPP || err == ENOSYS) {
     struct statvfs v {};
-    IP_REQUIRE(::statvfs(path.c_str(), &v) != 0 || static_cast<double>(v.f_bavail) * v.f_frsize >= bytes,
+    IP_REQUIRE(::statvfs(path.c_str(), &v) != 0 || v.f_blocks == 0 ||
+                   static_cast<double>(v.f_bavail) * v.f_frsize >= bytes,
                "{} can take as much as its inputs, {}, and its disk has {} free", what,
                format_bytes(static_cast<double>(bytes)),
                format_bytes(static_cast<double>(v.f_bavail) * v.f_frsize));
