@@ -22,6 +22,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "core/cpu_isa.h"
 #include "core/error.h"
 #include "core/provenance.h"
 #include "experiments/batched_run.h"
@@ -544,7 +545,11 @@ static int run_main(int argc, char** argv) {
 #endif
   try {
     if (cmd == "--version" || cmd == "version") {
-      std::cout << version_string() << "\n" << "devices: " << devices_string() << "\n";
+      char isa[512];
+      std::cout << version_string() << "\n"
+                << "CPU code: " << ip::isa_level(ip::kBuildIsa) << " (extensions used: "
+                << ip::format_isa(ip::kBuildIsa, isa, sizeof isa) << ")\n"
+                << "devices: " << devices_string() << "\n";
       return 0;
     }
     if (cmd == "--help" || cmd == "-h" || (cmd == "help" && (rest.empty() || rest.front() == "help"))) {

@@ -30,6 +30,7 @@
 
 #include "core/adaptive.h"
 #include "core/backend.h"
+#include "core/cpu_isa.h"
 #include "core/parallel.h"
 #include "core/provenance.h"
 #include "experiments/batched_run.h"
@@ -541,8 +542,11 @@ std::string host_name() {
 }
 
 std::string version_string() {
-  return fmt::format("indexpool {} (git {}; CUDA build: {}; NVTX: {}; CUPTI: {})", IP_VERSION, IP_GIT_REVISION,
-                     IP_HAVE_CUDA ? "yes" : "no", IP_HAVE_NVTX ? "yes" : "no", IP_HAVE_CUPTI ? "yes" : "no");
+  // The CPU code's target: results from builds for different ones may differ in the last bits (README,
+  // Determinism).
+  return fmt::format("indexpool {} (git {}; CUDA build: {}; NVTX: {}; CUPTI: {}; CPU code: {})", IP_VERSION,
+                     IP_GIT_REVISION, IP_HAVE_CUDA ? "yes" : "no", IP_HAVE_NVTX ? "yes" : "no",
+                     IP_HAVE_CUPTI ? "yes" : "no", ip::isa_level(ip::kBuildIsa));
 }
 
 std::string devices_string() {

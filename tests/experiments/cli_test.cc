@@ -81,6 +81,8 @@ TEST_F(CliTest, VersionAndHelp) {
   const auto v = run("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("indexpool 0."), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("; CPU code: "), std::string::npos) << v.out;  // the build's target (core/cpu_isa.h)
+  EXPECT_NE(v.out.find("\nCPU code: "), std::string::npos) << v.out;
   const auto h = run("--help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("run CONFIG"), std::string::npos);
