@@ -1,7 +1,9 @@
 // indexpool: the command-line entry point. Subcommands grow here (run today; list, merge, cache-sim,
 // inspect with the runner and the cache simulator).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -11,11 +13,15 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -40,14 +46,26 @@ using namespace ip::exp;
 
 namespace {
 
-// SIGINT / SIGTERM during `run`: the first asks the runner to stop after the current point (it then
-// writes every finished point and returns); a second stops at once: it removes the results file's lock
-// file (while this process holds it), says so, and the process dies by that signal. Only async-signal-safe
-// calls (write, unlink, sigaction, raise) and sig_atomic_t flags; the handlers never nest.
-volatile std::sig_atomic_t g_stop = 0;
-volatile std::sig_atomic_t g_signals = 0;
+// The signals that stop `run`:
+// - SIGINT (Ctrl-C): the runner stops after the point under way (it then writes every finished point and
+//   returns); a second SIGINT, SIGTERM or SIGHUP stops at once: it removes the results file's lock file and
+//   its temporary (while this process holds the lock), says so, and the process dies by that signal.
+// - SIGTERM (a batch system's time limit or preemption, `timeout`, `docker stop`) and SIGHUP (a closed
+//   terminal; left alone when it is ignored, as under nohup): the same, but the point under way has
+//   INDEXPOOL_STOP_GRACE seconds (default 20) to finish: then StopDeadline abandons it. Slurm sends SIGKILL 30 s
+//   (KillWait) after SIGTERM, and a point can run for minutes.
+// - SIGUSR1, SIGUSR2 (an early warning, e.g. `sbatch --signal=B:USR1@600`): stop after the point under way,
+//   with no deadline; they do not count as a first signal, so a SIGTERM after them starts the grace period.
+// Only async-signal-safe calls (write, unlink, sigaction, raise, sem_post) and sig_atomic_t flags; the handler
+// never nests (every stop signal is blocked while it runs).
+volatile std::sig_atomic_t g_stop = 0;     // the signal that stops the sweep (the latest counted one)
+volatile std::sig_atomic_t g_signals = 0;  // SIGINT, SIGTERM and SIGHUP received
 char g_lock_path[4096] = {0};             // `<output.path>.lock`, set before g_lock_armed
+char g_results_tmp[4096] = {0};           // `<output.path>.tmp-<pid>`, the results file's temporary
 volatile std::sig_atomic_t g_lock_armed = 0;  // 1 while this process holds that lock
+sem_t g_deadline_wake;                        // posted by the first SIGTERM or SIGHUP (StopDeadline waits)
+volatile std::sig_atomic_t g_deadline_armed = 0;
+char g_grace_msg[512] = {0};  // the first SIGTERM's or SIGHUP's line, with the grace period
 
 void say(const char* msg, std::size_t n) {
   const ssize_t r = ::write(STDERR_FILENO, msg, n);
@@ -64,17 +82,45 @@ void die_by(int sig) {
   raise(sig);
 }
 
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "a signal";
+  }
+}
+
 extern "C" void on_stop_signal(int sig) {
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    if (g_stop) return;  // already stopping
+    g_stop = sig;
+    static const char msg[] =
+        "\nindexpool: stopping after the current point, with no deadline (a user signal, SIGUSR1 or SIGUSR2; "
+        "finished points are kept, --resume runs the rest)\n";
+    say(msg, sizeof msg - 1);
+    return;
+  }
   g_signals = g_signals + 1;
   if (g_signals == 1) {
     g_stop = sig;
+    if (sig != SIGINT && g_deadline_armed) {
+      say(g_grace_msg, std::strlen(g_grace_msg));
+      sem_post(&g_deadline_wake);
+      return;
+    }
     static const char msg[] =
         "\nindexpool: stopping after the current point (finished points are kept; --resume runs the rest); "
         "a second Ctrl-C or SIGTERM stops at once\n";
     say(msg, sizeof msg - 1);
     return;
   }
-  if (g_lock_armed) ::unlink(g_lock_path);  // the flock itself dies with the process
+  if (g_lock_armed) {  // the flock itself dies with the process
+    ::unlink(g_lock_path);
+    ::unlink(g_results_tmp);  // a write under way (ResultsFile writes a temporary, then renames it)
+  }
   static const char msg[] =
       "\nindexpool: stopped at once by a second signal; the results file keeps the points written before (any "
       "finished since its last write are lost), --resume runs the rest\n";
@@ -82,18 +128,88 @@ extern "C" void on_stop_signal(int sig) {
   die_by(sig);
 }
 
-void install_stop_handlers() {
+void install_stop_handlers(double grace_s) {
+  std::snprintf(g_grace_msg, sizeof g_grace_msg,
+                "\nindexpool: stopping after the current point, or without it in %g s (INDEXPOOL_STOP_GRACE); "
+                "finished points are kept, --resume runs the rest; a second signal stops at once\n",
+                grace_s);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaddset(&sa.sa_mask, SIGINT);  // a SIGTERM does not interrupt the SIGINT handler, nor the reverse
-  sigaddset(&sa.sa_mask, SIGTERM);
+  ip::exp::block_stop_signals(&sa.sa_mask);  // the handler never nests
   sa.sa_flags = SA_RESTART;  // a write or fsync under way goes on
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Ignored ones stay ignored: SIGHUP under nohup, and whatever the parent chose for the user signals.
+  for (int sig : {SIGHUP, SIGUSR1, SIGUSR2}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+  }
 }
 
-// SIGINT / SIGTERM during `merge`: OUT is not written yet (it appears only by the final link), so the merge
+// The grace period after the first SIGTERM or SIGHUP: a thread of its own waits for it (woken by the
+// handler); when the point under way has not finished by then, it writes the finished points the results file
+// holds (waiting for a write under way: RunOptions::out_mutex), says so, removes the lock file and ends the
+// process with status 128 + the signal, without the point. Made before the sweep's loop, destroyed after it.
+class StopDeadline {
+ public:
+  StopDeadline(ResultsFile* out, std::mutex* out_mutex, double grace_s, std::size_t points)
+      : out_(out), out_mutex_(out_mutex), grace_s_(grace_s), points_(points) {
+    sigset_t block, old;
+    ip::exp::block_stop_signals(&block);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    thread_ = std::thread([this] { loop(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    g_deadline_armed = 1;
+  }
+  ~StopDeadline() {
+    g_deadline_armed = 0;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+    }
+    cv_.notify_all();
+    sem_post(&g_deadline_wake);
+    thread_.join();
+  }
+  StopDeadline(const StopDeadline&) = delete;
+  StopDeadline& operator=(const StopDeadline&) = delete;
+
+ private:
+  void loop() {
+    while (sem_wait(&g_deadline_wake) != 0 && errno == EINTR) {
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::duration<double>(grace_s_), [this] { return finished_; })) return;
+    const std::lock_guard<std::mutex> out_lock(*out_mutex_);  // a write under way ends first
+    const int sig = g_stop;
+    std::string written;
+    if (out_) {
+      try {
+        out_->flush();
+        written = fmt::format("; the results file holds the {} finished points of {}, --resume runs the rest",
+                              out_->size(), points_);
+      } catch (const std::exception& e) {
+        written = fmt::format("; writing the finished points failed: {}", e.what());
+      }
+    }
+    std::fprintf(stderr, "\nindexpool: the point under way did not finish within %g s of %s (INDEXPOOL_STOP_GRACE): "
+                 "stopped without it%s\n", grace_s_, signal_name(sig), written.c_str());
+    std::fflush(stderr);
+    if (g_lock_armed) ::unlink(g_lock_path);
+    std::_Exit(128 + sig);
+  }
+
+  ResultsFile* out_;
+  std::mutex* out_mutex_;
+  double grace_s_;
+  std::size_t points_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+// SIGINT / SIGTERM / SIGHUP (unless ignored) during `merge`: OUT is not written yet (it appears only by the final link), so the merge
 // stops at once; the handler removes the temporary file it was writing (`OUT.tmp-<pid>`, this process's own
 // name), says so, and the process dies by the signal. A merge killed by SIGKILL leaves the file; the next
 // merge to OUT removes it.
@@ -118,18 +234,24 @@ void install_merge_handlers(const std::string& out) {
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGINT);
   sigaddset(&sa.sa_mask, SIGTERM);
+  sigaddset(&sa.sa_mask, SIGHUP);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction old {};
+  if (sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, nullptr);
 }
 
 // Arms the second-signal handler's removal of `<path>.lock` for the life of this object (declare it after
 // the ResultsFile that holds the lock, so it disarms before the lock is released).
 struct LockFileForSignals {
   explicit LockFileForSignals(const std::string& results_path) {
-    const std::string lock = results_path + ".lock";
-    if (lock.size() >= sizeof g_lock_path) return;  // too long to keep: the stale file is harmless (flock)
+    const std::string lock = results_path + ".lock", tmp = fmt::format("{}.tmp-{}", results_path, ::getpid());
+    // Too long to keep: the stale lock file is harmless (flock), and the next run removes the temporary.
+    if (lock.size() >= sizeof g_lock_path || tmp.size() >= sizeof g_results_tmp) return;
     std::copy(lock.begin(), lock.end(), g_lock_path);
     g_lock_path[lock.size()] = '\0';
+    std::copy(tmp.begin(), tmp.end(), g_results_tmp);
+    g_results_tmp[tmp.size()] = '\0';
     g_lock_armed = 1;
   }
   ~LockFileForSignals() { g_lock_armed = 0; }
@@ -262,9 +384,12 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
                  "one row per point: index bytes per token, compression ratio, scoring multiply-adds, recall\n"
                  "against the exact indexer, attention fidelity, stage times. With output.path set, finished points\n"
                  "are written to that HDF5 file as they finish (held briefly when rewriting a large file would\n"
-                 "dominate; the end of the run writes all). The first Ctrl-C or SIGTERM stops the sweep after\n"
-                 "the point under way, with every finished point written (exit status 130 or 143), a second one\n"
-                 "at once (removing the lock file); --resume continues a stopped or killed run. A point that\n"
+                 "dominate; the end of the run writes all). The first Ctrl-C stops the sweep after the point\n"
+                 "under way, with every finished point written (exit status 130); SIGTERM and SIGHUP the same,\n"
+                 "but a point still running INDEXPOOL_STOP_GRACE seconds later (default 20) is abandoned (exit\n"
+                 "status 128 + the signal); SIGUSR1/SIGUSR2 stop after the point under way with no deadline. A\n"
+                 "second Ctrl-C, SIGTERM or SIGHUP stops at once (removing the lock file); --resume continues a\n"
+                 "stopped or killed run. A point that\n"
                  "cannot run (no CUDA build or device for backend = cuda, not enough memory) is recorded as\n"
                  "skipped with its reason; the exit status is still 0 (--resume runs it again, e.g. on a machine\n"
                  "with a GPU or with a higher sweep.memory_limit). Threads: the config keys threads (0: OpenMP's\n"
@@ -288,6 +413,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   IP_REQUIRE(!vm.count("resume") || !out_path.empty(), "--resume needs output.path");
   RunOptions ro;
   ro.progress_interval_s = progress_interval_from_env();
+  const double stop_grace_s = stop_grace_from_env();
 
   // Everything that can fail on bad input happens before the first point: metric names, imports, the
   // output file.
@@ -343,8 +469,15 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
     std::fprintf(stderr, "%s\n%zu points from %s%s\n", version_string().c_str(), points.size(),
                  sweep.config_path.c_str(), shards > 1 ? fmt::format(" (shard {}/{})", shard, shards).c_str() : "");
   ro.stop = &g_stop;
-  install_stop_handlers();
-  const auto rows = run_points(sweep, points, ro, cache, results.get());
+  std::mutex out_mutex;
+  ro.out_mutex = &out_mutex;
+  sem_init(&g_deadline_wake, 0, 0);
+  install_stop_handlers(stop_grace_s);
+  std::vector<PointRecord> rows;
+  {
+    StopDeadline deadline(results.get(), &out_mutex, stop_grace_s, points.size());
+    rows = run_points(sweep, points, ro, cache, results.get());
+  }
   std::cout << summary_table(sweep.axis_keys, rows);
   if (results) std::cout << "results: " << out_path << " (" << results->size() << " points)\n";
   // The signal came during the last point, which the loop let finish (it stops only between points): nothing
@@ -352,11 +485,11 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   const bool complete = results ? results->size() == points.size() : rows.size() == points.size();
   if (g_stop && complete) {
     std::fprintf(stderr, "indexpool: %s came during the sweep's last point, which finished: the sweep is complete\n",
-                 g_stop == SIGINT ? "SIGINT" : "SIGTERM");
+                 signal_name(g_stop));
     return 0;
   }
   if (g_stop) {
-    std::fprintf(stderr, "indexpool: stopped by %s after %zu of %zu points%s\n", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+    std::fprintf(stderr, "indexpool: stopped by %s after %zu of %zu points%s\n", signal_name(g_stop),
                  results ? results->size() : rows.size(), points.size(),  // with --resume: the file's earlier ones too
                  results ? "; the finished points are in the results file, --resume runs the rest" : "");
     return 128 + g_stop;

@@ -229,6 +229,24 @@ double progress_interval_from_env() {
   return s;
 }
 
+double stop_grace_from_env() {
+  const char* v = std::getenv("INDEXPOOL_STOP_GRACE");
+  if (!v || !*v) return 20;
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(v, &end);
+  IP_REQUIRE(end && *end == '\0' && errno == 0 && std::isfinite(s) && s >= 0 && s <= 86400,
+             "INDEXPOOL_STOP_GRACE = '{}': expected the seconds a point under way has to finish after SIGTERM or "
+             "SIGHUP, a number >= 0 and <= 86400 (e.g. 20; 0 abandons it at once)",
+             v);
+  return s;
+}
+
+void block_stop_signals(sigset_t* set) {
+  sigemptyset(set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(set, sig);
+}
+
 PointRecord run_point(const Point& p, double memory_limit, WorkloadCache& cache, const ProgressFn& on_request,
                       PointProgress* tracker, std::string_view limit_source) {
   const auto stage = [&](const char* what) {
@@ -699,11 +717,9 @@ namespace {
 class ProgressLines {
  public:
   ProgressLines(bool tty, double interval_s) : tty_(tty), interval_(interval_s) {
-    // The thread takes no SIGINT / SIGTERM: their handler runs on the main thread.
+    // The thread takes none of the stop signals: their handler runs on another thread.
     sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
+    block_stop_signals(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     thread_ = std::thread([this] { loop(); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -801,6 +817,8 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
                                     WorkloadCache& cache, ResultsFile* out) {
   std::vector<PointRecord> rows;
   std::vector<const Point*> todo;
+  std::unique_lock<std::mutex> out_lock;  // held while `out` is read or written (RunOptions::out_mutex)
+  if (opt.out_mutex) out_lock = std::unique_lock<std::mutex>(*opt.out_mutex);
   for (const auto& p : points)
     if (!out || !out->has(p.key)) todo.push_back(&p);
   const bool tty = isatty(fileno(stderr));
@@ -813,6 +831,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   if (!opt.quiet && out && !out->completes_shards().empty())
     std::fprintf(stderr, "resuming: the file held shards %s; it will hold the whole sweep (shard 0/1)\n",
                  out->completes_shards().c_str());
+  if (out_lock) out_lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = todo.size();
   // A workload stays in `cache` until the last point that uses it has run (points that share a workload
@@ -840,7 +859,9 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
       if (out) {
         IP_RANGE(output);
         if (progress) progress->stage = "writing the results file";
+        if (opt.out_mutex) out_lock.lock();
         out->append(rows.back());
+        if (out_lock) out_lock.unlock();
         // The per-request details (step tables, saved tensors) are in the file now; keep the summary.
         std::vector<RequestDetail>().swap(rows.back().requests);
       }
@@ -855,7 +876,9 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
   }
   if (out) {
     IP_RANGE(output);
+    if (opt.out_mutex) out_lock.lock();
     out->flush();
+    if (out_lock) out_lock.unlock();
   }
   lines.reset();
   if (!opt.quiet) {

@@ -1,11 +1,14 @@
 // Runs the points of a sweep, records each into the results file as it finishes, and summarizes.
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +33,19 @@ struct RunOptions {
   // terminal, plain lines otherwise); 0: 1 s on a terminal, 30 s otherwise. INDEXPOOL_PROGRESS_INTERVAL
   // sets it (progress_interval_from_env).
   double progress_interval_s = 0;
+  // Held while run_points reads or writes `out`: another thread may write it meanwhile (main.cc's stop
+  // deadline, which writes the finished points when the point under way is abandoned). Null: none.
+  std::mutex* out_mutex = nullptr;
 };
+
+// The signals that stop `indexpool run` (main.cc); threads that must not take them block these.
+void block_stop_signals(sigset_t* set);
+
+// INDEXPOOL_STOP_GRACE: the seconds a point under way has to finish after SIGTERM or SIGHUP before it is
+// abandoned (a number >= 0 and <= 86400; unset: 20, which leaves Slurm's default KillWait of 30 s room to
+// write the finished points). Throws ip::Error naming the variable for anything else (checked before any
+// point runs).
+double stop_grace_from_env();
 
 // INDEXPOOL_PROGRESS_INTERVAL (seconds, > 0 and at most 3600), or 0 when unset; throws ip::Error naming the
 // variable for anything else (checked before any point runs).

@@ -729,11 +729,13 @@ TEST_F(CliTest, LongPointReportsProgressWithinItAndQuietPrintsNone) {
   EXPECT_EQ(bad.out.find("[1/"), std::string::npos) << "a point ran: " << bad.out;
 }
 
-// Starts `indexpool ARGS...` with stderr going to `err` and stdout to /dev/null; returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const std::string& err) {
+// Starts `indexpool ARGS...` with stderr going to `err` and stdout to /dev/null; returns its pid. With
+// `ignore_hup`, it starts with SIGHUP ignored, as under nohup.
+pid_t spawn(const std::vector<std::string>& args, const std::string& err, bool ignore_hup = false) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (!std::freopen(err.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout)) _exit(126);
+    if (ignore_hup) ::signal(SIGHUP, SIG_IGN);
     std::vector<char*> argv{const_cast<char*>(IP_INDEXPOOL_BIN)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -856,6 +858,124 @@ TEST_F(CliTest, SecondInterruptRemovesTheLockFileAndSaysSo) {
   const auto r = run("run " + cfg + " --quiet --overwrite --set workload.tokens=4096 --set workload.steps=2");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(fs::exists(h5 + ".lock"));
+}
+
+// SIGTERM (a batch system's time limit: Slurm sends SIGKILL 30 s later) gives the point under way
+// INDEXPOOL_STOP_GRACE seconds; one that runs longer is abandoned: the finished points are written, the
+// lock file removed, exit status 143, and --resume runs the abandoned point.
+TEST_F(CliTest, SigtermAbandonsAPointThatOutlastsTheGrace) {
+  const std::string h5 = (dir_ / "grace.h5").string(), err = (dir_ / "grace.err").string();
+  // Point 2 takes tens of seconds here (256Ki tokens, 256 steps); it is abandoned 0.3 s after the signal.
+  const auto cfg = file("grace.ini", "[workload]\ntokens = 4096,256Ki\nsteps = 256\n[select]\ntopk_tokens = 256\n"
+                                     "[output]\npath = " + h5 + "\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0.3", 1);
+  const pid_t pid = spawn({"run", cfg}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[2/2]") != std::string::npos; })) << slurp(err);
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
+  EXPECT_LT(waited, 20.0) << e;  // not the point's own time
+  EXPECT_NE(e.find("or without it in 0.3 s (INDEXPOOL_STOP_GRACE)"), std::string::npos) << e;
+  EXPECT_NE(e.find("did not finish within 0.3 s of SIGTERM (INDEXPOOL_STOP_GRACE): stopped without it; the results "
+                   "file holds the 1 finished points of 2, --resume runs the rest"),
+            std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.info("points").shape.at(0), 1);
+  }
+}
+
+// SIGUSR1 / SIGUSR2 (an early warning: sbatch --signal=B:USR1@600) stop after the point under way with no
+// deadline, and do not count as a first signal: the SIGTERM that follows starts the grace period rather
+// than stopping at once.
+TEST_F(CliTest, UserSignalStopsAfterThePointAndATermAfterItHasTheGrace) {
+  const std::string h5 = (dir_ / "usr.h5").string(), err = (dir_ / "usr.err").string();
+  const auto cfg = file("usr.ini", "[workload]\ntokens = 32Ki\nsteps = 4\n[pool]\ngroup_size = 4,8\n"
+                                   "[select]\ntopk_tokens = 256\n[output]\npath = " + h5 + "\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0", 1);  // no effect on SIGUSR1
+  pid_t pid = spawn({"run", cfg}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/2]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGUSR1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGUSR1) << e;
+  EXPECT_NE(e.find("stopping after the current point, with no deadline"), std::string::npos) << e;
+  EXPECT_NE(e.find("stopped by SIGUSR1 after 1 of 2 points"), std::string::npos) << e;
+  {
+    ip::h5::File f(h5, "r");
+    EXPECT_EQ(f.info("points").shape.at(0), 1);  // the point under way finished
+  }
+  // SIGUSR2, then SIGTERM during a long point: abandoned after the grace (exit 143), not killed at once.
+  const std::string h5b = (dir_ / "usr2.h5").string();
+  const auto cfg2 = file("usr2.ini", "[workload]\ntokens = 256Ki\nsteps = 256\n[select]\ntopk_tokens = 256\n"
+                                     "[output]\npath = " + h5b + "\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0.2", 1);
+  pid = spawn({"run", cfg2}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGUSR2);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("with no deadline") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGTERM);
+  waitpid(pid, &status, 0);
+  e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
+  EXPECT_NE(e.find("did not finish within 0.2 s of SIGTERM"), std::string::npos) << e;
+}
+
+// SIGHUP (a closed terminal) stops a run as SIGTERM does; under nohup (SIGHUP ignored) it stays ignored.
+TEST_F(CliTest, SighupStopsLikeSigtermUnlessIgnored) {
+  const std::string err = (dir_ / "hup.err").string();
+  const auto cfg = file("hup.ini", "[workload]\ntokens = 256Ki\nsteps = 256\n[select]\ntopk_tokens = 256\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0.2", 1);
+  pid_t pid = spawn({"run", cfg}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGHUP);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGHUP) << e;
+  EXPECT_NE(e.find("did not finish within 0.2 s of SIGHUP"), std::string::npos) << e;
+  // Under nohup: a short sweep finishes although SIGHUP came during it.
+  const auto quick = file("hup_quick.ini", "[workload]\ntokens = 32Ki\nsteps = 4\n[pool]\ngroup_size = 4,8\n"
+                                           "[select]\ntopk_tokens = 256\n");
+  pid = spawn({"run", quick}, err, /*ignore_hup=*/true);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/2]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGHUP);
+  waitpid(pid, &status, 0);
+  e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << e;
+  EXPECT_EQ(e.find("stopping"), std::string::npos) << e;
+}
+
+TEST_F(CliTest, BadStopGraceIsRefusedBeforeAnyWork) {
+  const std::string h5 = (dir_ / "badgrace.h5").string();
+  const auto cfg = file("badgrace.ini", "[workload]\ntokens = 4096\nsteps = 2\n[output]\npath = " + h5 + "\n");
+  for (const char* v : {"soon", "-1", "1e9", "nan"}) {
+    setenv("INDEXPOOL_STOP_GRACE", v, 1);
+    const auto r = run("run " + cfg);
+    unsetenv("INDEXPOOL_STOP_GRACE");
+    EXPECT_NE(r.code, 0) << v;
+    EXPECT_NE(r.out.find(fmt::format("INDEXPOOL_STOP_GRACE = '{}'", v)), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(h5)) << v;
+  }
 }
 
 // A bad value that only a running point used to catch (pool.positional_bias against the group size of
