@@ -100,7 +100,12 @@ File::File(const std::string& path, const std::string& mode) : path_(path) {
   };
   if (mode == "r") {
     require_regular();
-    IP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "'{}' is not a readable HDF5 file", path);
+    errno = 0;
+    const htri_t is = H5Fis_hdf5(path.c_str());
+    const int is_err = errno;  // a negative answer: it could not be opened (EMFILE: too many open files)
+    IP_REQUIRE(is >= 0, "cannot open HDF5 file '{}' (mode 'r'){}", path,
+               is_err != 0 ? fmt::format(" (last system error: {})", std::strerror(is_err)) : std::string());
+    IP_REQUIRE(is > 0, "'{}' is not a readable HDF5 file", path);
     errno = 0;
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   } else if (mode == "a") {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -795,10 +796,32 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   // A run writing `out` holds its lock; it would rename its own file over ours at its next write.
   const Lock lock(out);
   remove_stale_temporaries(out);  // a merge (or run) to `out` that was killed
+  // Every input stays open until the copy: a merge of many shards needs as many descriptors, more than the
+  // usual soft limit of 1024; take what the hard limit allows.
+  rlimit files_limit{};
+  if (getrlimit(RLIMIT_NOFILE, &files_limit) == 0 && files_limit.rlim_cur < files_limit.rlim_max &&
+      files_limit.rlim_cur < inputs.size() + 64) {
+    files_limit.rlim_cur = files_limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files_limit);
+  }
   std::vector<h5::File> files;
   std::vector<h5::Table> tables;
   for (const auto& in : inputs) {
-    files.emplace_back(in, "r");
+    try {
+      files.emplace_back(in, "r");
+    } catch (const Error& e) {
+      rlimit now{};
+      const bool out_of_descriptors =  // h5::File's message carries the system's reason
+          std::string_view(e.what()).find(std::strerror(EMFILE)) != std::string_view::npos &&
+          getrlimit(RLIMIT_NOFILE, &now) == 0;
+      throw Error(fmt::format("merge: {}{}", e.what(),
+                              out_of_descriptors
+                                  ? fmt::format(" (input {} of {}: a merge keeps every input open, and this process "
+                                                "may open {}; raise `ulimit -n` or merge in steps: OUT may be an "
+                                                "input of a later merge)",
+                                                files.size() + 1, inputs.size(), static_cast<long long>(now.rlim_cur))
+                                  : std::string()));
+    }
     h5::File& f = files.back();
     IP_REQUIRE(f.has_attr("/", "schema_version") && f.has_attr("/", "sweep_id"),
                "merge: '{}' has no schema_version or sweep_id attribute (not an indexpool results file)", in);

@@ -108,6 +108,7 @@ void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool r
   namespace fs = std::filesystem;
   const bool resumed = results != nullptr && results->resumed();
   std::set<std::string> seen;
+  std::map<fs::path, std::set<fs::path>> trace_names;  // by folder: the traces' file names
   for (const auto& p : points) {
     if (p.cache_trace.empty()) continue;
     IP_REQUIRE(p.cache.enabled, "output.cache_trace is set but cache.enabled = false (point {}: {})", p.index, p.key);
@@ -159,13 +160,23 @@ void check_cache_traces(const std::vector<Point>& points, bool overwrite, bool r
                           : "; --overwrite would replace the results file too");
     }
     require_writable_beside("output.cache_trace", path);
-    // A trace's temporary left by a run that was killed (or stopped by a file-size limit) while writing it: only
-    // under the results file's lock, which every run writing these traces holds.
-    if (results != nullptr) {
-      const std::string stale = f.filename().string() + ".tmp-";
-      for (const auto& e : fs::directory_iterator(f.has_parent_path() ? f.parent_path() : fs::path("."), ec))
-        if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+    if (results != nullptr) trace_names[f.has_parent_path() ? f.parent_path() : fs::path(".")].insert(f.filename());
+  }
+  // A trace's temporary (`<trace>.tmp-<pid>`) left by a run that was killed (or stopped by a file-size limit)
+  // while writing it: only under the results file's lock, which every run writing these traces holds. Each
+  // folder is listed once (once a point made a sweep of many points wait minutes on a crowded folder).
+  for (const auto& [dir, names] : trace_names) {
+    std::error_code ec;
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      for (std::size_t at = name.find(".tmp-"); at != std::string::npos; at = name.find(".tmp-", at + 1))
+        if (names.count(name.substr(0, at))) {
+          stale.push_back(e.path());
+          break;
+        }
     }
+    for (const auto& path : stale) fs::remove(path, ec);
   }
 }
 

@@ -860,6 +860,33 @@ TEST_F(CliTest, SecondInterruptRemovesTheLockFileAndSaysSo) {
   EXPECT_FALSE(fs::exists(h5 + ".lock"));
 }
 
+// A merge keeps every input open: with more shards than the soft limit on open files allows (often 1024 on a
+// cluster) it raises that limit to the hard one; where the hard limit is too low, the message says so (it said
+// "not a readable HDF5 file").
+TEST_F(CliTest, MergeOfMoreShardsThanTheSoftFileLimit) {
+  const auto cfg = file("many.ini", "[workload]\ntokens = 1024\nsteps = 1\n[pool]\ngroup_size = range:1..40\n"
+                                    "[select]\ntopk_tokens = 64\n[cache]\nenabled = false\n");
+  std::string inputs;
+  for (int i = 0; i < 40; ++i) {
+    const std::string shard = (dir_ / fmt::format("many_{}.h5", i)).string();
+    ASSERT_EQ(run(fmt::format("run {} --quiet --shard {}/40 --set output.path={}", cfg, i, shard)).code, 0);
+    inputs += " " + shard;
+  }
+  const std::string out = (dir_ / "many_all.h5").string(), out2 = (dir_ / "many_all2.h5").string();
+  const auto soft = shell(fmt::format("sh -c 'ulimit -S -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out, inputs));
+  if (soft.out.find("ulimit") != std::string::npos && soft.code != 0 && !fs::exists(out))
+    GTEST_SKIP() << "the shell cannot lower the soft limit: " << soft.out;
+  EXPECT_EQ(soft.code, 0) << soft.out;
+  EXPECT_NE(soft.out.find("40 of the sweep's 40 points (complete)"), std::string::npos) << soft.out;
+  const auto hard = shell(fmt::format("sh -c 'ulimit -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out2, inputs));
+  EXPECT_EQ(hard.code, 1) << hard.out;
+  EXPECT_NE(hard.out.find("(last system error: Too many open files)"), std::string::npos) << hard.out;
+  EXPECT_NE(hard.out.find("a merge keeps every input open, and this process may open 30; raise `ulimit -n` or merge "
+                          "in steps"),
+            std::string::npos) << hard.out;
+  EXPECT_FALSE(fs::exists(out2));
+}
+
 // SIGTERM (a batch system's time limit: Slurm sends SIGKILL 30 s later) gives the point under way
 // INDEXPOOL_STOP_GRACE seconds; one that runs longer is abandoned: the finished points are written, the
 // lock file removed, exit status 143, and --resume runs the abandoned point.
@@ -1246,12 +1273,16 @@ TEST_F(CliTest, MergeWithoutRoomStdoutThatFailsAndLeftoverFilesAreHandled) {
   std::ofstream(res + ".tmp") << "the user's notes";
   fs::create_directories(dir_ / "tr");
   std::ofstream(dir_ / "tr" / "t_000001.csv.tmp-999999") << "left by a killed run";
+  std::ofstream(dir_ / "tr" / "t_000002.csv.tmp-999999") << "not a trace of this sweep (2 points: 0 and 1)";
+  std::ofstream(dir_ / "tr" / "t_000001.csv.bak") << "the user's";
   const auto r = run(fmt::format("run {} --quiet --set pool.group_size=4,8 --set output.path={} --set "
                                  "output.cache_trace={}",
                                  cfg, res, (dir_ / "tr" / "t_{index}.csv").string()));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(slurp(res + ".tmp"), "the user's notes");
   EXPECT_FALSE(fs::exists(dir_ / "tr" / "t_000001.csv.tmp-999999"));
+  EXPECT_TRUE(fs::exists(dir_ / "tr" / "t_000002.csv.tmp-999999"));
+  EXPECT_TRUE(fs::exists(dir_ / "tr" / "t_000001.csv.bak"));
   EXPECT_TRUE(fs::exists(dir_ / "tr" / "t_000001.csv"));
   for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().filename().string().find(".probe-"), std::string::npos) << e.path();
 }
