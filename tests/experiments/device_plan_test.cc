@@ -250,6 +250,136 @@ TEST(DevicePlan, ChunkedLinearAttentionWorkspaceIsEstimated) {
   EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).local - plain, std::ceil(1000.0 / 16) * (128.0 * 129 + 128) * 4);
 }
 
+// The shape a point's device plan sizes: a generated request grows by steps x append_per_step tokens, and
+// without an attention stage it has no value dim; an imported workload's shapes are its arrays' (rank-3
+// attention queries give the attention heads).
+TEST(DevicePlan, DeviceShapeOfASpecAndOfAWorkload) {
+  ip::WorkloadSpec spec;
+  spec.tokens = 1000;
+  spec.steps = 8;
+  spec.append_per_step = 16;
+  spec.dim = 64;
+  spec.index_heads = 2;
+  spec.attn_dim = 32;
+  spec.attn_heads = 3;
+  spec.value_dim = 96;
+  DeviceShape s = device_shape(spec);
+  EXPECT_EQ(s.tokens, 1128.0);
+  EXPECT_EQ(s.dim, 64);
+  EXPECT_EQ(s.index_heads, 2);
+  EXPECT_EQ(s.attn_dim, 32);
+  EXPECT_EQ(s.attn_heads, 3);
+  EXPECT_EQ(s.value_dim, 96);
+  spec.attn_dim = 0;
+  spec.append_per_step = 0;
+  s = device_shape(spec);
+  EXPECT_EQ(s.tokens, 1000.0);
+  EXPECT_EQ(s.value_dim, 0);
+
+  ip::Workload w;
+  w.index_keys = ip::Tensor<float>({10, 4});
+  w.index_queries = ip::Tensor<float>({2, 3, 4});
+  w.head_weights = ip::Tensor<float>({2, 3});
+  s = device_shape(w);
+  EXPECT_EQ(s.tokens, 10.0);
+  EXPECT_EQ(s.dim, 4);
+  EXPECT_EQ(s.index_heads, 3);
+  EXPECT_EQ(s.attn_dim, 0);
+  EXPECT_EQ(s.value_dim, 0);
+  w.attn_keys = ip::Tensor<float>({10, 5});
+  w.attn_queries = ip::Tensor<float>({2, 6, 5});
+  w.values = ip::Tensor<float>({10, 7});
+  s = device_shape(w);
+  EXPECT_EQ(s.attn_dim, 5);
+  EXPECT_EQ(s.attn_heads, 6);
+  EXPECT_EQ(s.value_dim, 7);
+}
+
+// Issue 7's decode loop, by hand: T = 1000, D = 128, uniform G = 4 into fp32 (250 composite rows of 512 B).
+// The index updater holds keys [T, D] and one index slot (composites + per-token weights), with 1.5x headroom,
+// two slots with asynchronous updates, one old key buffer more with a growing context; then snapshot mass and
+// counts [T], G weights, a mean key and 256 B. Adaptive groups are rebuilt on the host: no updater.
+TEST(DevicePlan, IndexUpdaterEstimateByHand) {
+  const DeviceShape s{1000, 128, 8, 0, 0, 0};
+  auto p = params(ip::Weighting::uniform, 4, ip::Precision::fp32, 100);
+  const double keys = 1000.0 * 128 * 4, slot = 250.0 * 128 * 4 + 1000.0 * 4;
+  const double rest = 1000.0 * 8 + 4.0 * 4 + 128.0 * 4 + 256;
+  p.repool_tau = 0.5f;
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).updates, 1.5 * (keys + slot) + rest);
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).keys, keys + 1000.0 * 4);  // no rotating uploads
+  p.async_updates = true;
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).updates, 1.5 * (keys + 2 * slot) + rest);
+  p.async_updates = false;
+  p.append_per_step = 8;
+  const DeviceBytes grow = estimate_device_bytes(s, p);
+  EXPECT_DOUBLE_EQ(grow.updates, 1.5 * (keys + slot) + keys + rest);
+  // A growing context rotates uploads through four resident matrices of T x max(D, Da, Dv): three more of
+  // T x D here (no attention stage).
+  EXPECT_DOUBLE_EQ(grow.keys, keys + 1000.0 * 4 + 3 * keys);
+  p.append_per_step = 0;
+  p.repool_tau = -1.0f;
+  p.adaptive.enabled = true;
+  p.adaptive.budget_bytes_per_token = 128;  // 128 B a token buys 250 rows of 512 B
+  const DeviceBytes adaptive = estimate_device_bytes(s, p);
+  EXPECT_EQ(adaptive.updates, 0.0);
+  EXPECT_DOUBLE_EQ(adaptive.keys, keys + 1000.0 * 4 + 3 * keys);
+  EXPECT_DOUBLE_EQ(adaptive.composites, 250.0 * 512);
+  p.adaptive.budget_bytes_per_token = 1024;  // would buy 2000 rows: at most one group a token
+  EXPECT_DOUBLE_EQ(estimate_device_bytes(s, p).composites, 1000.0 * 512);
+}
+
+// The uploads that rotate through four resident matrices: each as wide as the widest of D, Da and Dv, less
+// the index keys, attention keys and values counted elsewhere.
+TEST(DevicePlan, RotatingUploadsAreFourOfTheWidestLessThoseCounted) {
+  EXPECT_DOUBLE_EQ(rotating_upload_bytes({100, 128, 1, 64, 2, 256}), 100.0 * (4 * 256 - (128 + 64 + 256)) * 4);
+  EXPECT_DOUBLE_EQ(rotating_upload_bytes({100, 128, 1, 0, 0, 0}), 100.0 * 3 * 128 * 4);
+  EXPECT_DOUBLE_EQ(rotating_upload_bytes({100, 64, 1, 64, 1, 64}), 100.0 * 64 * 4);  // the spare
+}
+
+// The hybrid layer's local branch over a window longer than the context: the context's tokens only
+// (n = T = 500). Da = 64, Dv = 32, Ha = 2: raw keys and values, prepared keys, values with a ones column and
+// gates (3 Da + 2 Dv + 1 floats a token), the state Da x (Dv + 1), the queries and the output. Without an
+// attention stage there is no local branch.
+TEST(DevicePlan, LocalBranchEstimateByHand) {
+  auto p = params(ip::Weighting::uniform, 4, ip::Precision::fp32, 100);
+  p.hybrid.enabled = true;
+  p.hybrid.window = 1000;
+  p.kernels.linear = ip::LinearForm::sequential;
+  EXPECT_DOUBLE_EQ(estimate_device_bytes({500, 128, 8, 64, 2, 32}, p).local,
+                   500.0 * (3 * 64 + 2 * 32 + 1) * 4 + 64.0 * 33 * 4 + 2.0 * (64 + 32) * 4);
+  EXPECT_EQ(estimate_device_bytes({500, 128, 8, 0, 0, 0}, p).local, 0.0);
+}
+
+// maxmin stores two rows per group: twice the composites and compressed scores of uniform at the same G,
+// but the same number of groups, so the same access statistics and attention block list; its top-k row is
+// the longer one (2 T scores).
+TEST(DevicePlan, MaxminDoublesRowsNotGroups) {
+  const DeviceShape s{1000, 64, 1, 32, 1, 32};
+  const auto uni = estimate_device_bytes(s, params(ip::Weighting::uniform, 1, ip::Precision::bf16, 100));
+  const auto mm = estimate_device_bytes(s, params(ip::Weighting::maxmin, 1, ip::Precision::bf16, 100));
+  EXPECT_DOUBLE_EQ(mm.composites, 2 * uni.composites);
+  EXPECT_DOUBLE_EQ(mm.scores - uni.scores, 1000.0 * 4);
+  EXPECT_DOUBLE_EQ(mm.stats, uni.stats);
+  EXPECT_DOUBLE_EQ(mm.stats, 1000.0 * 12 + 1000.0 * 16);
+  EXPECT_DOUBLE_EQ(mm.attention, uni.attention);
+#if !IP_HAVE_CUDA
+  EXPECT_DOUBLE_EQ(mm.topk, 100.0 * 8 + 2.0 * 2000 * 8 + kMiB);
+  EXPECT_DOUBLE_EQ(uni.topk, 100.0 * 8 + 2.0 * 1000 * 8 + kMiB);
+#endif
+}
+
+// exact keeps one row a token whatever pool.group_size says: its group top-k selects k tokens, which the GPU
+// top-k cannot past 4096, fidelity or not.
+TEST(DevicePlan, ExactSelectsTokensWhateverTheGroupSize) {
+  const DeviceShape s{1 << 20, 128, 8, 0, 0, 0};
+  auto p = params(ip::Weighting::exact, 8, ip::Precision::fp32, 8192);
+  p.fidelity = false;
+  EXPECT_EQ(device_cannot(s, p, 0), "the GPU top-k takes k <= 4096, this point needs k = 8192 (the groups "
+                                    "select.topk_tokens buys)");
+  p.pool.weights.scheme = ip::Weighting::uniform;  // 1024 groups of 8: fits
+  EXPECT_EQ(device_cannot(s, p, 0), "");
+}
+
 TEST(DevicePlan, BackendKeyAcceptsCpuCudaAuto) {
   const auto dir = std::filesystem::temp_directory_path() / ("ip_device_plan_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -243,6 +243,76 @@ TEST_F(ImportTest, FileDigestFollowsEveryByte) {
   }
 }
 
+// The optional attention arrays are checked like the required ones: floating point, and each of its rank
+// (attention queries: [Q, Ha, Da] or [Q, Da]); the required head_weights too.
+TEST_F(ImportTest, EveryArrayIsCheckedForTypeAndRank) {
+  const auto with = [&](const std::string& name, std::function<void(ip::h5::File&)> bad) {
+    return make(name, false, [&](ip::h5::File& f) {
+      f.write("index_keys", iota({6, 4}));
+      f.write("index_queries", iota({2, 3, 4}));
+      f.write("head_weights", iota({2, 3}));
+      bad(f);
+    });
+  };
+  const auto attention = [](ip::h5::File& f, const char* skip) {
+    if (std::string(skip) != "attn_keys") f.write("attn_keys", iota({6, 4}));
+    if (std::string(skip) != "attn_queries") f.write("attn_queries", iota({2, 2, 4}));
+    if (std::string(skip) != "values") f.write("values", iota({6, 5}));
+  };
+  const auto int_q = with("int_q.h5", [&](ip::h5::File& f) {
+    attention(f, "attn_queries");
+    f.write("attn_queries", std::vector<std::int32_t>(16, 1), {2, 2, 4});
+  });
+  EXPECT_NE(error_of(int_q).find(int_q + ": dataset 'attn_queries' must be floating point (float32; float16 and "
+                                         "float64 are read as float32), it is int32"),
+            std::string::npos)
+      << error_of(int_q);
+  const auto rank4_q = with("rank4_q.h5", [&](ip::h5::File& f) {
+    attention(f, "attn_queries");
+    write_float(f, "attn_queries", std::vector<double>(16, 1.0), {2, 2, 1, 4}, H5T_IEEE_F32LE);
+  });
+  EXPECT_NE(error_of(rank4_q).find(rank4_q + ": dataset 'attn_queries' must have rank 2 or 3"), std::string::npos)
+      << error_of(rank4_q);
+  const auto values3 = with("values3.h5", [&](ip::h5::File& f) {
+    attention(f, "values");
+    f.write("values", iota({6, 5, 1}));
+  });
+  EXPECT_NE(error_of(values3).find(values3 + ": dataset 'values' must have rank 2, has rank 3"), std::string::npos)
+      << error_of(values3);
+  const auto keys1 = with("keys1.h5", [&](ip::h5::File& f) {
+    attention(f, "attn_keys");
+    f.write("attn_keys", iota({24}));
+  });
+  EXPECT_NE(error_of(keys1).find(keys1 + ": dataset 'attn_keys' must have rank 2, has rank 1"), std::string::npos)
+      << error_of(keys1);
+  const auto int_v = with("int_v.h5", [&](ip::h5::File& f) {
+    attention(f, "values");
+    f.write("values", std::vector<std::int32_t>(30, 1), {6, 5});
+  });
+  EXPECT_NE(error_of(int_v).find("dataset 'values' must be floating point"), std::string::npos) << error_of(int_v);
+  const auto hw3 = make("hw3.h5", false, [](ip::h5::File& f) {
+    f.write("index_keys", iota({6, 4}));
+    f.write("index_queries", iota({2, 3, 4}));
+    f.write("head_weights", iota({2, 3, 1}));
+  });
+  EXPECT_NE(error_of(hw3).find(hw3 + ": dataset 'head_weights' must have rank 2, has rank 3"), std::string::npos)
+      << error_of(hw3);
+}
+
+// The digest is part of an imported workload's sweep id, which results files store: it must not change
+// between builds or machines, or every such file stops resuming and merging. Values from an independent
+// transcription of the algorithm (tests: Python, 64-bit little-endian words, four lanes, the tail byte by
+// byte, then the size and the lanes through splitmix64).
+TEST_F(ImportTest, FileDigestIsStable) {
+  std::string bytes(77, '\0');  // two 32-byte blocks and a 13-byte tail
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  std::ofstream(path("g"), std::ios::binary) << bytes;
+  std::ofstream(path("empty"), std::ios::binary) << "";
+  EXPECT_EQ(ip::exp::file_digest(path("g")).hash, 0x3e913e56c5dffe9dull);
+  EXPECT_EQ(ip::exp::file_digest(path("empty")).hash, 0x49b259d3735432a1ull);
+  EXPECT_EQ(ip::exp::file_digest(path("empty")).bytes, 0u);
+}
+
 TEST_F(ImportTest, ExclusiveCreateRefusesAnExistingFile) {
   const auto p = make("exists.h5", false);
   EXPECT_THROW(ip::h5::File(p, "x"), ip::Error);

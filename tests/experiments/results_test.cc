@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/provenance.h"
 #include "experiments/h5.h"
 #include "experiments/results.h"
 
@@ -704,6 +705,342 @@ TEST_F(ResultsTest, MergeSummarySaysWhichPointsAndShardsAreMissing) {
   const auto whole = ip::exp::merge_results(path("w.h5"), {write("all.h5", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})});
   EXPECT_TRUE(whole.missing.empty());
   EXPECT_EQ(ip::exp::describe_missing(whole), "");
+}
+
+// The provenance a results file carries: every root attribute from SweepMeta under its own name (a field
+// written under another's name, or left out, fails here), the optional ones only when set, and each point
+// group's run_backend, run_device, run_kernels and git_revision (also in /points: run_backend, run_device).
+TEST_F(ResultsTest, RootAndPointAttributesRecordTheRun) {
+  ip::exp::SweepMeta m = meta();
+  m.tool_version = "indexpool 0.1.0 (abc1234)";
+  m.git_revision = "abc1234";
+  m.config_path = "/cfg/sweep.ini";
+  m.argv = "indexpool run /cfg/sweep.ini --shard 1/3";
+  m.host = "node17";
+  m.backend = "cuda";
+  m.device = "0: NVIDIA H100, sm_90, 79.6 GiB";
+  m.shard = "1/3";
+  m.imports = "/data/dump.h5: 4096 bytes, digest 0123456789abcdef";
+  m.sweep_settings = "pool.weighting=mean,max,\n";
+  m.started_utc = "2024-05-06T07:08:09Z";
+  PointRecord r = point(1);
+  r.summary.backend = "cuda";
+  r.summary.device = "0: NVIDIA H100";
+  r.summary.kernels = "attention tiles, top-k chain";
+  {
+    ResultsFile f(path("r.h5"), m, false, false);
+    f.append(r);
+    f.append(point(3));
+  }
+  ip::h5::File f(path("r.h5"), "r");
+  const std::pair<const char*, std::string> strings[] = {
+      {"tool_version", m.tool_version}, {"git_revision", m.git_revision}, {"config_path", m.config_path},
+      {"argv", m.argv},                 {"host", m.host},                 {"backend", m.backend},
+      {"device", m.device},             {"shard", m.shard},               {"imported_workloads", m.imports},
+      {"sweep_settings", m.sweep_settings}, {"started_utc", m.started_utc}};
+  for (const auto& [name, value] : strings) {
+    ASSERT_TRUE(f.has_attr("/", name)) << name;
+    EXPECT_EQ(f.attr_string("/", name), value) << name;
+  }
+  EXPECT_FALSE(f.has_attr("/", "resumed_by"));
+  EXPECT_FALSE(f.has_attr("/", "merged_from"));
+  const ip::h5::Table t = f.read_table("points");
+  EXPECT_EQ(t.column("run_backend").strings, (std::vector<std::string>{"cuda", "cpu"}));
+  EXPECT_EQ(t.column("run_device").strings, (std::vector<std::string>{"0: NVIDIA H100", ""}));
+  EXPECT_EQ(f.attr_string("point_000001", "run_backend"), "cuda");
+  EXPECT_EQ(f.attr_string("point_000001", "run_device"), "0: NVIDIA H100");
+  EXPECT_EQ(f.attr_string("point_000001", "run_kernels"), "attention tiles, top-k chain");
+  EXPECT_EQ(f.attr_string("point_000003", "run_kernels"), "");
+  for (const char* g : {"point_000001", "point_000003"}) EXPECT_EQ(f.attr_string(g, "git_revision"), "abc1234") << g;
+  // Unset optional fields write no attribute (an empty imported_workloads would read as "imports nothing").
+  const std::string q = write("q.h5", {0});
+  ip::h5::File g(q, "r");
+  for (const char* name : {"imported_workloads", "sweep_settings", "started_utc"}) EXPECT_FALSE(g.has_attr("/", name)) << name;
+}
+
+// A point with the cache model on: its levels (numbered from 1, closest first) and the LRU miss-ratio curve,
+// each number in its own column; a point without the cache model has neither table.
+TEST_F(ResultsTest, CacheTablesReadBackExactly) {
+  PointRecord r = point(0);
+  for (int l = 0; l < 2; ++l) {
+    ip::exp::CacheLevelResult lv;
+    lv.policy = l == 0 ? "lru" : "clock";
+    lv.capacity = l == 0 ? "16 KiB" : "256 KiB";
+    lv.accesses = 100 + l;
+    lv.hits = 60 + l;
+    lv.misses = 40 + l;
+    lv.evictions = 30 + l;
+    lv.bytes_from_below = 4096 + l;
+    lv.hit_rate = 0.6 + l / 8.0;
+    lv.opt_hit_rate = 0.75 + l / 8.0;
+    r.cache.levels.push_back(lv);
+  }
+  r.cache.mrc_capacity = {1, 2, 4};
+  r.cache.mrc_miss_ratio = {0.5, 0.25, 0.125};
+  PointRecord plain = point(1);
+  PointRecord no_mrc = point(3);
+  no_mrc.cache.levels = r.cache.levels;
+  {
+    ResultsFile f(path("c.h5"), meta(), false, false);
+    f.append(r);
+    f.append(plain);
+    f.append(no_mrc);
+  }
+  ip::h5::File f(path("c.h5"), "r");
+  const ip::h5::Table lv = f.read_table("point_000000/cache_levels");
+  ASSERT_EQ(lv.rows(), 2u);
+  EXPECT_EQ(lv.column("level").ints, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(lv.column("policy").strings, (std::vector<std::string>{"lru", "clock"}));
+  EXPECT_EQ(lv.column("capacity").strings, (std::vector<std::string>{"16 KiB", "256 KiB"}));
+  EXPECT_EQ(lv.column("accesses").floats, (std::vector<double>{100, 101}));
+  EXPECT_EQ(lv.column("hits").floats, (std::vector<double>{60, 61}));
+  EXPECT_EQ(lv.column("misses").floats, (std::vector<double>{40, 41}));
+  EXPECT_EQ(lv.column("evictions").floats, (std::vector<double>{30, 31}));
+  EXPECT_EQ(lv.column("bytes_from_below").floats, (std::vector<double>{4096, 4097}));
+  EXPECT_EQ(lv.column("hit_rate").floats, (std::vector<double>{0.6, 0.725}));
+  EXPECT_EQ(lv.column("opt_hit_rate").floats, (std::vector<double>{0.75, 0.875}));
+  EXPECT_HAS(f.attr_string("point_000000/cache_levels", "units"), "level: 1 = closest to the indexer");
+  const ip::h5::Table mrc = f.read_table("point_000000/cache_mrc");
+  EXPECT_EQ(mrc.column("capacity_entries").floats, (std::vector<double>{1, 2, 4}));
+  EXPECT_EQ(mrc.column("miss_ratio").floats, (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_HAS(f.attr_string("point_000000/cache_mrc", "units"), "miss_ratio");
+  EXPECT_FALSE(f.exists("point_000001/cache_levels"));
+  EXPECT_FALSE(f.exists("point_000001/cache_mrc"));
+  EXPECT_TRUE(f.exists("point_000003/cache_levels"));
+  EXPECT_FALSE(f.exists("point_000003/cache_mrc"));
+}
+
+// Records append refuses, each before anything is written (the file keeps what it had): selections that do
+// not fill whole rows of k_groups (or k_groups 0), a point without the sweep's axes in order, and a second
+// point with an index already in the file under another key.
+TEST_F(ResultsTest, AppendRefusesMalformedRecordsAndLeavesTheFile) {
+  const std::string p = path("r.h5");
+  ResultsFile f(p, meta(), false, false);
+  f.append(point(0));
+  const std::string before = bytes_of(p);
+  PointRecord ragged = point(1);
+  ragged.requests[1].selected = {1, 2, 3, 4, 5};  // k_groups 3: not whole rows
+  const std::string e = error_of([&] { f.append(ragged); });
+  EXPECT_HAS(e, "point '" + key_of(1) + "', request 1: 5 selected ids are not a multiple of k_groups = 3");
+  EXPECT_HAS(e, "results file '" + p + "'");
+  EXPECT_EQ(bytes_of(p), before);
+
+  ResultsFile g(path("z.h5"), meta(), false, false);
+  PointRecord zero = point(1);
+  zero.requests[0].k_groups = 0;
+  EXPECT_HAS(error_of([&] { g.append(zero); }), "not a multiple of k_groups = 0");
+  EXPECT_FALSE(fs::exists(path("z.h5")));
+
+  ResultsFile h(path("a.h5"), meta(), false, false);
+  PointRecord swapped = point(4);
+  std::swap(swapped.axes[0], swapped.axes[1]);
+  EXPECT_HAS(error_of([&] { h.append(swapped); }), "does not have the sweep's axes in order");
+  PointRecord short_axes = point(4);
+  short_axes.axes.pop_back();
+  EXPECT_HAS(error_of([&] { h.append(short_axes); }), "does not have the sweep's axes in order");
+  EXPECT_FALSE(h.has(key_of(4)));
+  EXPECT_EQ(h.size(), 0u);
+  h.append(point(4));
+  PointRecord same_index = point(5);
+  same_index.index = 4;
+  EXPECT_HAS(error_of([&] { h.append(same_index); }), "point index 4 is already in the file (point '" + key_of(5) + "')");
+  EXPECT_EQ(h.size(), 1u);
+  EXPECT_EQ(ip::h5::File(path("a.h5"), "r").read_table("points").column("index").ints, (std::vector<std::int64_t>{4}));
+}
+
+// Each run that resumes a file adds one line to resumed_by at its first write (none for a run that writes
+// nothing), below the lines of earlier resumes; the root attributes still name the run that created it.
+TEST_F(ResultsTest, EachResumingRunAddsOneLineToResumedBy) {
+  const std::string p = path("r.h5");
+  auto run = [&](const std::string& argv, std::vector<std::size_t> points, bool resume) {
+    ip::exp::SweepMeta m = meta();
+    m.argv = argv;
+    m.host = "host-" + argv;
+    m.shard = "0/1";
+    ResultsFile f(p, m, resume, false);
+    EXPECT_EQ(f.resumed(), resume);
+    for (auto i : points) f.append(point(i));
+  };
+  run("creator", {0}, false);
+  EXPECT_FALSE(ip::h5::File(p, "r").has_attr("/", "resumed_by"));
+  run("first", {1, 3}, true);
+  run("idle", {}, true);
+  run("second", {4}, true);
+  ip::h5::File f(p, "r");
+  const std::string by = f.attr_string("/", "resumed_by");
+  std::vector<std::string> lines;
+  std::istringstream in(by);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 2u) << by;
+  EXPECT_HAS(lines[0], " on host host-first (shard 0/1): 0.1.0; argv: first");
+  EXPECT_EQ(lines[0].substr(lines[0].size() - 5), "first");
+  EXPECT_HAS(lines[1], " on host host-second (shard 0/1): 0.1.0; argv: second");
+  EXPECT_EQ(ip::parse_utc(lines[0].substr(0, lines[0].find(' '))) >= 0, true) << lines[0];
+  EXPECT_EQ(f.attr_string("/", "argv"), "creator");
+  EXPECT_EQ(f.attr_string("/", "host"), "host-creator");
+  EXPECT_EQ(f.read_table("points").column("index").ints, (std::vector<std::int64_t>{0, 1, 3, 4}));
+}
+
+// Resumed, a file says when its sweep began: started_utc (the run that created it), else created_utc.
+TEST_F(ResultsTest, SweepBeganIsStartedUtcElseCreatedUtc) {
+  ip::exp::SweepMeta m = meta();
+  m.started_utc = "2021-03-04T05:06:07Z";
+  {
+    ResultsFile f(path("s.h5"), m, false, false);
+    EXPECT_FALSE(f.resumed());
+    EXPECT_EQ(f.sweep_began(), -1);
+    f.append(point(0));
+  }
+  {
+    ResultsFile f(path("s.h5"), meta(), true, false);
+    EXPECT_EQ(f.sweep_began(), ip::parse_utc("2021-03-04T05:06:07Z"));
+  }
+  const std::string q = write("c.h5", {0});
+  ip::h5::File(q, "a").set_attr("/", "created_utc", std::string("2022-01-02T03:04:05Z"));
+  ResultsFile f(q, meta(), true, false);
+  EXPECT_EQ(f.sweep_began(), ip::parse_utc("2022-01-02T03:04:05Z"));
+}
+
+// A writer removes what a killed run or merge of the same path left (`<path>.tmp-<pid>`), and only that:
+// another results file's temporaries in the folder stay.
+TEST_F(ResultsTest, OpeningRemovesOnlyThisPathsStaleTemporaries) {
+  const std::string p = path("r.h5");
+  for (const char* name : {"r.h5.tmp-999999", "r.h5.tmp-1", "q.h5.tmp-999999", "xr.h5.tmp-5"})
+    std::ofstream(path(name)) << "left by a killed run";
+  { ResultsFile f(p, meta(), false, false); }
+  EXPECT_FALSE(fs::exists(path("r.h5.tmp-999999")));
+  EXPECT_FALSE(fs::exists(path("r.h5.tmp-1")));
+  EXPECT_TRUE(fs::exists(path("q.h5.tmp-999999")));
+  EXPECT_TRUE(fs::exists(path("xr.h5.tmp-5")));
+}
+
+// Paths and axes a results file cannot have are refused before any lock or file is made.
+TEST_F(ResultsTest, ImpossiblePathsAndAxesAreRefused) {
+  const std::string nowhere = path("no_such_folder/r.h5");
+  const std::string e = error_of([&] { ResultsFile f(nowhere, meta(), false, false); });
+  EXPECT_HAS(e, "folder '" + path("no_such_folder") + "' does not exist");
+  for (const std::vector<std::string>& axes :
+       {std::vector<std::string>{"pool.weighting", "pool.weighting"}, std::vector<std::string>{"status"},
+        std::vector<std::string>{"tokens"}}) {
+    ip::exp::SweepMeta m = meta();
+    m.axis_keys = axes;
+    const std::string d = error_of([&] { ResultsFile f(path("d.h5"), m, false, false); });
+    EXPECT_HAS(d, "column '" + axes.back() + "' appears twice");
+  }
+  EXPECT_FALSE(fs::exists(path("d.h5.lock")));
+  fs::create_symlink(write("target.h5", {0}), path("link.h5"));
+  EXPECT_HAS(error_of([&] { ResultsFile f(path("link.h5"), meta(), true, false); }), "is a symbolic link");
+}
+
+// merge refuses inputs that are not shards of one sweep as this indexpool writes them: another schema
+// version, other /points columns, one point index under two keys. Nothing is written.
+TEST_F(ResultsTest, MergeRefusesOtherSchemasColumnsAndIndexClashes) {
+  const std::string a = write("a.h5", {0, 1});
+  const std::string o = path("o.h5");
+  const std::string old = write("old.h5", {3});
+  ip::h5::File(old, "a").set_attr("/", "schema_version", std::int64_t{2});
+  EXPECT_HAS(error_of([&] { ip::exp::merge_results(o, {old}); }),
+             "merge: '" + old + "' has schema_version 2, this indexpool reads schema_version 1");
+  EXPECT_HAS(error_of([&] { ip::exp::merge_results(o, {a, old}); }), "has schema_version 2 but");
+  ip::exp::SweepMeta other = meta();
+  other.axis_keys = {"pool.weighting", "select.k"};
+  {
+    ResultsFile f(path("cols.h5"), other, false, false);
+    PointRecord r = point(3);
+    r.axes[1].first = "select.k";
+    f.append(r);
+  }
+  const std::string cols = error_of([&] { ip::exp::merge_results(o, {a, path("cols.h5")}); });
+  EXPECT_HAS(cols, "merge: the /points columns of '" + path("cols.h5") + "'");
+  EXPECT_HAS(cols, "select.k");
+  {
+    ResultsFile f(path("clash.h5"), meta(), false, false);
+    PointRecord r = point(7);
+    r.index = 1;  // index 1 under point 7's key
+    f.append(r);
+  }
+  EXPECT_HAS(error_of([&] { ip::exp::merge_results(o, {a, path("clash.h5")}); }),
+             "merge: point index 1 is in both '" + a + "' and '" + path("clash.h5") + "' with different keys");
+  EXPECT_FALSE(fs::exists(o));
+}
+
+// The merged file's shard attribute and summary when the inputs' shards are not one list of i/N: an input
+// without one, shards of different counts N, or a shard attribute that does not parse (i >= N) leave the
+// shards unknown: the attribute is "" and only the missing points are listed.
+TEST_F(ResultsTest, MergeLeavesShardsUnknownWhenTheInputsDoNotNameOneN) {
+  const auto shard_file = [&](const std::string& name, const std::string& shard, std::vector<std::size_t> points) {
+    auto m = meta();
+    m.shard = shard;
+    ResultsFile f(path(name), m, false, false);
+    for (auto i : points) f.append(point(i, false, false));
+    return path(name);
+  };
+  const std::string s0 = shard_file("s0.h5", "0/5", {0}), t1 = shard_file("t1.h5", "1/4", {1});
+  const std::string bad = shard_file("bad.h5", "5/5", {2}), unknown = write("u.h5", {3});
+  for (const auto& [name, second] : {std::pair<std::string, std::string>{"mixed.h5", t1}, {"bad_m.h5", bad},
+                                     {"unknown_m.h5", unknown}}) {
+    const auto sum = ip::exp::merge_results(path(name), {s0, second});
+    EXPECT_EQ(sum.missing.size(), 8u) << name;
+    EXPECT_TRUE(sum.missing_shards.empty()) << name;
+    EXPECT_TRUE(sum.incomplete_shards.empty()) << name;
+    EXPECT_EQ(ip::h5::File(path(name), "r").attr_string("/", "shard"), "") << name;
+  }
+}
+
+// An input a running indexpool is writing (it holds the input's lock): the summary names it, and its shard's
+// missing points are "still running", not "stopped before its last point".
+TEST_F(ResultsTest, MergeSaysWhichInputsAreStillBeingWritten) {
+  auto m0 = meta(), m1 = meta();
+  m0.shard = "0/2";
+  m1.shard = "1/2";
+  const std::string s0 = path("s0.h5"), s1 = path("s1.h5");
+  {
+    ResultsFile f(s0, m0, false, false);
+    f.append(point(0, false, false));
+  }
+  ResultsFile writing(s1, m1, false, false);  // still open: holds s1.h5.lock
+  writing.append(point(1, false, false));
+  const auto sum = ip::exp::merge_results(path("m.h5"), {s0, s1});
+  EXPECT_EQ(sum.running, (std::vector<std::string>{s1}));
+  EXPECT_EQ(sum.running_shards, (std::vector<std::string>{"1/2"}));
+  EXPECT_EQ(sum.incomplete_shards, (std::vector<std::string>{"0/2"}));
+  EXPECT_HAS(ip::exp::describe_missing(sum), "; shard 1/2 is still running (merge again into a new file when it has finished)");
+  // A lock file nobody holds (a writer that finished or died) is not a running writer.
+  const int fd = ::open((s0 + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const auto again = ip::exp::merge_results(path("m2.h5"), {s0});
+  EXPECT_TRUE(again.running.empty());
+  ::unlink((s0 + ".lock").c_str());
+}
+
+// The merged file began when its earliest input began (started_utc, else created_utc); the resumed_by of
+// the first input is not the merged file's own (merged_from lists every input's resumes under it).
+TEST_F(ResultsTest, MergeKeepsTheEarliestStartAndEachInputsResumes) {
+  const auto started = [&](const std::string& name, const std::string& when, std::size_t i) {
+    auto m = meta();
+    m.started_utc = when;
+    ResultsFile f(path(name), m, false, false);
+    f.append(point(i, false, false));
+    return path(name);
+  };
+  const std::string late = started("late.h5", "2023-06-02T00:00:00Z", 0);
+  const std::string early = started("early.h5", "2023-06-01T12:00:00Z", 1);
+  const std::string later = started("later.h5", "2023-06-03T00:00:00Z", 2);
+  {
+    auto m = meta();
+    m.argv = "resumer";
+    ResultsFile f(late, m, true, false);
+    f.append(point(3, false, false));
+  }
+  ip::exp::merge_results(path("m.h5"), {late, early, later});
+  ip::h5::File f(path("m.h5"), "r");
+  EXPECT_EQ(f.attr_string("/", "started_utc"), "2023-06-01T12:00:00Z");
+  EXPECT_FALSE(f.has_attr("/", "resumed_by"));
+  const std::string from = f.attr_string("/", "merged_from");
+  EXPECT_HAS(from, late + " (shard ");
+  EXPECT_HAS(from, "\n  resumed ");
+  EXPECT_HAS(from, "; argv: resumer\n" + early + " (shard ");
 }
 
 TEST_F(ResultsTest, InspectDescribesTheFile) {
