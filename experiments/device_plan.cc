@@ -48,7 +48,7 @@ Workspaces launcher_workspaces(const DeviceShape& s, const PipelineParams& p, do
   Workspaces ws;
   const double T = s.tokens;
   const double longest = std::max(T, rows);
-  const Index64 k = std::min<Index64>(largest_topk(s, p), static_cast<Index64>(longest));
+  [[maybe_unused]] const Index64 k = std::min<Index64>(largest_topk(s, p), static_cast<Index64>(longest));
   const double Ha = std::max(1, s.attn_heads);
 #if IP_HAVE_CUDA
   if (k >= 1 && k <= kGpuTopkMaxK && longest <= 2147483647.0)
