@@ -472,10 +472,10 @@ int cmd_run(const std::vector<std::string>& args, const std::string& argv_line) 
   std::mutex out_mutex;
   ro.out_mutex = &out_mutex;
   sem_init(&g_deadline_wake, 0, 0);
-  install_stop_handlers(stop_grace_s);
   std::vector<PointRecord> rows;
   {
-    StopDeadline deadline(results.get(), &out_mutex, stop_grace_s, points.size());
+    StopDeadline deadline(results.get(), &out_mutex, stop_grace_s, points.size());  // armed before the handlers
+    install_stop_handlers(stop_grace_s);
     rows = run_points(sweep, points, ro, cache, results.get());
   }
   std::cout << summary_table(sweep.axis_keys, rows);
