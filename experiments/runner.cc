@@ -884,7 +884,7 @@ std::vector<PointRecord> run_points(const Sweep& sweep, const std::vector<Point>
     malloc_trim(0);
     if (lines) {
       lines->end_point();
-      if (!tty && rows.back().summary.status != "ok")
+      if (rows.back().summary.status != "ok")  // (on a terminal this was printed as a "note")
         lines->print(fmt::format("[{}/{}] skipped: {}", i + 1, n, rows.back().summary.reason), false);
       else if (!rows.back().summary.reason.empty())  // a point that ran, with a note
         lines->print(fmt::format("[{}/{}] note: {}", i + 1, n, rows.back().summary.reason), false);

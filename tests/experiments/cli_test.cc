@@ -1,6 +1,7 @@
 // The indexpool command end to end: --version, --help, a tiny run, and bad input that exits non-zero
 // before any work without touching an existing results file.
 #include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -858,6 +859,28 @@ TEST_F(CliTest, SecondInterruptRemovesTheLockFileAndSaysSo) {
   const auto r = run("run " + cfg + " --quiet --overwrite --set workload.tokens=4096 --set workload.steps=2");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(fs::exists(h5 + ".lock"));
+}
+
+// On a terminal (a pseudo-terminal here), a skipped point says "skipped:", as in a log; it said "note:".
+TEST_F(CliTest, ASkippedPointOnATerminalSaysSkipped) {
+  const auto cfg = file("tty.ini", "[workload]\ntokens = 1Ki\nsteps = 1\n[select]\ntopk_tokens = 64, 2048\n");
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(IP_INDEXPOOL_BIN, IP_INDEXPOOL_BIN, "run", cfg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string out;
+  std::array<char, 4096> buf{};
+  for (ssize_t got; (got = ::read(master, buf.data(), buf.size())) > 0;) out.append(buf.data(), got);
+  ::close(master);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("[2/2] skipped: select.topk_tokens = 2048 exceeds"), std::string::npos) << out;
+  EXPECT_EQ(out.find("note: select.topk_tokens"), std::string::npos) << out;
 }
 
 // A merge keeps every input open: with more shards than the soft limit on open files allows (often 1024 on a
