@@ -636,7 +636,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description opts("indexpool inspect FILE [options]");
   opts.add_options()("help,h", "describe this command")(
       "table", po::value<std::string>()->value_name("NAME"),
-      "print table NAME (points, point_000003/counters, point_000003/kernels, point_000003/steps, ...) instead");
+      "print table NAME (points, point_000003/counters, point_000003/kernels, point_000003/steps, ...) instead")(
+      "all", "list every point group (of more than 20, the first 15 and the last 5 are listed and the rest counted)");
   po::options_description all;
   all.add(opts).add_options()("file", po::value<std::string>(), "the results file");
   po::positional_options_description pos;
@@ -644,7 +645,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);  // a bad option: status 2
   const std::string usage =
-      "usage: indexpool inspect FILE [--table NAME]\n\n"
+      "usage: indexpool inspect FILE [--table NAME] [--all]\n\n"
       "Describes a results file: how it was made, its points and their status, the table columns, the\n"
       "per-point datasets. With --table NAME, prints that table instead, tab-separated with a header\n"
       "line; numbers exactly, tabs, newlines and backslashes in strings as \\t, \\n, \\\\.\n\n";
@@ -657,7 +658,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string file = vm["file"].as<std::string>();
-  std::cout << (vm.count("table") ? table_tsv(file, vm["table"].as<std::string>()) : inspect_results(file));
+  std::cout << (vm.count("table") ? table_tsv(file, vm["table"].as<std::string>())
+                                  : inspect_results(file, vm.count("all") > 0));
   return 0;
 }
 

@@ -213,8 +213,10 @@ std::string merge_temp_path(const std::string& out);
 std::string describe_missing(const MergeSummary& m);
 
 // `indexpool inspect FILE`: a readable description (attributes, point count by status, table columns,
-// per-point groups and their datasets with shapes).
-std::string inspect_results(const std::string& path);
+// per-point groups and their datasets with shapes). Of more than kInspectPointGroups point groups, the first
+// and last few are listed and the rest counted, unless `all_points` (inspect --all).
+inline constexpr std::size_t kInspectPointGroups = 20;
+std::string inspect_results(const std::string& path, bool all_points = false);
 
 // `indexpool inspect FILE --table NAME`: the table (a 1-D compound dataset: /points, point_<i>/counters,
 // point_<i>/kernels, point_<i>/steps, ...) as tab-separated text: a header of column names, then one line

@@ -1,5 +1,6 @@
 // `indexpool inspect FILE`: a readable description of a results file (see results.h). Works on files of
 // another schema_version, and on any HDF5 file, by falling back to a generic listing.
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -29,11 +30,32 @@ std::string shape_text(const std::vector<Index64>& shape) {
   return s + "]";
 }
 
-// Every object under `group` (skipping `skip` at the top), with group attributes and dataset shapes.
+bool is_point_group(const std::string& name) {
+  return name.size() == 12 && name.rfind("point_", 0) == 0 &&
+         name.find_first_not_of("0123456789", 6) == std::string::npos;
+}
+
+// Every object under `group` (skipping `skip` at the top), with group attributes and dataset shapes. With
+// `elide_points`, of more than kInspectPointGroups point_<index> groups at the top only the first 15 and the
+// last 5 are listed, with a line counting the rest.
 void list_tree(const h5::File& f, const std::string& group, const std::string& indent, const std::string& skip,
-               std::string& out) {
-  for (const auto& name : f.list(group)) {
+               std::string& out, bool elide_points = false) {
+  const std::vector<std::string> names = f.list(group);
+  std::size_t point_groups = 0;
+  if (elide_points) point_groups = std::count_if(names.begin(), names.end(), is_point_group);
+  const bool elide = point_groups > kInspectPointGroups;
+  constexpr std::size_t kHead = kInspectPointGroups - 5, kTail = 5;
+  std::size_t point_seen = 0;
+  for (const auto& name : names) {
     if (name == skip) continue;
+    if (elide && is_point_group(name)) {
+      const std::size_t at = point_seen++;
+      if (at == kHead)
+        out += fmt::format("{}... {} more point_<index> groups like these ('indexpool inspect FILE --all' lists "
+                           "every one)\n",
+                           indent, point_groups - kHead - kTail);
+      if (at >= kHead && at < point_groups - kTail) continue;
+    }
     const std::string path = group == "/" ? name : group + "/" + name;
     if (f.is_group(path)) {
       std::string attrs;
@@ -58,7 +80,7 @@ const char* kind_name(h5::Column::Kind k) {
 
 }  // namespace
 
-std::string inspect_results(const std::string& path) {
+std::string inspect_results(const std::string& path, bool all_points) {
   h5::File f(path, "r");
   std::string out = fmt::format("results file {}\n", path);
   bool known = false;
@@ -105,7 +127,7 @@ std::string inspect_results(const std::string& path) {
     }
   }
   out += "objects:\n";
-  list_tree(f, "/", "  ", "", out);
+  list_tree(f, "/", "  ", "", out, known && !all_points);
   return out;
 }
 

@@ -1055,4 +1055,26 @@ TEST_F(ResultsTest, InspectDescribesTheFile) {
   EXPECT_HAS(text, "selected_groups  int32 [3, 2]");
 }
 
+// Of many points, inspect lists the first 15 and the last 5 groups and counts the rest (a file of 16,000
+// points printed 64,000 lines and took 300 MB); --all lists every one.
+TEST_F(ResultsTest, InspectCountsThePointGroupsOfABigFile) {
+  std::vector<std::size_t> points(25);
+  for (std::size_t i = 0; i < points.size(); ++i) points[i] = i;
+  const std::string p = write("big.h5", points);
+  const std::string text = ip::exp::inspect_results(p);
+  EXPECT_HAS(text, "points: 25 of 10");
+  for (std::size_t i : {0, 14, 20, 24}) EXPECT_HAS(text, fmt::format("point_{:06d}/  key=", i));
+  for (std::size_t i : {15, 19}) EXPECT_EQ(text.find(fmt::format("point_{:06d}/", i)), std::string::npos) << i;
+  EXPECT_HAS(text, "  ... 5 more point_<index> groups like these ('indexpool inspect FILE --all' lists every one)\n"
+                   "  point_000020/");
+  EXPECT_HAS(text, "  points  table [25]");  // what follows the point groups is listed
+  const std::string all = ip::exp::inspect_results(p, true);
+  for (std::size_t i = 0; i < 25; ++i) EXPECT_HAS(all, fmt::format("point_{:06d}/  key=", i));
+  EXPECT_EQ(all.find("more point_<index> groups"), std::string::npos);
+  // At the limit, every group is listed.
+  const std::string at_limit = ip::exp::inspect_results(write("twenty.h5", std::vector<std::size_t>(
+                                                                               points.begin(), points.begin() + 20)));
+  for (std::size_t i = 0; i < 20; ++i) EXPECT_HAS(at_limit, fmt::format("point_{:06d}/  key=", i));
+}
+
 }  // namespace
