@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .common import G, PREC, W, fix_others, no_value, per_request_times, step_groups, tokens_label, write_output
+from .common import (G, PREC, W, fix_others, no_value, per_request_times, point_keys, step_groups, tokens_label,
+                     write_output)
 from .load import NoData
 
 SUPPORTED, NOT_SUPPORTED, PARTIALLY, NOT_MEASURED = "supported", "not supported", "partially", "not measured"
@@ -355,7 +356,7 @@ def _rate(res, rows, col):
     context tokens / its time (steps with a time > 0: pooling only where the step built or updated the index),
     so requests of different lengths (workload.length_spread) count at their own lengths; then the median
     over the points. A point without its steps table: its mean context (`tokens`) / its median time."""
-    groups = step_groups(res)
+    groups = step_groups(res, point_keys(rows))  # these points' steps only
     rates = []
     for _, r in rows.iterrows():
         st = groups.get((r.get("file"), r.get("index")))

@@ -374,16 +374,42 @@ def constants(df, keys, besides=""):
     return ", ".join(out)
 
 
-def step_groups(res):
-    """{(file, index): that point's steps} (built once per results object)."""
+def step_groups(res, keys=None):
+    """{(file, index): that point's steps} (built once per results object). keys: only these points
+    ((file, index) pairs) need be there: their steps are read (once) and the others are not; a point without
+    steps is absent either way."""
     if not hasattr(res, "detail"):
         return {}
     cache = res._detail.get("#steps_by_point")
-    if cache is None:
+    if cache is None and (keys is None or schema.STEPS in res._detail or not hasattr(res, "detail_keys")):
         steps = res.detail(schema.STEPS)
         cache = {k: g for k, g in steps.groupby(["file", "index"])} if len(steps) else {}
         res._detail["#steps_by_point"] = cache
-    return cache
+    if cache is not None:
+        return cache
+    part = res._detail.setdefault("#steps_by_point_part", {"read": set(), "groups": {}})
+    todo = [k for k in dict.fromkeys(_point_key(f, i) for f, i in keys) if k is not None and k not in part["read"]]
+    if todo:
+        steps = res.detail(schema.STEPS, keys=todo)
+        if len(steps):
+            part["groups"].update({(f, i): g for (f, i), g in steps.groupby(["file", "index"])})
+        part["read"].update(todo)
+    return part["groups"]
+
+
+def _point_key(file, index):
+    """(file, index) as detail() keys a point: (str, int); None when index is no integer (a row without one)."""
+    try:
+        return str(file), int(index)
+    except (TypeError, ValueError):
+        return None
+
+
+def point_keys(df):
+    """The (file, index) pairs of df's rows (none when df lacks either column)."""
+    if "file" not in df.columns or "index" not in df.columns:
+        return []
+    return list(zip(df["file"], df["index"]))
 
 
 def summarize(res, df, by, metric):
@@ -397,10 +423,10 @@ def summarize(res, df, by, metric):
     median, bars the 25th-75th percentile; recalls and errors: the mean, bars +-1 s.d.). Otherwise no bars.
     Returns a frame: by..., center, lo, hi, n, and the set of bar kinds used (for the caption)."""
     rows, kinds = [], set()
-    steps = None
     SW = "attr.sweep_id"
     split = SW in df.columns and SW not in by and df[SW].nunique() > 1
     rank = df[SW].value_counts() if split else None
+    groups = []
     for keys, g in df.groupby(list(by), sort=True, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         if split and g[SW].nunique() > 1:  # different sweeps are not repeats of one another
@@ -410,8 +436,12 @@ def summarize(res, df, by, metric):
             kinds.add(f"not pooled across sweeps: at {at} several sweeps have points, drawn: sweep {str(keep)[:8]} "
                       f"(the series' main sweep)")
         vals = g[metric].astype(float).dropna()
-        if vals.empty:
-            continue
+        if not vals.empty:
+            groups.append((keys, g, vals))
+    one = [k for _, g, vals in groups if len(vals) == 1 for k in point_keys(g.iloc[:1])]
+    # The steps of the groups of one point (their bars), read together; no other point's.
+    steps = step_groups(res, one) if metric in schema.STEP_METRICS and one else {}
+    for keys, g, vals in groups:
         if len(vals) >= 2:
             reps = [k for k in schema.REPLICATE_KEYS if g[k].nunique() > 1]
             what = f"{len(vals)} " + ("seeds" if reps else "repeated points")
@@ -423,8 +453,6 @@ def summarize(res, df, by, metric):
                 lo, hi = c - s, c + s
                 kinds.add(f"±1 s.d. over {what}")
         elif metric in schema.STEP_METRICS:
-            if steps is None:
-                steps = step_groups(res)
             r = g.iloc[0]
             st = steps.get((r["file"], r["index"]))
             col = schema.STEP_COLUMN.get(metric, metric)

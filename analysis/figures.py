@@ -12,7 +12,7 @@ from . import schema
 from .common import (binary_label, dodge, G, PREC, RUN, SEQUENTIAL_CMAP, W, ATTENTION_COLUMNS, batched_gpu, caption,
                      color_of, constants, context_axis, errorbar, finish, fix_others, fmt_value, log2_axis, logy,
                      no_value, ok_rows, per_request_times, skipped_note,
-                     sources, step_groups, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
+                     sources, point_keys, step_groups, summarize, weighting_sort_key, LINESTYLES, MARKERS, SHORT)
 from .load import NoData, parse_size
 
 MiB = float(1 << 20)
@@ -452,26 +452,54 @@ def _paired_change(res, d, base, p, metric):
     each point of d at p, the one point at `base` with every other setting equal (seed, context, backend, the
     config keys of schema.KEY_DEFAULTS), their steps matched by request and step; points of one sweep only, the
     sweep with the most points in d (as summarize() draws). Returns the differences (empty when no point pairs)."""
-    steps = step_groups(res)
     SW = "attr.sweep_id"
     if SW in d.columns and d[SW].nunique() > 1:
         d = d[d[SW] == max(d[SW].unique(), key=lambda sw: (int((d[SW] == sw).sum()), str(sw)))]
     keys = [k for k in dict.fromkeys((*schema.KEY_DEFAULTS, "context", RUN, SW)) if k in d.columns and k != PREC]
     bases = d[d[PREC] == base]
-    out = []
-    for _, r in d[d[PREC] == p].iterrows():
-        m = bases
-        for k in keys:
-            m = m[m[k].isna()] if pd.isna(r[k]) else m[m[k] == r[k]]
+    # Each point at base under its settings (NaN equal to NaN, as the settings of a point are compared), once.
+    at = {}
+    for i, key in enumerate(_setting_keys(bases, keys)):
+        at.setdefault(key, []).append(i)
+    pairs = []
+    rows = d[d[PREC] == p]
+    for (f, idx), key in zip(zip(rows["file"], rows["index"]), _setting_keys(rows, keys)):
+        m = at.get(key, ())
         if len(m) != 1:  # none, or several that differ in a setting not listed: no pair rather than a wrong one
             continue
-        a, b = steps.get((r["file"], r["index"])), steps.get((m["file"].iloc[0], m["index"].iloc[0]))
+        pairs.append(((f, idx), (bases["file"].iloc[m[0]], bases["index"].iloc[m[0]])))
+    steps = step_groups(res, [k for pair in pairs for k in pair])  # the paired points' steps only
+    out = []
+    for ka, kb in pairs:
+        a, b = steps.get(ka), steps.get(kb)
         if a is None or b is None or metric not in a.columns:
             continue
-        j = a[["request", "step", metric]].merge(b[["request", "step", metric]], on=["request", "step"],
-                                                 suffixes=("", "_base"))
-        out.append((j[metric] - j[metric + "_base"]).astype(float).dropna())
+        out.append(_step_change(a, b, metric))
     return pd.concat(out) if out else pd.Series(dtype=float)
+
+
+_NA = object()  # a missing setting, in a tuple of settings (NaN is not equal to itself)
+
+
+def _setting_keys(df, keys):
+    """One tuple per row of df: its values of `keys`, a missing value as _NA."""
+    cols = [[_NA if pd.isna(v) else v for v in df[k].tolist()] for k in keys]
+    return list(zip(*cols)) if cols else [()] * len(df)
+
+
+def _step_change(a, b, metric):
+    """a's `metric` minus b's over the steps both ran (rows matched by request and step, in a's order, as an
+    inner merge of a with b on them gives), as floats, NaN left out."""
+    at = {}
+    for j, key in enumerate(zip(b["request"].tolist(), b["step"].tolist())):
+        at.setdefault(key, []).append(j)
+    li, ri = [], []
+    for i, key in enumerate(zip(a["request"].tolist(), a["step"].tolist())):
+        for j in at.get(key, ()):
+            li.append(i)
+            ri.append(j)
+    av, bv = a[metric].to_numpy(), b[metric].to_numpy()
+    return pd.Series(av[li] - bv[ri]).astype(float).dropna()
 
 
 def _where_varies(df, axis, key):
@@ -593,7 +621,6 @@ def fig_cache(res):
                      f"{schema.CACHE_HIT_RATE} value")
     df = df[df[W] == ref]
     names = _tier_names(df)
-    levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
     B = "workload.requests"
     panels = [("context", None, "(a) vs context length"),
               (B, "concurrent requests B (requests)", "(b) vs concurrent requests")]
@@ -604,6 +631,7 @@ def fig_cache(res):
                    f"{fmt_value(B, slices[1][0][B].iloc[0])}. ")
         panels, slices = panels[:1], slices[:1]
         panels[0] = ("context", None, "vs context length")
+    levels = _detail_of(res, schema.CACHE_LEVELS, [k for d, _ in slices for k in point_keys(d)])
     fig, axes = plt.subplots(1, len(panels), figsize=(11.5 if len(panels) > 1 else 8, 4.6),
                              sharey=True, squeeze=False)
     axes = axes[0]
@@ -697,6 +725,16 @@ def _object_bytes(row, levels=None):
     return float(b * g) if np.isfinite(b) and b > 0 else None
 
 
+def _detail_of(res, name, keys):
+    """res.detail(name) of the points `keys` only (the whole table where res reads no subsets; an empty frame
+    where res has no detail)."""
+    if not hasattr(res, "detail"):
+        return pd.DataFrame()
+    if hasattr(res, "detail_keys"):
+        return res.detail(name, keys=keys)
+    return res.detail(name)
+
+
 def bytes_label(v, _pos=None):
     """Binary byte units: 512 -> '512 B', 16384 -> '16 KiB', 2**23 -> '8 MiB'."""
     return binary_label(v, " ", "B")
@@ -706,22 +744,30 @@ def fig_mrc(res):
     """Exact LRU miss-ratio curves of the selection traces, one panel per G, with the tier capacities; every
     curve against the cache capacity in bytes (its object count times its own object size)."""
     df = ok_rows(res, "mrc", ["context", W, G])
-    mrc = res.detail(schema.CACHE_MRC) if hasattr(res, "detail") else pd.DataFrame()
-    if mrc.empty:
+    if hasattr(res, "detail_keys"):  # which points have curves; only the drawn ones are read (below)
+        have = res.detail_keys(schema.CACHE_MRC)
+        mrc = None
+    else:
+        mrc = res.detail(schema.CACHE_MRC) if hasattr(res, "detail") else pd.DataFrame()
+        have = list(dict.fromkeys(point_keys(mrc)))
+    if not have:
         # Which switch was off, from each file's resolved config (both default to true).
         off = [k for k in ("cache.enabled", "cache.mrc")
                if getattr(res, "files", None) and all(
                    not any(str(v).lower() in schema.TRUE_WORDS for v in f.settings.get(k, ["true"])) for f in res.files)]
         why = " and ".join(f"{k} = false" for k in off) or "cache.enabled = false or cache.mrc = false?"
         raise NoData(f"mrc: no point has a point_NNNNNN/{schema.CACHE_MRC} dataset ({why})")
-    levels = res.detail(schema.CACHE_LEVELS) if hasattr(res, "detail") else pd.DataFrame()
-    df = df[df.set_index(["file", "index"]).index.isin(mrc.set_index(["file", "index"]).index.unique())]
+    df = df[df.set_index(["file", "index"]).index.isin(pd.MultiIndex.from_tuples(have, names=["file", "index"]))]
     df, note = fix_others(df, keep=(W, G, "attr.sweep_id", "backend", RUN))
     df = df[df["workload.seed"] == df["workload.seed"].min()]
     exact_only = not (df[W] != schema.EXACT).any()
     if exact_only:  # the exact indexer selects tokens whatever G says: one panel, not the same curve per G
         df = df[df[G] == df[G].min()]
     gs = sorted(df[G].unique())
+    drawn = point_keys(df.drop_duplicates([G, W]))  # the point each curve is drawn from (the first of its G, W)
+    if mrc is None:
+        mrc = res.detail(schema.CACHE_MRC, keys=drawn)
+    levels = _detail_of(res, schema.CACHE_LEVELS, drawn)
     fig, axes = plt.subplots(1, len(gs), figsize=(4.2 * len(gs) + 1, 4.3), sharey=True, squeeze=False)
     sizes, unknown, xs_all = {}, [], []  # sizes: {G (None: exact): {weighting: object bytes}}
     for ax, g in zip(axes[0], gs):

@@ -183,41 +183,78 @@ def _bool(v):
     return True if t in schema.TRUE_WORDS else False if t in schema.FALSE_WORDS else None
 
 
+def _memo(fn):
+    """fn(v) per value of a column, computed once per distinct (type, value): the same values Series.map(fn)
+    gives (fn is pure), without a call per row."""
+    seen = {}
+
+    def f(v):
+        k = (type(v), v)
+        try:
+            return seen[k]
+        except KeyError:
+            out = seen[k] = fn(v)
+            return out
+        except TypeError:  # unhashable
+            return fn(v)
+    return f
+
+
 def _complete(df, info):
-    """Adds a column for every KEY_DEFAULTS key that was not an axis, typed numbers, and provenance."""
+    """Adds a column for every KEY_DEFAULTS key that was not an axis, typed numbers, and provenance.
+
+    The columns are built in a dict and joined to df once (one insert per column made pandas copy and
+    reindex its blocks ~65 times a file); the result is the frame the column-by-column version gave: df's own
+    columns in place (the typed keys among them converted), then the keys added, the text of the typed keys
+    (KEY#s), context, file, the attr.* columns, run#read, and run_backend / run_device where df lacks them."""
+    cols = dict(df.items())
+    added = {}
     for key, default in schema.KEY_DEFAULTS.items():
-        if key in df.columns:
+        if key in cols:
             continue
         if key == schema.BACKEND and key not in info.settings:
             value = info.attrs.get("backend") or default
         else:
             values = info.settings.get(key, [default])
             value = values[0] if len(values) == 1 else ",".join(values)
-        df[key] = value
+        added[key] = _constant(value, df.index)
+    cols.update(added)
+    typed = {}
+    text = {key: pd.Series(cols[key], index=df.index) if isinstance(cols[key], np.ndarray) else cols[key]
+            for key in schema.INT_KEYS + schema.FLOAT_KEYS + schema.BOOL_KEYS}
     for key in schema.INT_KEYS:
-        df[key + "#n"] = df[key].map(parse_size)
+        typed[key] = text[key].map(_memo(parse_size))
     for key in schema.FLOAT_KEYS:
-        df[key + "#n"] = pd.to_numeric(df[key].where(df[key] != ""), errors="coerce")
+        typed[key] = pd.to_numeric(text[key].where(text[key] != ""), errors="coerce")
     for key in schema.BOOL_KEYS:
-        df[key + "#n"] = df[key].map(_bool)
+        typed[key] = text[key].map(_memo(_bool))
     for key in schema.INT_KEYS + schema.FLOAT_KEYS + schema.BOOL_KEYS:  # typed; text kept under key + "#s"
-        df[key + "#s"] = df[key]
-        df[key] = df.pop(key + "#n")
+        cols[key] = typed[key]
+    cols.update({key + "#s": text[key] for key in text})
     # Context length: the nominal T of a synthetic workload (the same across seeds), else the measured mean.
-    synthetic = df["workload.source"] == "synthetic"
-    df["context"] = np.where(synthetic, df["workload.tokens"], df["tokens"]).astype(float)
-    df["file"] = info.path
+    synthetic = np.asarray(cols["workload.source"] == "synthetic")
+    cols["context"] = np.where(synthetic, cols["workload.tokens"], cols["tokens"]).astype(float)
+    cols["file"] = _constant(info.path, df.index)
     for a in ("sweep_id", "host", "device", "tool_version", "config_path", "argv"):
-        df["attr." + a] = str(info.attrs.get(a, ""))
-    df["attr.git_revision"] = revisions(info.attrs)
+        cols["attr." + a] = _constant(str(info.attrs.get(a, "")), df.index)
+    cols["attr.git_revision"] = _constant(revisions(info.attrs), df.index)
     # What each point ran on. Files from before run_backend/run_device: the old reading (the configured
     # backend, and the root attribute "device"), marked as such.
-    df[schema.RUN_COLUMNS_READ] = all(c in df.columns for c in schema.RUN_COLUMNS)
-    if schema.RUN_BACKEND not in df.columns:
-        df[schema.RUN_BACKEND] = df[schema.BACKEND]
-    if schema.RUN_DEVICE not in df.columns:
-        df[schema.RUN_DEVICE] = df["attr.device"]
-    return df
+    cols[schema.RUN_COLUMNS_READ] = _constant(all(c in df.columns for c in schema.RUN_COLUMNS), df.index)
+    if schema.RUN_BACKEND not in cols:
+        cols[schema.RUN_BACKEND] = cols[schema.BACKEND]
+    if schema.RUN_DEVICE not in cols:
+        cols[schema.RUN_DEVICE] = cols["attr.device"]
+    return pd.DataFrame(cols, index=df.index)
+
+
+def _constant(value, index):
+    """A column of `value` on every row, typed as df[key] = value types it (text: object)."""
+    if isinstance(value, str):
+        return np.full(len(index), value, dtype=object)
+    if isinstance(value, bool):
+        return np.full(len(index), value, dtype=bool)
+    return pd.Series(value, index=index)
 
 
 def revisions(attrs):
@@ -235,6 +272,43 @@ def revisions(attrs):
     return f"{first} (some points written at {', '.join(later)})" if later else first
 
 
+def _detail_frame(items):
+    """[((file, index), array)] -> one frame with file and index columns in front: the frame that a frame per
+    point (text columns decoded) concatenated gives, built at once where the arrays share one record type."""
+    if not items:
+        return pd.DataFrame()
+    arrays = [a for _, a in items]
+    first = arrays[0]
+    if first.ndim == 1 and first.dtype.names and all(a.ndim == 1 and a.dtype == first.dtype for a in arrays):
+        d = pd.DataFrame(np.concatenate(arrays))
+        for c in d.columns:
+            if d[c].dtype == object:
+                d[c] = d[c].map(_text)
+        lens = [len(a) for a in arrays]
+        d.insert(0, "index", np.repeat(np.array([k[1] for k, _ in items], dtype=np.int64), lens))
+        d.insert(0, "file", np.repeat(np.array([k[0] for k, _ in items], dtype=object), lens))
+        return d
+    frames = []  # record types differ between points: a frame each, as pandas joins them
+    for (path, idx), a in items:
+        d = pd.DataFrame(a)
+        for c in d.columns:
+            if d[c].dtype == object:
+                d[c] = d[c].map(_text)
+        d.insert(0, "index", int(idx))
+        d.insert(0, "file", path)
+        frames.append(d)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _only_keys(frame, keys):
+    """The rows of a detail frame whose (file, index) is one of keys, in the frame's order."""
+    if not len(frame) or "file" not in frame.columns or "index" not in frame.columns:
+        return frame
+    want = {(str(f), int(i)) for f, i in keys}
+    mask = [(f, int(i)) in want for f, i in zip(frame["file"], frame["index"])]
+    return frame[np.array(mask, dtype=bool)].reset_index(drop=True)
+
+
 @dataclass
 class Results:
     points: pd.DataFrame
@@ -245,29 +319,58 @@ class Results:
     def ok(self):
         return self.points[self.points["status"] == "ok"]
 
-    def detail(self, name):
+    def detail(self, name, keys=None):
         """Dataset point_NNNNNN/<name> of every ok point, concatenated, with file and index columns (empty
-        frame when no point has it)."""
+        frame when no point has it). keys: only these points ((file, index) pairs; those not ok are left out),
+        the same rows as the full frame filtered to them, without reading the other points."""
         if name in self._detail:
-            return self._detail[name]
-        frames = []
-        ok = self.ok
-        for path, rows in ok.groupby("file", sort=False):
-            with _open(path) as f:
-                for idx in rows["index"]:
-                    ds = f.get(f"point_{int(idx):06d}/{name}")
-                    if ds is None:
-                        continue
-                    d = pd.DataFrame(ds[:])
-                    for c in d.columns:
-                        if d[c].dtype == object:
-                            d[c] = d[c].map(_text)
-                    d.insert(0, "index", int(idx))
-                    d.insert(0, "file", path)
-                    frames.append(d)
-        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        self._detail[name] = out
+            full = self._detail[name]
+            return full if keys is None else _only_keys(full, keys)
+        want = None if keys is None else {(str(f), int(i)) for f, i in keys}
+        raw = self._detail.setdefault("#raw:" + name, {})  # {(file, index): the dataset's array, None: none}
+        order = []
+        for path, rows in self.ok.groupby("file", sort=False):
+            idxs = [int(i) for i in rows["index"]]
+            if want is not None:
+                idxs = [i for i in idxs if (path, i) in want]
+            todo = [i for i in idxs if (path, i) not in raw]
+            if todo:
+                with _open(path) as f:
+                    for idx in todo:
+                        ds = f.get(f"point_{idx:06d}/{name}")
+                        raw[(path, idx)] = None if ds is None else ds[:]
+            order.extend((path, i) for i in idxs)
+        out = _detail_frame([(k, raw[k]) for k in order if raw[k] is not None])
+        if keys is None:
+            self._detail[name] = out
+            del self._detail["#raw:" + name]
         return out
+
+    def detail_keys(self, name):
+        """(file, index) of the ok points whose dataset point_NNNNNN/<name> has rows (the points detail(name)
+        holds), in detail()'s order, reading no data."""
+        if name in self._detail:
+            full = self._detail[name]
+            if not len(full) or "file" not in full.columns or "index" not in full.columns:
+                return []
+            return list(dict.fromkeys(zip(full["file"], full["index"])))
+        got = self._detail.get("#keys:" + name)
+        if got is None:
+            raw = self._detail.get("#raw:" + name, {})
+            got = []
+            for path, rows in self.ok.groupby("file", sort=False):
+                with _open(path) as f:
+                    for idx in (int(i) for i in rows["index"]):
+                        if (path, idx) in raw:
+                            a = raw[(path, idx)]
+                            has = a is not None and len(a) > 0
+                        else:
+                            ds = f.get(f"point_{idx:06d}/{name}")
+                            has = ds is not None and len(ds.shape) > 0 and ds.shape[0] > 0
+                        if has:
+                            got.append((path, idx))
+            self._detail["#keys:" + name] = got
+        return list(got)
 
     def point_attrs(self, names=schema.PROFILE_ATTRS, rows=None):
         """Attributes `names` of the groups point_NNNNNN of `rows` (default: every point), one row per point
