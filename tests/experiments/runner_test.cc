@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -379,58 +380,51 @@ TEST_F(RunnerTest, ProgressNamesRequestsOrBatchedStepsByWhereThePointRan) {
   }
 }
 
-// INDEXPOOL_PROGRESS_INTERVAL: unset or empty is 0 (the default interval); otherwise seconds in (0, 3600],
-// the whole value a number.
-TEST_F(RunnerTest, ProgressIntervalFromTheEnvironmentTakesSecondsUpToAnHour) {
-  const char* was = std::getenv("INDEXPOOL_PROGRESS_INTERVAL");
+// An environment variable of seconds read by `read`: `unset` when unset or empty, each of `accepted` as its
+// value, and each of `refused` refused with an error naming the variable and the value. The variable is
+// restored afterwards.
+void check_seconds_variable(const char* name, double (*read)(), double unset,
+                            std::initializer_list<std::pair<const char*, double>> accepted,
+                            std::initializer_list<const char*> refused) {
+  const char* was = std::getenv(name);
   const std::string saved = was ? was : "";
-  unsetenv("INDEXPOOL_PROGRESS_INTERVAL");
-  EXPECT_EQ(progress_interval_from_env(), 0.0);
-  for (const auto& [v, want] : {std::pair<const char*, double>{"", 0.0}, {"0.5", 0.5}, {"3600", 3600.0}, {"1e-3", 1e-3}}) {
-    setenv("INDEXPOOL_PROGRESS_INTERVAL", v, 1);
-    EXPECT_EQ(progress_interval_from_env(), want) << v;
+  unsetenv(name);
+  EXPECT_EQ(read(), unset) << name;
+  setenv(name, "", 1);
+  EXPECT_EQ(read(), unset) << name << " empty";
+  for (const auto& [v, want] : accepted) {
+    setenv(name, v, 1);
+    EXPECT_EQ(read(), want) << name << " = " << v;
   }
-  for (const char* v : {"0", "-1", "3600.5", "1e9", "0.5s", "2 ", "soon", "nan", "inf"}) {
-    setenv("INDEXPOOL_PROGRESS_INTERVAL", v, 1);
+  for (const char* v : refused) {
+    setenv(name, v, 1);
     try {
-      progress_interval_from_env();
-      ADD_FAILURE() << "accepted '" << v << "'";
+      read();
+      ADD_FAILURE() << name << ": accepted '" << v << "'";
     } catch (const ip::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(fmt::format("INDEXPOOL_PROGRESS_INTERVAL = '{}'", v)), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find(fmt::format("{} = '{}'", name, v)), std::string::npos) << e.what();
     }
   }
   if (was)
-    setenv("INDEXPOOL_PROGRESS_INTERVAL", saved.c_str(), 1);
+    setenv(name, saved.c_str(), 1);
   else
-    unsetenv("INDEXPOOL_PROGRESS_INTERVAL");
+    unsetenv(name);
+}
+
+// INDEXPOOL_PROGRESS_INTERVAL: unset or empty is 0 (the default interval); otherwise seconds in (0, 3600],
+// the whole value a number.
+TEST_F(RunnerTest, ProgressIntervalFromTheEnvironmentTakesSecondsUpToAnHour) {
+  check_seconds_variable("INDEXPOOL_PROGRESS_INTERVAL", progress_interval_from_env, 0.0,
+                         {{"0.5", 0.5}, {"3600", 3600.0}, {"1e-3", 1e-3}},
+                         {"0", "-1", "3600.5", "1e9", "0.5s", "2 ", "soon", "nan", "inf"});
 }
 
 // INDEXPOOL_STOP_GRACE: unset or empty is 20 s; otherwise seconds in [0, 86400] (0: abandon at once), the whole
 // value a number.
 TEST_F(RunnerTest, StopGraceFromTheEnvironmentTakesSecondsUpToADay) {
-  const char* was = std::getenv("INDEXPOOL_STOP_GRACE");
-  const std::string saved = was ? was : "";
-  unsetenv("INDEXPOOL_STOP_GRACE");
-  EXPECT_EQ(stop_grace_from_env(), 20.0);
-  for (const auto& [v, want] : {std::pair<const char*, double>{"", 20.0}, {"0", 0.0}, {"2.5", 2.5}, {"86400", 86400.0}}) {
-    setenv("INDEXPOOL_STOP_GRACE", v, 1);
-    EXPECT_EQ(stop_grace_from_env(), want) << v;
-  }
-  for (const char* v : {"-1", "86400.5", "1e9", "20s", "5 ", "never", "nan", "inf"}) {
-    setenv("INDEXPOOL_STOP_GRACE", v, 1);
-    try {
-      stop_grace_from_env();
-      ADD_FAILURE() << "accepted '" << v << "'";
-    } catch (const ip::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(fmt::format("INDEXPOOL_STOP_GRACE = '{}'", v)), std::string::npos)
-          << e.what();
-    }
-  }
-  if (was)
-    setenv("INDEXPOOL_STOP_GRACE", saved.c_str(), 1);
-  else
-    unsetenv("INDEXPOOL_STOP_GRACE");
+  check_seconds_variable("INDEXPOOL_STOP_GRACE", stop_grace_from_env, 20.0,
+                         {{"0", 0.0}, {"2.5", 2.5}, {"86400", 86400.0}},
+                         {"-1", "86400.5", "1e9", "20s", "5 ", "never", "nan", "inf"});
 }
 
 // The memory limit: a point whose estimate equals it runs; below it, the point is skipped, its reason giving
