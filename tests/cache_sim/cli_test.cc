@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -236,6 +237,7 @@ TEST(CacheSimCli, BadInputFailsBeforeSimulating) {
       {{"--trace", good, "--mode", "both"}, "--mode 'both'"},
       {{"--trace", good, "--format", "xml"}, "--format 'xml'"},
       {{"--trace", good, "--shards", "2"}, "--shards 2"},
+      {{"--trace", good, "--shards", "1e-9"}, "the rate must be in (0, 1]"},  // below one id in 2^24
       {{"--level", "lru:10"}, "--trace FILE is required"},
       {{"--trace", good, "--levle", "lru:10"}, "unrecognised option '--levle'"},
   };
@@ -245,6 +247,9 @@ TEST(CacheSimCli, BadInputFailsBeforeSimulating) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in: " << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+  // A usage error (an option the command does not know) exits 2, bad input 1.
+  EXPECT_EQ(run({"--trace", good, "--levle", "lru:10"}).rc, 2);
+  EXPECT_EQ(run({"--trace", good, "--level", "lru:0"}).rc, 1);
   const std::string empty = temp_file("empty.txt", "# nothing\n");
   EXPECT_NE(run({"--trace", empty}).err.find("holds no accesses"), std::string::npos);
   for (const auto& p : {good, bad, empty}) std::filesystem::remove(p);
@@ -291,6 +296,161 @@ TEST(CacheSimCli, ProgressLinesOnStderrOnly) {
   const CmdResult both = run({"--trace", t, "--quiet", "--progress"});
   EXPECT_NE(both.rc, 0);
   EXPECT_NE(both.err.find("--quiet and --progress"), std::string::npos) << both.err;
+  std::filesystem::remove(t);
+}
+
+// a b a c b (1 2 1 3 2) through lru:1 over lru:2KiB (nine), its totals and the table. L1 misses all 5 and
+// evicts 4 times; L2 holds every 1-byte object: 1 2 miss, 1 hits, 3 misses, 2 hits. 2 hits of 5; a level
+// reads the bytes of its misses from below (1 byte an access without a size).
+TEST(CacheSimCli, TotalsAndTableByHand) {
+  const std::string t = temp_file("abacb.txt", "1\n2\n1\n3\n2\n");
+  const CmdResult j = run({"--trace", t, "--level", "lru:1", "--level", "lru:2KiB", "--json"});
+  ASSERT_EQ(j.rc, 0) << j.err;
+  EXPECT_NE(j.out.find("\"schema_version\": 1,\n  \"trace\": \"" + t + "\",\n  \"format\": \"txt\",\n  \"mode\": \"nine\",\n"
+                       "  \"streamed\": false,\n  \"accesses\": 5,\n  \"hits\": 2,\n  \"hit_rate\": 0.4,\n"),
+            std::string::npos)
+      << j.out;
+  EXPECT_NE(j.out.find("{\"policy\": \"lru\", \"capacity\": 1, \"capacity_unit\": \"entries\", \"accesses\": 5"),
+            std::string::npos)
+      << j.out;
+  EXPECT_NE(j.out.find("{\"policy\": \"lru\", \"capacity\": 2048, \"capacity_unit\": \"bytes\", \"accesses\": 5"),
+            std::string::npos)
+      << j.out;
+  // The table, with runs of spaces read as one.
+  const auto words = [](const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream ws(line);
+      std::string w, joined;
+      while (ws >> w) joined += (joined.empty() ? "" : " ") + w;
+      lines.push_back(joined);
+    }
+    return lines;
+  };
+  for (const bool stream : {false, true}) {
+    std::vector<std::string> args = {"--trace", t, "--level", "lru:1", "--level", "lru:2KiB"};
+    if (stream) args.push_back("--stream");
+    const CmdResult r = run(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto lines = words(r.out);
+    ASSERT_EQ(lines.size(), 5u) << r.out;
+    EXPECT_EQ(lines[0], "trace " + t + (stream ? " (txt, streamed)" : " (txt)") + ": 5 accesses; mode nine");
+    EXPECT_EQ(lines[2], "L1 lru 1 entries 5 0 5 0.0000 4 0 0 5");
+    EXPECT_EQ(lines[3], "L2 lru 2KiB 5 2 3 0.4000 0 0 0 3");
+    EXPECT_EQ(lines[4], "overall: 2 hits of 5 accesses (0.4000)");
+  }
+  std::filesystem::remove(t);
+}
+
+// The counters beside hits and misses. An object larger than a byte level bypasses it (a miss and a bypass):
+// 1 (200 B), 2 (50 B), 1 (200 B) through lru:100B over lru:1KiB: L1 misses all 3, bypasses 2 and reads
+// 450 bytes from below; L2 misses 1 and 2 (250 bytes) and hits 1. Inclusive, lru:2 over lru:2 with 1 2 1 3:
+// 1 hits L1, so L2 never sees it again; at 3 L2 evicts 1, the least recent there, and so invalidates L1's copy.
+TEST(CacheSimCli, BypassesInvalidationsAndBytesByHand) {
+  const std::string sized = temp_file("sized.txt", "1 200\n2 50\n1 200\n");
+  const CmdResult b = run({"--trace", sized, "--level", "lru:100B", "--level", "lru:1KiB", "--json"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_NE(b.out.find("\"accesses\": 3, \"hits\": 0, \"misses\": 3, \"evictions\": 0, \"invalidations\": 0, "
+                       "\"bypasses\": 2, \"bytes_from_below\": 450, \"hit_rate\": 0}"),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("\"accesses\": 3, \"hits\": 1, \"misses\": 2, \"evictions\": 0, \"invalidations\": 0, "
+                       "\"bypasses\": 0, \"bytes_from_below\": 250,"),
+            std::string::npos)
+      << b.out;
+  const std::string cycle = temp_file("cycle.txt", "1\n2\n1\n3\n");
+  const CmdResult i = run({"--trace", cycle, "--level", "lru:2", "--level", "lru:2", "--mode", "inclusive", "--json"});
+  ASSERT_EQ(i.rc, 0) << i.err;
+  const auto l1 = i.out.find("\"accesses\": 4, \"hits\": 1, \"misses\": 3, ");
+  ASSERT_NE(l1, std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("\"invalidations\": 1, \"bypasses\": 0", l1), std::string::npos) << i.out;
+  std::filesystem::remove(sized);
+  std::filesystem::remove(cycle);
+}
+
+// Strings in the JSON are escaped: a backslash doubled, a control character as \u00XX.
+TEST(CacheSimCli, JsonEscapesTheTracePath) {
+  const std::string t = temp_file("back\\slash\x1f.txt", "1\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  const std::string dir = t.substr(0, t.size() - std::string("back\\slash\x1f.txt").size());
+  EXPECT_NE(r.out.find("\"trace\": \"" + dir + "back\\\\slash\\u001f.txt\","), std::string::npos) << r.out;
+  std::filesystem::remove(t);
+}
+
+// SHARDS at rate 1 samples every access, so its curve is the exact one, at each capacity where it may
+// change: 1 2 3 1 2 4 1 misses 7 of 7 at 1 and 2 entries, 4 of 7 from 3 on; the cycle 1 2 3 4 1 2 3 4 misses
+// all 8 below 4 entries and 4 of 8 at 4, its number of distinct ids. At rate 0.75 the estimate changes at
+// ceil(k / 0.75) entries: 2, 3, 4, 6, 7, 8, ... after 1.
+TEST(CacheSimCli, ShardsPointsInJson) {
+  const std::string t = temp_file("mrc.txt", "1\n2\n3\n1\n2\n4\n1\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:2", "--shards", "1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_NE(r.out.find("\"shards\": {\"rate\": 1, \"sampled\": 7, \"mean_abs_error\": 0, \"max_abs_error\": 0,"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"points\": [[1, 1], [2, 1], [3, 0.5714285714285714]]}"), std::string::npos) << r.out;
+  const std::string cycle = temp_file("cycle.txt", "1\n2\n3\n4\n1\n2\n3\n4\n");
+  const CmdResult c = run({"--trace", cycle, "--level", "lru:2", "--shards", "1", "--json"});
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_NE(c.out.find("\"points\": [[1, 1], [2, 1], [3, 1], [4, 0.5]]}"), std::string::npos) << c.out;
+  std::string text;
+  for (int round = 0; round < 2; ++round)
+    for (int id = 0; id < 200; ++id) text += fmt::format("{}\n", id);
+  const std::string loop = temp_file("loop.txt", text);
+  const CmdResult s = run({"--trace", loop, "--level", "lru:2", "--shards", "0.75", "--json", "-q"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  const auto at = s.out.find("\"points\": [[", s.out.find("\"shards\""));
+  ASSERT_NE(at, std::string::npos) << s.out;
+  std::vector<int> caps;
+  static const std::regex point(R"re(\[(\d+), [0-9.e-]+\])re");
+  const std::string points = s.out.substr(at + 11);
+  for (auto it = std::sregex_iterator(points.begin(), points.end(), point); it != std::sregex_iterator() && caps.size() < 7;
+       ++it)
+    caps.push_back(std::stoi((*it)[1].str()));
+  EXPECT_EQ(caps, (std::vector<int>{1, 2, 3, 4, 6, 7, 8})) << s.out.substr(at, 200);
+  std::filesystem::remove(t);
+  std::filesystem::remove(cycle);
+  std::filesystem::remove(loop);
+}
+
+// --stream --shards alone estimates the distinct ids from the sample (sampled distinct / rate): near the
+// exact count that --mrc reports.
+TEST(CacheSimCli, StreamedShardsEstimatesDistinct) {
+  const std::string trace = std::string(IP_SHARED_DATA_DIR) + "/cloudPhysicsIO.oracleGeneral.bin";
+  const CmdResult exact = run({"--trace", trace, "--level", "lru:100", "--mrc", "--json", "-q"});
+  const CmdResult est = run({"--trace", trace, "--level", "lru:100", "--stream", "--shards", "0.1", "--json", "-q"});
+  ASSERT_EQ(exact.rc, 0) << exact.err;
+  ASSERT_EQ(est.rc, 0) << est.err;
+  std::smatch m, e;
+  ASSERT_TRUE(std::regex_search(exact.out, m, std::regex("\"distinct\": (\\d+)"))) << exact.out.substr(0, 2000);
+  ASSERT_TRUE(std::regex_search(est.out, e, std::regex("\"estimated_distinct\": (\\d+)"))) << est.out.substr(0, 2000);
+  const double distinct = std::stod(m[1].str()), estimated = std::stod(e[1].str());
+  EXPECT_GT(estimated, 0.75 * distinct) << estimated << " vs " << distinct;
+  EXPECT_LT(estimated, 1.25 * distinct) << estimated << " vs " << distinct;
+}
+
+// A csv trace that names steps but not requests: per-step rows only (step 0: 5 misses; step 1: 5 hits, 6
+// misses and evicts 5 from the one-entry level), and the table says where they are.
+TEST(CacheSimCli, CsvWithStepsOnly) {
+  const std::string t = temp_file("s.csv", "id,step\n5,0\n5,1\n6,1\n");
+  const CmdResult r = run({"--trace", t, "--level", "fifo:1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  EXPECT_EQ(r.out.find("\"requests\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("{\"step\": 0, \"levels\": [{\"accesses\": 1, \"hits\": 0, \"misses\": 1, \"evictions\": 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("{\"step\": 1, \"levels\": [{\"accesses\": 2, \"hits\": 1, \"misses\": 1, \"evictions\": 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"format\": \"csv\""), std::string::npos) << r.out;
+  const CmdResult text = run({"--trace", t, "--level", "fifo:1"});
+  ASSERT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("per-request and per-step statistics: see --json\n"), std::string::npos) << text.out;
   std::filesystem::remove(t);
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "experiments/cache_model.h"
+#include "core/pool.h"
 #include "experiments/h5.h"
 
 namespace {
@@ -307,6 +308,165 @@ TEST(CacheModel, TraceCarriesTheChosenRelevance) {
   EXPECT_NO_THROW(ip::exp::validate_cache_point(sc));
   sc.relevance = "attention";
   EXPECT_THROW(ip::exp::validate_cache(sc), ip::Error);
+}
+
+// The bound at its edges. Groups a a a a b: 2 distinct objects (one last use each), not the 3 accesses
+// that come back; a capacity of 100 is capped at those 2, and one of 1 entry still gets its OPT replay
+// (a stays: 3 hits of 5). Objects of 0 bytes take no room in a byte capacity: a b c a b c in 1 KiB holds
+// all 3, so the second round hits. No accesses at all: rates 0, no bound, no curve.
+TEST(CacheModel, SingleOptBoundEdges) {
+  Selections s{{0, 0, 0, 0, 1}, {1, 1, 1, 1, 1}, {}};
+  const auto big = ip::exp::simulate_cache(params({"lru:100"}), {s.view(512)});
+  EXPECT_EQ(big.opt_single_entries, 2.0);
+  EXPECT_DOUBLE_EQ(big.opt_single_hit_rate, 3.0 / 5.0);
+  const auto one = ip::exp::simulate_cache(params({"lru:1"}), {s.view(512)});
+  EXPECT_EQ(one.opt_single_entries, 1.0);
+  EXPECT_DOUBLE_EQ(one.opt_single_hit_rate, 3.0 / 5.0);
+  Selections z = abcabc();
+  const auto zero = ip::exp::simulate_cache(params({"lru:1KiB"}), {z.view(0)});
+  EXPECT_EQ(zero.opt_single_entries, 3.0);
+  EXPECT_DOUBLE_EQ(zero.opt_single_hit_rate, 0.5);
+  auto with_mrc = params({"lru:1"});
+  with_mrc.mrc = true;
+  const auto none = ip::exp::simulate_cache(with_mrc, std::vector<ip::exp::RequestSelections>{});
+  EXPECT_EQ(none.accesses, 0.0);
+  EXPECT_EQ(none.hit_rate, 0.0);
+  EXPECT_EQ(none.opt_hit_rate, 0.0);
+  EXPECT_TRUE(std::isnan(none.opt_single_entries));
+  EXPECT_TRUE(std::isnan(none.opt_single_hit_rate));
+  EXPECT_TRUE(none.mrc_capacity.empty());
+  ASSERT_EQ(none.levels.size(), 1u);
+  EXPECT_EQ(none.levels[0].accesses, 0.0);
+}
+
+// Each level's numbers by hand: lru:512B over lru:1KiB (one and two 512-byte objects, nine), groups
+// a b c a b c. L1 misses all 6 and evicts 5 times; L2 (LRU of 2) sees those 6 and misses the cycle of
+// 3 too, evicting 4 times (c, a, b, c push out a, b, c, a). Each level reads 6 x 512 bytes from below.
+// Under OPT, L1 (one entry) still misses all 6, and L2 as opt of 2 keeps a over b at c, then c over a at
+// b: a (3) and c (5) hit, 2 of 6.
+TEST(CacheModel, LevelResultsByHand) {
+  Selections s = abcabc();
+  const auto r = ip::exp::simulate_cache(params({"lru:512B", "lru:1KiB"}), {s.view(512)});
+  ASSERT_EQ(r.levels.size(), 2u);
+  const auto& l1 = r.levels[0];
+  const auto& l2 = r.levels[1];
+  EXPECT_EQ(l1.policy, "lru");
+  EXPECT_EQ(l1.capacity, "512 B");
+  EXPECT_EQ(l2.capacity, "1KiB");
+  EXPECT_EQ(std::vector<double>({l1.accesses, l1.hits, l1.misses, l1.evictions, l1.bytes_from_below}),
+            std::vector<double>({6, 0, 6, 5, 6 * 512}));
+  EXPECT_EQ(std::vector<double>({l2.accesses, l2.hits, l2.misses, l2.evictions, l2.bytes_from_below}),
+            std::vector<double>({6, 0, 6, 4, 6 * 512}));
+  EXPECT_EQ(l1.hit_rate, 0.0);
+  EXPECT_EQ(l1.opt_hit_rate, 0.0);
+  EXPECT_DOUBLE_EQ(l2.opt_hit_rate, 2.0 / 6.0);
+  EXPECT_DOUBLE_EQ(r.opt_hit_rate, 2.0 / 6.0);
+  // The bound off: every OPT rate NaN, the levels' too.
+  auto off = params({"lru:512B", "lru:1KiB"});
+  off.opt_bound = false;
+  const auto o = ip::exp::simulate_cache(off, {s.view(512)});
+  EXPECT_TRUE(std::isnan(o.opt_hit_rate));
+  EXPECT_TRUE(std::isnan(o.levels[1].opt_hit_rate));
+}
+
+// The LRU miss-ratio curve: every capacity up to the distinct objects (a b c a b c: misses 6, 6, 3 of 6
+// at 1, 2, 3 entries); past 4096 entries, steps of c / 64: 5000 distinct groups give 1 .. 4096, then 4160,
+// 4225, 4291, 4358, 4426, 4495, 4565, 4636, 4708, 4781, 4855, 4930 (the next, 5007, is past 5000).
+TEST(CacheModel, MissRatioCurveCapacities) {
+  auto p = params({"lru:1"});
+  p.mrc = true;
+  Selections s = abcabc();
+  const auto r = ip::exp::simulate_cache(p, {s.view(512)});
+  EXPECT_EQ(r.mrc_capacity, (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(r.mrc_miss_ratio, (std::vector<double>{1, 1, 0.5}));
+  Selections wide;
+  for (int g = 0; g < 5000; ++g) wide.selected.push_back(g), wide.mass.push_back(1);
+  p.opt_bound = false;
+  const auto w = ip::exp::simulate_cache(p, {wide.view(64)});
+  ASSERT_EQ(w.mrc_capacity.size(), 4096u + 12u);
+  EXPECT_EQ(w.mrc_capacity[4095], 4096.0);
+  EXPECT_EQ(w.mrc_capacity[4096], 4160.0);
+  EXPECT_EQ(w.mrc_capacity[4097], 4225.0);
+  EXPECT_EQ(w.mrc_capacity.back(), 4930.0);
+  for (const double m : w.mrc_miss_ratio) ASSERT_EQ(m, 1.0);  // no group comes back
+}
+
+// The trace of requests of different lengths and several groups a step: a request takes part in the steps
+// it has; every access of a step carries that step; sizes past 2^32 - 1 bytes are held at 2^32 - 1.
+TEST(CacheModel, TraceOfUnevenRequests) {
+  Selections a{{0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}, {}}, b{{7}, {1}, {}};
+  ip::exp::RequestSelections two = a.view(1e10);
+  two.k_groups = 2, two.steps = 3;  // 3 steps of 2 groups
+  const auto t = ip::exp::cache_trace(params({"lru:1"}), {two, b.view(64)});
+  ASSERT_EQ(t.accesses.size(), 7u);
+  std::vector<std::string> seen;
+  for (const auto& x : t.accesses)
+    seen.push_back(fmt::format("{}:{} r{} s{} {}", x.id >> 40, x.id & 0xFFFFFFFFFF, x.request, x.step, x.size));
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:0 r0 s0 4294967295", "0:1 r0 s0 4294967295", "1:7 r1 s0 64",
+                                            "0:2 r0 s1 4294967295", "0:3 r0 s1 4294967295", "0:4 r0 s2 4294967295",
+                                            "0:5 r0 s2 4294967295"}));
+  // Cosine relevance needs one similarity per selection.
+  auto p = params({"lru:1"});
+  p.relevance = "cosine";
+  b.similarity = {.5f, .5f};
+  EXPECT_THROW(ip::exp::cache_trace(p, {b.view(64)}), ip::Error);
+}
+
+// The checks of the cache keys, one item at a time; none with the model off.
+TEST(CacheModel, ValidateCacheKeys) {
+  auto message = [](const ip::exp::CacheParams& p) {
+    try {
+      ip::exp::validate_cache_point(p);
+    } catch (const ip::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto p = params({"lru:4"});
+  EXPECT_EQ(message(p), "no error");
+  p.kv_bytes = 8;
+  EXPECT_EQ(message(p), "no error");
+  p.kv_bytes = 1;
+  EXPECT_EQ(message(p), "no error");
+  for (const int bad : {0, 9}) {
+    p.kv_bytes = bad;
+    EXPECT_NE(message(p).find(fmt::format("cache.kv_bytes: {}", bad)), std::string::npos) << message(p);
+  }
+  p.kv_bytes = 2;
+  p.object = "tokens";
+  EXPECT_NE(message(p).find("cache.object: 'tokens'"), std::string::npos) << message(p);
+  p.object = "index";
+  EXPECT_EQ(message(p), "no error");
+  p.levels = {};
+  EXPECT_NE(message(p).find("cache.levels: no levels"), std::string::npos) << message(p);
+  p.levels = {"lru:4", "lru:0"};
+  EXPECT_NE(message(p).find("cache.levels: 'lru:0'"), std::string::npos) << message(p);
+  p.levels = {"lru:4", "semantic-cos():16"};  // the policy with an (empty) parameter list
+  EXPECT_NE(message(p).find("cache.relevance = cosine"), std::string::npos) << message(p);
+  p.mode = "both";
+  p.relevance = "attention";
+  p.enabled = false;
+  EXPECT_EQ(message(p), "no error");
+  EXPECT_NO_THROW(ip::exp::validate_cache(p));
+}
+
+// The size of one accessed object: the group's KV (G tokens of keys and values, kv_bytes each), or its
+// stored index rows (maxmin stores 2 a group; fp8 adds one fp32 scale a row: 128 + 4 bytes).
+TEST(CacheModel, ObjectBytes) {
+  ip::PooledIndex index;
+  index.group_size = 4;
+  index.method = ip::Weighting::maxmin;
+  index.rows.precision = ip::Precision::fp8;
+  index.rows.cols = 128;
+  auto p = params({"lru:4"});
+  EXPECT_EQ(ip::exp::cache_object_bytes(p, index, 128, 64), 4.0 * (128 + 64) * 2);
+  p.kv_bytes = 1;
+  EXPECT_EQ(ip::exp::cache_object_bytes(p, index, 128, 64), 4.0 * (128 + 64));
+  p.object = "index";
+  EXPECT_EQ(ip::exp::cache_object_bytes(p, index, 128, 64), 2.0 * (128 + 4));
+  index.method = ip::Weighting::uniform;
+  index.rows.precision = ip::Precision::fp32;
+  EXPECT_EQ(ip::exp::cache_object_bytes(p, index, 128, 64), 128.0 * 4);
 }
 
 }  // namespace
