@@ -311,15 +311,7 @@ TEST_F(RunnerTest, RequestsRunConcurrentlyWithThreadsPerRequestAndGiveTheSameBit
 // An imported workload has no gates of its own: each point gives it workload.gate_decay, gate_spread and
 // the seed's gates, as a generated request gets them, so the hybrid layer's local branch follows them.
 TEST_F(RunnerTest, ImportedWorkloadTakesItsGatesFromThePoint) {
-  ip::WorkloadSpec spec;
-  spec.tokens = 512;
-  spec.dim = 16;
-  spec.index_heads = 2;
-  spec.attn_dim = 16;
-  spec.attn_heads = 2;
-  spec.value_dim = 16;
-  spec.steps = 2;
-  const ip::Workload w = ip::generate_request(spec, 0);
+  const ip::Workload w = ip::generate_request(small_spec(), 0);
   const std::string h5 = (dir_ / "trace.h5").string();
   {
     ip::h5::File f(h5, "w");
