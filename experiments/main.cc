@@ -209,10 +209,10 @@ class StopDeadline {
   std::thread thread_;
 };
 
-// SIGINT / SIGTERM / SIGHUP (unless ignored) during `merge`: OUT is not written yet (it appears only by the final link), so the merge
-// stops at once; the handler removes the temporary file it was writing (`OUT.tmp-<pid>`, this process's own
-// name), says so, and the process dies by the signal. A merge killed by SIGKILL leaves the file; the next
-// merge to OUT removes it.
+// SIGINT / SIGTERM / SIGHUP (unless ignored) during `merge`: OUT is not written yet (it appears only by the
+// final link), so the merge stops at once; the handler removes the temporary file it was writing
+// (`OUT.tmp-<pid>`, this process's own name), says so, and the process dies by the signal. A merge killed by
+// SIGKILL leaves the file; the next merge to OUT removes it.
 char g_merge_tmp[4096] = {0};
 
 extern "C" void on_merge_signal(int sig) {

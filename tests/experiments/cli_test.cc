@@ -896,12 +896,14 @@ TEST_F(CliTest, MergeOfMoreShardsThanTheSoftFileLimit) {
     inputs += " " + shard;
   }
   const std::string out = (dir_ / "many_all.h5").string(), out2 = (dir_ / "many_all2.h5").string();
-  const auto soft = shell(fmt::format("sh -c 'ulimit -S -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out, inputs));
+  const auto soft =
+      shell(fmt::format("sh -c 'ulimit -S -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out, inputs));
   if (soft.out.find("ulimit") != std::string::npos && soft.code != 0 && !fs::exists(out))
     GTEST_SKIP() << "the shell cannot lower the soft limit: " << soft.out;
   EXPECT_EQ(soft.code, 0) << soft.out;
   EXPECT_NE(soft.out.find("40 of the sweep's 40 points (complete)"), std::string::npos) << soft.out;
-  const auto hard = shell(fmt::format("sh -c 'ulimit -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out2, inputs));
+  const auto hard =
+      shell(fmt::format("sh -c 'ulimit -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out2, inputs));
   EXPECT_EQ(hard.code, 1) << hard.out;
   EXPECT_NE(hard.out.find("(last system error: Too many open files)"), std::string::npos) << hard.out;
   EXPECT_NE(hard.out.find("a merge keeps every input open, and this process may open 30; raise `ulimit -n` or merge "
