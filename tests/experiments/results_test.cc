@@ -116,6 +116,14 @@ class ResultsTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) { return (dir_ / name).string(); }
+  // A file of shard `shard` ("i/N") of sweep-A holding `points`, all ok.
+  std::string shard_file(const std::string& name, const std::string& shard, std::vector<std::size_t> points) {
+    auto m = meta();
+    m.shard = shard;
+    ResultsFile f(path(name), m, false, false);
+    for (auto i : points) f.append(point(i, false, false));
+    return path(name);
+  }
   std::string write(const std::string& name, std::vector<std::size_t> points, const std::string& sweep = "sweep-A") {
     ResultsFile f(path(name), meta(sweep), false, false);
     for (auto i : points) f.append(point(i, i == 2));
@@ -678,13 +686,6 @@ TEST_F(ResultsTest, MergeJoinsShardsAndRefusesMismatches) {
 // missing point), and the inputs' shards that lack some of their own points (a run stopped early). Without
 // a shard attribute in every input, only the points.
 TEST_F(ResultsTest, MergeSummarySaysWhichPointsAndShardsAreMissing) {
-  const auto shard_file = [&](const std::string& name, const std::string& shard, std::vector<std::size_t> points) {
-    auto m = meta();
-    m.shard = shard;
-    ResultsFile f(path(name), m, false, false);
-    for (auto i : points) f.append(point(i, false, false));
-    return path(name);
-  };
   const std::string s0 = shard_file("s0.h5", "0/5", {0}), s1 = shard_file("s1.h5", "1/5", {1, 6});
   const auto sum = ip::exp::merge_results(path("m.h5"), {s0, s1});
   EXPECT_EQ(sum.points, 3);
@@ -968,13 +969,6 @@ TEST_F(ResultsTest, MergeRefusesOtherSchemasColumnsAndIndexClashes) {
 // without one, shards of different counts N, or a shard attribute that does not parse (i >= N) leave the
 // shards unknown: the attribute is "" and only the missing points are listed.
 TEST_F(ResultsTest, MergeLeavesShardsUnknownWhenTheInputsDoNotNameOneN) {
-  const auto shard_file = [&](const std::string& name, const std::string& shard, std::vector<std::size_t> points) {
-    auto m = meta();
-    m.shard = shard;
-    ResultsFile f(path(name), m, false, false);
-    for (auto i : points) f.append(point(i, false, false));
-    return path(name);
-  };
   const std::string s0 = shard_file("s0.h5", "0/5", {0}), t1 = shard_file("t1.h5", "1/4", {1});
   const std::string bad = shard_file("bad.h5", "5/5", {2}), unknown = write("u.h5", {3});
   for (const auto& [name, second] : {std::pair<std::string, std::string>{"mixed.h5", t1}, {"bad_m.h5", bad},

@@ -114,6 +114,15 @@ class StderrCapture {
   int saved_ = -1;
 };
 
+// A results file's metadata for sweep `sw` (its id, axes and number of points).
+SweepMeta meta_of(const Sweep& sw) {
+  SweepMeta meta;
+  meta.sweep_id = sw.sweep_id;
+  meta.axis_keys = sw.axis_keys;
+  meta.points_total = static_cast<std::int64_t>(sw.points.size());
+  return meta;
+}
+
 // Three seeds (outer) by two weightings (inner): each seed's workload serves two points, then leaves.
 constexpr const char* kSeeds =
     "backend = cpu\nthreads = 1\n[workload]\ntokens = 1Ki\nsteps = 2\nseed = 0, 1, 2\n[pool]\n"
@@ -163,10 +172,7 @@ TEST_F(RunnerTest, TheMemoryLimitDropsOtherGeneratedWorkloads) {
 TEST_F(RunnerTest, WithAResultsFileRowsKeepSummariesAndTheFileHoldsEveryPoint) {
   const Sweep sw = sweep(kSeeds);
   const std::string out = (dir_ / "r.h5").string();
-  SweepMeta meta;
-  meta.sweep_id = sw.sweep_id;
-  meta.axis_keys = sw.axis_keys;
-  meta.points_total = static_cast<std::int64_t>(sw.points.size());
+  const SweepMeta meta = meta_of(sw);
   ResultsFile rf(out, meta, false, false);
   rf.set_flush_policy(ResultsFile::FlushPolicy::kBoundedOverhead);
   RunOptions ro;
@@ -692,10 +698,7 @@ TEST_F(RunnerTest, ProgressLinesNameEachPointItsSkipOrNoteAndTheCount) {
       "backend = cpu\nthreads = 1\n[workload]\ntokens = 1Ki\ndim = 16\nattn_dim = 16\nvalue_dim = 16\nsteps = 2\n"
       "[select]\ntopk_tokens = 64, 2048\n[kernels]\ntopk = chain\n[cache]\nenabled = false\n");
   ASSERT_EQ(sw.points.size(), 2u);
-  SweepMeta meta;
-  meta.sweep_id = sw.sweep_id;
-  meta.axis_keys = sw.axis_keys;
-  meta.points_total = 2;
+  const SweepMeta meta = meta_of(sw);  // 2 points
   ResultsFile rf((dir_ / "r.h5").string(), meta, false, false);
   RunOptions ro;
   ro.progress_interval_s = 3600;  // no lines from within a point
@@ -843,10 +846,7 @@ TEST_F(RunnerTest, SizedPointTakesTheImportsShape) {
 TEST_F(RunnerTest, AStopAskedForBeforeTheFirstPointRunsNone) {
   const Sweep sw = sweep(kSeeds);
   const std::string out = (dir_ / "r.h5").string();
-  SweepMeta meta;
-  meta.sweep_id = sw.sweep_id;
-  meta.axis_keys = sw.axis_keys;
-  meta.points_total = static_cast<std::int64_t>(sw.points.size());
+  const SweepMeta meta = meta_of(sw);
   ResultsFile rf(out, meta, false, false);
   volatile std::sig_atomic_t stop = 1;
   RunOptions ro;
@@ -890,10 +890,7 @@ TEST_F(RunnerTest, ResumeReplacesATraceWrittenInTheSecondTheSweepBegan) {
   // (kSeeds turns the cache model off; a trace needs it)
   std::vector<Point> points = sw.points;
   for (Point& p : points) p.cache.enabled = true;
-  SweepMeta meta;
-  meta.sweep_id = sw.sweep_id;
-  meta.axis_keys = sw.axis_keys;
-  meta.points_total = static_cast<std::int64_t>(points.size());
+  const SweepMeta meta = meta_of(sw);  // points: sw.points with the cache on
   {  // a run that wrote point 0 and stopped
     ResultsFile first(results, meta, false, false);
     RunOptions ro;
