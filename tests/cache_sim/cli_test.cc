@@ -380,6 +380,23 @@ TEST(CacheSimCli, JsonEscapesTheTracePath) {
   std::filesystem::remove(t);
 }
 
+// A path is bytes, JSON is UTF-8: well-formed sequences (2, 3 and 4 bytes) pass through, every other byte
+// (a lone continuation byte, a cut sequence, an overlong form, a surrogate, 0xff) becomes U+FFFD.
+TEST(CacheSimCli, JsonTracePathIsAlwaysUtf8) {
+  const std::string name = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xff|\x80|\xc3|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80.txt";
+  const std::string t = temp_file(name, "1\n");
+  const CmdResult r = run({"--trace", t, "--level", "lru:1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(one_json_object(r.out)) << r.out;
+  const std::string dir = t.substr(0, t.size() - name.size());
+  const std::string bad = "\\ufffd";
+  EXPECT_NE(r.out.find("\"trace\": \"" + dir + "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|" + bad + "|" + bad + "|" + bad + "|" +
+                       bad + bad + "|" + bad + bad + bad + "|" + bad + bad + bad + bad + ".txt\","),
+            std::string::npos)
+      << r.out;
+  std::filesystem::remove(t);
+}
+
 // SHARDS at rate 1 samples every access, so its curve is the exact one, at each capacity where it may
 // change: 1 2 3 1 2 4 1 misses 7 of 7 at 1 and 2 entries, 4 of 7 from 3 on; the cycle 1 2 3 4 1 2 3 4 misses
 // all 8 below 4 entries and 4 of 8 at 4, its number of distinct ids. At rate 0.75 the estimate changes at
