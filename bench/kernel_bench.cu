@@ -26,6 +26,7 @@
 
 #include "bench/kernel_bench.cuh"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/numeric.h"
 #include "core/provenance.h"
 #include "indexpool/build_config.h"
@@ -122,16 +123,7 @@ void print_help() {
       "arguments, 3 when a case ran past --case-timeout. Targets not met are reported, not an error.");
 }
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", c);
-    else o += c;
-  }
-  return o + "\"";
-}
+std::string json_str(const std::string& s) { return ip::json_string(s); }
 std::string json_num(double x) { return std::isfinite(x) ? fmt::format("{}", x) : "null"; }  // shortest exact
 
 std::string fmt_bytes(double b) {

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
+
 // The static __shared__ arrays of every kernel (section cuemu_shared, see cuemu.h); the linker defines
 // these bounds when the section exists.
 extern "C" unsigned char __start_cuemu_shared[] __attribute__((weak));
@@ -1360,15 +1362,7 @@ void memprof_flush() {
   m.groups.clear();
 }
 
-void json_string(FILE* f, const std::string& s) {
-  std::fputc('"', f);
-  for (char c : s) {
-    if (c == '"' || c == '\\') std::fprintf(f, "\\%c", c);
-    else if (static_cast<unsigned char>(c) < 0x20) std::fprintf(f, "\\u%04x", c);
-    else std::fputc(c, f);
-  }
-  std::fputc('"', f);
-}
+void json_string(FILE* f, const std::string& s) { std::fputs(ip::json_string(s).c_str(), f); }
 
 // The thread running a profiled launch (the kernel's fibers run on it): another thread's accesses in
 // instrumented code (kernel_bench's watchdog) never touch the emulator's state.

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "cache_sim/capacity.h"
 #include "cache_sim/hierarchy.h"
 #include "cache_sim/mrc.h"
@@ -46,44 +47,6 @@ void note_scoreless(const std::vector<LevelSpec>& levels, const std::string& tra
                "cache-sim: note: %s: %s, so the semantic level(s) (%s) see score 1 for every access; a run's trace "
                "keeps its scores as .csv or .txt (output.cache_trace)\n",
                trace.c_str(), why, semantic.c_str());
-}
-
-// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, nothing
-// above U+10FFFF), or 0 when the byte there does not start one.
-std::size_t utf8_sequence(const std::string& s, std::size_t i) {
-  const auto at = [&](std::size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
-  const unsigned b = at(i);
-  const auto cont = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xbf) { return at(k) >= lo && at(k) <= hi; };
-  if (b < 0x80) return 1;
-  if (b >= 0xc2 && b <= 0xdf) return cont(i + 1) ? 2 : 0;
-  if (b >= 0xe0 && b <= 0xef) {
-    const unsigned lo = b == 0xe0 ? 0xa0 : 0x80, hi = b == 0xed ? 0x9f : 0xbf;
-    return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
-  }
-  if (b >= 0xf0 && b <= 0xf4) {
-    const unsigned lo = b == 0xf0 ? 0x90 : 0x80, hi = b == 0xf4 ? 0x8f : 0xbf;
-    return cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  }
-  return 0;
-}
-
-// A JSON string literal. JSON text is UTF-8, and a path (the trace's) is bytes: a byte that is not part of a
-// well-formed UTF-8 sequence becomes U+FFFD, so the output always parses (json.load, jq).
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    const std::size_t n = utf8_sequence(s, i);
-    if (n == 0) out += "\\ufffd", ++i;
-    else if (n > 1) out.append(s, i, n), i += n;
-    else {
-      if (c == '"' || c == '\\') out += '\\', out += c;
-      else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      else out += c;
-      ++i;
-    }
-  }
-  return out + "\"";
 }
 
 std::string json_stats(const LevelStats& s) {
