@@ -182,6 +182,7 @@ TEST(CacheSimCli, StreamedTraceGivesTheSameCounts) {
       EXPECT_EQ(from(streamed.out, "\"requests\""), from(whole.out, "\"requests\"")) << mode;
       EXPECT_EQ(levels_of(streamed.out), levels_of(whole.out)) << mode;
     }
+    std::filesystem::remove(csv);
   }
   const CmdResult s = run({"--trace", trace, "--level", "lru:100", "--stream", "--shards", "0.1", "--json", "-q"});
   ASSERT_EQ(s.rc, 0) << s.err;

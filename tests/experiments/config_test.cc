@@ -18,10 +18,17 @@ using ip::exp::load_sweep;
 
 class ConfigTest : public ::testing::Test {
  protected:
+  // Every file a test writes goes into one folder of this process, removed after the test.
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir(), ec);
+  }
+  static std::filesystem::path dir() {
+    return std::filesystem::temp_directory_path() / ("ip_config_test_" + std::to_string(::getpid()));
+  }
   std::string write(const std::string& text) {
-    const auto dir = std::filesystem::temp_directory_path() / ("ip_config_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const auto path = dir / (std::to_string(n_++) + ".ini");
+    std::filesystem::create_directories(dir());
+    const auto path = dir() / (std::to_string(n_++) + ".ini");
     std::ofstream(path) << text;
     return path.string();
   }
@@ -702,12 +709,18 @@ namespace {
 using ip::exp::load_sweep;
 class Issue7ConfigTest : public ::testing::Test {
  protected:
+  void TearDown() override {
+    std::error_code ec;
+    for (const auto& p : written_) std::filesystem::remove(p, ec);
+  }
   std::string write(const std::string& text) {
-    const std::string path = ::testing::TempDir() + "issue7_" +
+    const std::string path = ::testing::TempDir() + "issue7_" + std::to_string(::getpid()) + "_" +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".ini";
     std::ofstream(path) << text;
+    written_.push_back(path);
     return path;
   }
+  std::vector<std::string> written_;
   static std::string error_of(const std::string& path, std::vector<std::string> sets = {}) {
     try {
       load_sweep(path, sets);
