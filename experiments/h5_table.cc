@@ -6,6 +6,9 @@
 #include "experiments/h5.h"
 
 namespace ip::h5 {
+
+void quiet_this_thread();  // h5.cc: no printing of HDF5's error stack in the calling thread
+
 namespace {
 
 // Width of a stored string column: the next power of two >= the longest value, at least 8.
@@ -25,20 +28,24 @@ Handle string_type(std::size_t width) {
 }
 
 // A packed compound type of the columns; string widths from `widths` (one per column, 0 for numbers).
-Handle compound_type(const Table& t, const std::vector<std::size_t>& widths, bool file_type) {
+// `where` names the table in the error when a member cannot be added (a name empty or given twice: HDF5
+// refuses it, and the table lost that column without a word).
+Handle compound_type(const Table& t, const std::vector<std::size_t>& widths, bool file_type, const std::string& where) {
   std::size_t size = 0;
   for (std::size_t c = 0; c < t.columns.size(); ++c) size += widths[c] ? widths[c] : 8;
   Handle type(H5Tcreate(H5T_COMPOUND, size), H5Tclose);
   std::size_t off = 0;
   for (std::size_t c = 0; c < t.columns.size(); ++c) {
     const Column& col = t.columns[c];
+    herr_t ok;
     if (col.kind == Column::Kind::kString) {
-      H5Tinsert(type.get(), col.name.c_str(), off, string_type(widths[c]).get());
+      ok = H5Tinsert(type.get(), col.name.c_str(), off, string_type(widths[c]).get());
     } else {
       const bool i = col.kind == Column::Kind::kInt64;
-      H5Tinsert(type.get(), col.name.c_str(), off,
-                file_type ? (i ? H5T_STD_I64LE : H5T_IEEE_F64LE) : (i ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE));
+      ok = H5Tinsert(type.get(), col.name.c_str(), off,
+                     file_type ? (i ? H5T_STD_I64LE : H5T_IEEE_F64LE) : (i ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE));
     }
+    IP_REQUIRE(ok >= 0, "{}: column '{}' cannot be stored (an empty name, or one given twice)", where, col.name);
     off += widths[c] ? widths[c] : 8;
   }
   return type;
@@ -67,6 +74,17 @@ std::vector<char> pack(const Table& t, const std::vector<std::size_t>& widths) {
   return buf;
 }
 
+// A string with a NUL inside would come back cut there (a fixed-length string ends at its first NUL).
+void require_no_nul(const Table& t, const std::string& where) {
+  for (const Column& col : t.columns) {
+    if (col.kind != Column::Kind::kString) continue;
+    for (std::size_t r = 0; r < col.strings.size(); ++r)
+      IP_REQUIRE(col.strings[r].find('\0') == std::string::npos,
+                 "{}: column '{}', row {}: the string holds a NUL byte (at {}), which a stored string cannot", where,
+                 col.name, r, col.strings[r].find('\0'));
+  }
+}
+
 }  // namespace
 
 std::size_t Column::size() const {
@@ -85,6 +103,7 @@ const Column& Table::column(const std::string& name) const {
 }
 
 void File::write_table(const std::string& name, const Table& t, Index64 chunk_rows) {
+  quiet_this_thread();
   IP_REQUIRE(!t.columns.empty(), "{}: a table needs at least one column", where(name));
   std::vector<std::size_t> widths;
   for (const auto& c : t.columns) {
@@ -92,6 +111,7 @@ void File::write_table(const std::string& name, const Table& t, Index64 chunk_ro
                t.rows());
     widths.push_back(c.kind == Column::Kind::kString ? string_width(c.strings) : 0);
   }
+  require_no_nul(t, where(name));
   const hsize_t n = t.rows(), unlimited = H5S_UNLIMITED;
   Handle space(H5Screate_simple(1, &n, chunk_rows > 0 ? &unlimited : nullptr), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
@@ -99,7 +119,7 @@ void File::write_table(const std::string& name, const Table& t, Index64 chunk_ro
     const hsize_t chunk = chunk_rows;
     H5Pset_chunk(dcpl.get(), 1, &chunk);
   }
-  Handle ftype = compound_type(t, widths, true), mtype = compound_type(t, widths, false);
+  Handle ftype = compound_type(t, widths, true, where(name)), mtype = compound_type(t, widths, false, where(name));
   Handle ds(H5Dcreate2(id(), name.c_str(), ftype.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
   IP_REQUIRE(ds, "{}: cannot create table{}", where(name), cause_of_failure());
   const std::vector<char> buf = pack(t, widths);
@@ -108,6 +128,7 @@ void File::write_table(const std::string& name, const Table& t, Index64 chunk_ro
 }
 
 bool File::append_table(const std::string& name, const Table& t) {
+  quiet_this_thread();
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   IP_REQUIRE(ds, "{}: no table", where(name));
   Handle ftype(H5Dget_type(ds.get()), H5Tclose);
@@ -125,6 +146,11 @@ bool File::append_table(const std::string& name, const Table& t) {
     if (!same_name ||
         (is_string ? cls != H5T_STRING : cls != (col.kind == Column::Kind::kInt64 ? H5T_INTEGER : H5T_FLOAT)))
       return false;
+    // Members of another writer (h5py) that HDF5 would fill by converting: a variable-length string (the
+    // write failed after the table had grown), a narrower or unsigned number (clamped without an error).
+    if (is_string ? H5Tis_variable_str(mt.get()) != 0
+                  : H5Tget_size(mt.get()) != 8 || (cls == H5T_INTEGER && H5Tget_sign(mt.get()) != H5T_SGN_2))
+      return false;
     widths.push_back(is_string ? H5Tget_size(mt.get()) : 0);
     if (is_string)
       for (const auto& s : col.strings)
@@ -133,22 +159,30 @@ bool File::append_table(const std::string& name, const Table& t) {
   Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
   if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return false;
   Handle space(H5Dget_space(ds.get()), H5Sclose);
-  hsize_t old = 0;
-  H5Sget_simple_extent_dims(space.get(), &old, nullptr);
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) return false;
+  hsize_t old = 0, most = 0;
+  H5Sget_simple_extent_dims(space.get(), &old, &most);
   const hsize_t add = t.rows(), total = old + add;
   if (add == 0) return true;
+  // Chunked but not extendible that far (h5py chunks every compressed dataset, with maxshape = shape).
+  if (most != H5S_UNLIMITED && most < total) return false;
+  require_no_nul(t, where(name));
   IP_REQUIRE(H5Dset_extent(ds.get(), &total) >= 0, "{}: cannot extend the table", where(name));
   Handle fspace(H5Dget_space(ds.get()), H5Sclose);
   H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &old, nullptr, &add, nullptr);
   Handle mspace(H5Screate_simple(1, &add, nullptr), H5Sclose);
-  Handle mtype = compound_type(t, widths, false);
+  Handle mtype = compound_type(t, widths, false, where(name));
   const std::vector<char> buf = pack(t, widths);
-  IP_REQUIRE(H5Dwrite(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) >= 0,
-             "{}: append failed", where(name));
+  if (H5Dwrite(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
+    const std::string cause = cause_of_failure();
+    H5Dset_extent(ds.get(), &old);  // no rows of fill values left behind
+    throw Error(fmt::format("{}: append failed{}", where(name), cause));
+  }
   return true;
 }
 
 Table File::read_table(const std::string& name) const {
+  quiet_this_thread();
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   IP_REQUIRE(ds, "{}: no table", where(name));
   Handle ftype(H5Dget_type(ds.get()), H5Tclose);
@@ -173,7 +207,7 @@ Table File::read_table(const std::string& name) const {
                                       : Column::Kind::kFloat64);
     widths.push_back(cls == H5T_STRING ? H5Tget_size(mt.get()) : 0);
   }
-  Handle mtype = compound_type(t, widths, false);
+  Handle mtype = compound_type(t, widths, false, where(name));
   const std::size_t row = H5Tget_size(mtype.get());
   std::vector<char> buf(row * n);
   IP_REQUIRE(n == 0 || H5Dread(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0,
