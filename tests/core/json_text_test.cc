@@ -18,7 +18,9 @@ TEST(JsonText, EscapesQuotesBackslashesAndControlCharacters) {
 TEST(JsonText, WellFormedUtf8PassesThrough) {
   // The first and last code point of each length: U+0080, U+07FF, U+0800, U+FFFF, U+10000, U+10FFFF, and
   // the code points beside the surrogates, U+D7FF and U+E000.
-  const std::string ok = "\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\xed\x9f\xbf\xee\x80\x80";
+  const std::string ok =
+      "\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"
+      "\xed\x9f\xbf\xee\x80\x80";
   EXPECT_EQ(json_string(ok), "\"" + ok + "\"");
 }
 
