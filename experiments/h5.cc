@@ -310,12 +310,17 @@ std::string File::attr_string(const std::string& object, const std::string& name
   IP_REQUIRE(a, "{}: no attribute '{}'", where(object), name);
   Handle type(H5Aget_type(a.get()), H5Tclose);
   IP_REQUIRE(H5Tget_class(type.get()) == H5T_STRING, "{}: attribute '{}' is not a string", where(object), name);
-  IP_REQUIRE(H5Tis_variable_str(type.get()) <= 0, "{}: attribute '{}' is a variable-length string (not supported)",
-             where(object), name);
   // One value: H5Aread fills the whole attribute, and an array of strings overran the buffer of one.
   Handle space(H5Aget_space(a.get()), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   IP_REQUIRE(n == 1, "{}: attribute '{}' holds {} strings, not one", where(object), name, n);
+  if (H5Tis_variable_str(type.get()) > 0) {  // how h5py writes a str (attrs['note'] = 'text')
+    char* p = nullptr;
+    IP_REQUIRE(H5Aread(a.get(), type.get(), &p) >= 0, "{}: cannot read attribute '{}'", where(object), name);
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
   std::string s(H5Tget_size(type.get()), '\0');
   IP_REQUIRE(H5Aread(a.get(), type.get(), s.data()) >= 0, "{}: cannot read attribute '{}'", where(object), name);
   while (!s.empty() && s.back() == '\0') s.pop_back();
@@ -409,7 +414,6 @@ std::string File::attr_text(const std::string& object, const std::string& name) 
   if (n != 1) return fmt::format("({} values)", n);
   switch (H5Tget_class(type.get())) {
     case H5T_STRING:
-      if (H5Tis_variable_str(type.get()) > 0) return "(variable-length string)";
       return attr_string(object, name);
     case H5T_INTEGER:
       if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
@@ -439,11 +443,26 @@ void File::copy_attrs_from(const File& src, const std::string& src_object, const
   for (const auto& name : src.attr_names(src_object)) {
     Handle a(H5Aopen_by_name(src.id(), src_object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     Handle type(H5Aget_type(a.get()), H5Tclose), space(H5Aget_space(a.get()), H5Sclose);
-    IP_REQUIRE(a && H5Tdetect_class(type.get(), H5T_VLEN) <= 0 && H5Tis_variable_str(type.get()) <= 0,
+    // Variable-length strings (h5py's str) are copied as they are: read as pointers HDF5 allocates, written
+    // back, freed. Other variable-length data is refused.
+    const bool vstr = a && H5Tis_variable_str(type.get()) > 0;
+    IP_REQUIRE(a && (vstr || H5Tdetect_class(type.get(), H5T_VLEN) <= 0),
                "{}:{}: attribute '{}' cannot be copied (variable-length)", src.path(), src_object, name);
     std::vector<char> buf(H5Tget_size(type.get()) * std::max<hssize_t>(1, H5Sget_simple_extent_npoints(space.get())));
     IP_REQUIRE(H5Aread(a.get(), type.get(), buf.data()) >= 0, "{}:{}: cannot read attribute '{}'", src.path(),
                src_object, name);
+    struct Reclaim {  // the strings HDF5 allocated for a variable-length read, freed however this loop ends
+      hid_t type, space;
+      void* buf;
+      ~Reclaim() {
+        if (!buf) return;
+#if H5_VERSION_GE(1, 12, 0)
+        H5Treclaim(type, space, H5P_DEFAULT, buf);
+#else
+        H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf);
+#endif
+      }
+    } reclaim{type.get(), space.get(), vstr ? buf.data() : nullptr};
     if (has_attr(dst_object, name)) H5Adelete_by_name(id(), dst_object.c_str(), name.c_str(), H5P_DEFAULT);
     Handle b(H5Acreate_by_name(id(), dst_object.c_str(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
                                H5P_DEFAULT, H5P_DEFAULT),

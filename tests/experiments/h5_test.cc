@@ -596,6 +596,56 @@ TEST_F(H5Test, CopiedAttributesReplaceExistingOnes) {
   EXPECT_EQ(g.attr_int("/", "n"), 2);
 }
 
+// Variable-length string attributes, as h5py writes a str (f.attrs['note'] = 'text'), one or an array of them:
+// read (a scalar), shown by attr_text, and copied as they are (a merge copies the root's attributes).
+TEST_F(H5Test, VariableLengthStringAttributesAreReadAndCopied) {
+  const auto p = path("vlen_attrs.h5");
+  File f(p, "w");
+  const hid_t vstr = H5Tcopy(H5T_C_S1);
+  H5Tset_size(vstr, H5T_VARIABLE);
+  H5Tset_cset(vstr, H5T_CSET_UTF8);
+  const auto put = [&](const char* name, std::vector<const char*> values, bool scalar) {
+    const hsize_t n = values.size();
+    const hid_t space = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr);
+    const hid_t a = H5Acreate2(f.id(), name, vstr, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(H5Awrite(a, vstr, values.data()), 0);
+    H5Aclose(a);
+    H5Sclose(space);
+  };
+  put("note", {"edited by hand \xc3\xa9"}, true);
+  put("empty", {""}, true);
+  put("list", {"a", "bc", "def"}, false);
+  H5Tclose(vstr);
+  EXPECT_EQ(f.attr_string("/", "note"), "edited by hand \xc3\xa9");
+  EXPECT_EQ(f.attr_text("/", "note"), "edited by hand \xc3\xa9");
+  EXPECT_EQ(f.attr_string("/", "empty"), "");
+  expect_error([&] { f.attr_string("/", "list"); }, {p, "'list'", "holds 3 strings, not one"});
+  EXPECT_EQ(f.attr_text("/", "list"), "(3 values)");
+  File g(path("vlen_copy.h5"), "w");
+  g.set_attr("/", "note", std::string("replaced"));
+  g.copy_attrs_from(f, "/", "/");
+  EXPECT_EQ(g.attr_string("/", "note"), "edited by hand \xc3\xa9");
+  EXPECT_EQ(g.attr_string("/", "empty"), "");
+  g.close();
+  // The array came over whole, still variable-length (read it back with the HDF5 API).
+  File back(path("vlen_copy.h5"), "r");
+  const hid_t a = H5Aopen(back.id(), "list", H5P_DEFAULT);
+  ASSERT_GE(a, 0);
+  const hid_t type = H5Aget_type(a), space = H5Aget_space(a);
+  EXPECT_GT(H5Tis_variable_str(type), 0);
+  ASSERT_EQ(H5Sget_simple_extent_npoints(space), 3);
+  std::vector<char*> got(3, nullptr);
+  ASSERT_GE(H5Aread(a, type, got.data()), 0);
+  EXPECT_STREQ(got[0], "a");
+  EXPECT_STREQ(got[1], "bc");
+  EXPECT_STREQ(got[2], "def");
+  H5Dvlen_reclaim(type, space, H5P_DEFAULT, got.data());
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Aclose(a);
+}
+
 // int32's own extremes, stored wider, read exactly; one past them is refused.
 TEST_F(H5Test, Int32ExtremesStoredWiderRead) {
   const auto p = path("ext.h5");
