@@ -700,6 +700,8 @@ TEST_F(CliTest, EmptyShardSaysSoAndWritesNothing) {
   const auto r = run("run " + cfg + " --shard 3/5");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("shard 3/5 has no points: the sweep has 2 points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing to run, no results file written ('" + h5 + "' is left as it is)"), std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("idx B/tok"), std::string::npos) << "an empty table: " << r.out;
   EXPECT_FALSE(fs::exists(h5));
   EXPECT_FALSE(fs::exists(h5 + ".lock"));
@@ -1017,6 +1019,173 @@ TEST_F(CliTest, SighupStopsLikeSigtermUnlessIgnored) {
   EXPECT_EQ(e.find("stopping"), std::string::npos) << e;
 }
 
+// A user signal during SIGTERM's grace period changes nothing: the run is still stopped by SIGTERM (exit
+// status 143, the message names it) and no "no deadline" line follows.
+TEST_F(CliTest, AUserSignalDuringTheGraceKeepsTheSignalThatStopsTheRun) {
+  const std::string err = (dir_ / "later.err").string();
+  const auto cfg = file("later.ini", "[workload]\ntokens = 256Ki\nsteps = 256\n[select]\ntopk_tokens = 256\n");
+  setenv("INDEXPOOL_STOP_GRACE", "1", 1);
+  const pid_t pid = spawn({"run", cfg}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGTERM);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("or without it in 1 s") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGUSR1);  // within the grace period
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
+  EXPECT_NE(e.find("did not finish within 1 s of SIGTERM"), std::string::npos) << e;
+  EXPECT_EQ(e.find("with no deadline"), std::string::npos) << e;
+}
+
+// A second signal of another kind (Ctrl-C, then SIGTERM) stops at once too: the process dies by the second
+// signal, and the lock file and the results file's temporary (`<output.path>.tmp-<pid>`, a write under way)
+// are removed.
+TEST_F(CliTest, ASecondSignalOfAnotherKindKillsByItAndRemovesTheTemporary) {
+  const std::string h5 = (dir_ / "other.h5").string(), err = (dir_ / "other.err").string();
+  const auto cfg = file("other.ini", "[workload]\ntokens = 256Ki\nsteps = 32\n[select]\ntopk_tokens = 256\n"
+                                     "[output]\npath = " + h5 + "\n");
+  const pid_t pid = spawn({"run", cfg}, err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[1/1]") != std::string::npos; })) << slurp(err);
+  const std::string tmp = fmt::format("{}.tmp-{}", h5, pid);
+  std::ofstream(tmp) << "a write under way";
+  kill(pid, SIGINT);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("stopping after the current point") != std::string::npos; }));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the point finished before the second signal: " << e;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM) << e;
+  EXPECT_NE(e.find("stopped at once by a second signal"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+}
+
+// INDEXPOOL_STOP_GRACE = 0 abandons the point under way at once (README), and the finished points written
+// then include those the writer was holding (a point is held when rewriting the file would dominate: here
+// three tiny points right after the write of a large one, which saves its tensors, and before a long one).
+TEST_F(CliTest, NoGraceAbandonsAtOnceAndWritesTheHeldPoints) {
+  const std::string h5 = (dir_ / "nograce.h5").string(), err = (dir_ / "nograce.err").string();
+  const auto cfg = file("nograce.ini", "[workload]\ntokens = 64Ki, 256, 272, 288, 256Ki\nsteps = 1\n[select]\n"
+                                       "topk_tokens = 32\n[cache]\nenabled = false\n[output]\npath = " + h5 +
+                                       "\nsave_tensors = true\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0", 1);
+  const pid_t pid = spawn({"run", cfg}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[5/5]") != std::string::npos; })) << slurp(err);
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string e = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
+  EXPECT_LT(waited, 10.0) << e;  // at once: no grace period (the bound leaves room for a loaded machine)
+  EXPECT_NE(e.find("did not finish within 0 s of SIGTERM (INDEXPOOL_STOP_GRACE): stopped without it; the results "
+                   "file holds the 4 finished points of 5"),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(h5 + ".lock"));
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.info("points").shape.at(0), 4);
+}
+
+// A resumed run counts the points its file already held: stopped by Ctrl-C it says how many of the sweep's
+// points the file holds, and a Ctrl-C during the sweep's last point (which finishes) ends it complete (0).
+TEST_F(CliTest, AResumedRunStoppedByCtrlCCountsThePointsOfItsFile) {
+  const std::string h5 = (dir_ / "rint.h5").string(), err = (dir_ / "rint.err").string();
+  const auto cfg = file("rint.ini", "[workload]\ntokens = 4096, 16Ki, 20Ki\nsteps = 16\n[select]\ntopk_tokens = 256\n"
+                                    "[cache]\nenabled = false\n[output]\npath = " + h5 + "\n");
+  setenv("INDEXPOOL_STOP_GRACE", "0", 1);
+  pid_t pid = spawn({"run", cfg}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[2/3]") != std::string::npos; })) << slurp(err);
+  kill(pid, SIGTERM);  // abandons point 1: the file holds point 0
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << slurp(err);
+  // A progress line within the point says it is under way (any stage: it finishes all the same; the decoding
+  // itself can end between two lines).
+  setenv("INDEXPOOL_PROGRESS_INTERVAL", "0.02", 1);
+  const auto resume_and_interrupt = [&](const std::string& log) {  // a new file: no earlier run's lines
+    const pid_t p = spawn({"run", cfg, "--resume"}, log);
+    EXPECT_GT(p, 0);
+    EXPECT_TRUE(wait_for([&] { return slurp(log).find(" s in this point | elapsed ") != std::string::npos; }))
+        << slurp(log);
+    kill(p, SIGINT);
+    int st = 0;
+    waitpid(p, &st, 0);
+    return st;
+  };
+  status = resume_and_interrupt(err + "1");  // in point 1 of 0..2
+  std::string e = slurp(err + "1");
+  ASSERT_TRUE(WIFEXITED(status)) << e;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << e;
+  EXPECT_NE(e.find("stopped by SIGINT after 2 of 3 points; the finished points are in the results file"),
+            std::string::npos)
+      << e;
+  status = resume_and_interrupt(err + "2");  // in point 2, the last
+  unsetenv("INDEXPOOL_PROGRESS_INTERVAL");
+  e = slurp(err + "2");
+  ASSERT_TRUE(WIFEXITED(status)) << e;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << e;
+  EXPECT_NE(e.find("SIGINT came during the sweep's last point, which finished: the sweep is complete"),
+            std::string::npos)
+      << e;
+  ip::h5::File f(h5, "r");
+  EXPECT_EQ(f.info("points").shape.at(0), 3);
+}
+
+// SIGTERM stops a merge at once: the process dies by it, its temporary OUT.tmp-<pid> is removed and OUT does
+// not appear, and it says so. Under nohup (SIGHUP ignored) a SIGHUP leaves the merge to complete.
+TEST_F(CliTest, ASignalStopsAMergeAndRemovesItsTemporary) {
+  const auto cfg = file("msig.ini", "[workload]\ntokens = 256\nsteps = 1\n[pool]\ngroup_size = range:1..30\n"
+                                    "[select]\ntopk_tokens = 32\n[cache]\nenabled = false\n");
+  const std::string s0 = (dir_ / "s0.h5").string(), s1 = (dir_ / "s1.h5").string(), err = (dir_ / "msig.err").string();
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 0/2 --set output.path={}", cfg, s0)).code, 0);
+  ASSERT_EQ(run(fmt::format("run {} --quiet --shard 1/2 --set output.path={}", cfg, s1)).code, 0);
+  // Signals `sig` as soon as the merge's temporary appears; false when the merge ended first (then again).
+  const auto merge_and_signal = [&](const std::string& out, int sig, bool ignore_hup, int& status) {
+    const pid_t pid = spawn({"merge", out, s0, s1}, err, ignore_hup);
+    const std::string tmp = fmt::format("{}.tmp-{}", out, pid);
+    bool seen = false;
+    for (int i = 0; i < 20000000 && !(seen = fs::exists(tmp)); ++i)
+      if (waitpid(pid, &status, WNOHANG) == pid) return false;
+    if (seen) kill(pid, sig);
+    waitpid(pid, &status, 0);
+    return seen;
+  };
+  int status = 0;
+  bool stopped = false;
+  for (int attempt = 0; attempt < 5 && !stopped; ++attempt) {
+    const std::string out = (dir_ / fmt::format("m{}.h5", attempt)).string();
+    if (!merge_and_signal(out, SIGTERM, false, status)) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;  // it finished before the signal came
+    stopped = true;
+    const std::string e = slurp(err);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status) << ": " << e;
+    EXPECT_EQ(WTERMSIG(status), SIGTERM) << e;
+    EXPECT_NE(e.find("indexpool merge: stopped by a signal, its temporary file removed"), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(out));
+    for (const auto& f : fs::directory_iterator(dir_))
+      EXPECT_EQ(f.path().filename().string().find(".tmp-"), std::string::npos) << f.path();
+  }
+  if (!stopped) GTEST_SKIP() << "every merge finished before the signal came: not checked";
+  const std::string out = (dir_ / "nohup.h5").string();
+  merge_and_signal(out, SIGHUP, /*ignore_hup=*/true, status);  // (when it ended first, nothing is checked)
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(err);
+  EXPECT_TRUE(fs::exists(out));
+}
+
 TEST_F(CliTest, BadStopGraceIsRefusedBeforeAnyWork) {
   const std::string h5 = (dir_ / "badgrace.h5").string();
   const auto cfg = file("badgrace.ini", "[workload]\ntokens = 4096\nsteps = 2\n[output]\npath = " + h5 + "\n");
@@ -1255,6 +1424,202 @@ TEST_F(CliTest, SkipReasonsStateTheirSizes) {
   EXPECT_NE(run("list " + cfg + " --set workload.append_per_step=64 --set select.topk_tokens=400")
                 .out.find("will be skipped: select.topk_tokens > a request's context of 320 tokens"),
             std::string::npos);
+}
+
+// The top-level usage and its exit statuses: no command is a usage error (2, the usage on stderr); --help,
+// -h, help and help help print it (0); version is --version; an unknown command is named (2); an unknown
+// option names the command's --help (2); merge with no files prints its usage (2), merge --help (0, whatever
+// follows it: nothing is merged).
+TEST_F(CliTest, UsageErrorsExitTwoAndNameWhatWasWrong) {
+  const std::string bin = IP_INDEXPOOL_BIN;
+  const auto none = run("");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("usage: indexpool [--version]"), std::string::npos) << none.out;
+  EXPECT_EQ(shell(bin + " 2>/dev/null").out, "");  // the usage went to stderr
+  for (const char* help : {"--help", "-h", "help", "help help"}) {
+    const auto h = shell(bin + " " + help + " 2>/dev/null");
+    EXPECT_EQ(h.code, 0) << help << ": " << h.out;
+    EXPECT_EQ(h.out.rfind("usage: indexpool [--version]", 0), 0u) << help << ": " << h.out;
+  }
+  const auto version = run("version");
+  EXPECT_EQ(version.code, 0) << version.out;
+  EXPECT_EQ(version.out, run("--version").out);
+  const auto unknown = run("frobnicate");
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_EQ(unknown.out.rfind("indexpool: unknown command 'frobnicate'\n\nusage: indexpool", 0), 0u) << unknown.out;
+  const auto option = run("run --frobnicate x.ini");
+  EXPECT_EQ(option.code, 2) << option.out;
+  EXPECT_NE(option.out.find("--frobnicate"), std::string::npos) << option.out;
+  EXPECT_NE(option.out.find("(try 'indexpool run --help')"), std::string::npos) << option.out;
+  const auto merge = shell(bin + " merge 2>/dev/null");
+  EXPECT_EQ(merge.code, 2) << merge.out;
+  EXPECT_EQ(merge.out.rfind("usage: indexpool merge OUT IN...", 0), 0u) << merge.out;
+  const std::string out = (dir_ / "m.h5").string();
+  const auto merge_help = run("merge --help " + out + " " + (dir_ / "in.h5").string());
+  EXPECT_EQ(merge_help.code, 0) << merge_help.out;
+  EXPECT_EQ(merge_help.out.rfind("usage: indexpool merge OUT IN...", 0), 0u) << merge_help.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// run and list need CONFIG; --resume and --overwrite exclude each other, and --resume needs output.path:
+// each is refused before any work (exit 1), saying what is wrong.
+TEST_F(CliTest, MissingConfigAndContradictoryResumeAreRefused) {
+  for (const char* cmd : {"run", "list"}) {
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("indexpool: error: missing CONFIG (try --help)"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const std::string h5 = (dir_ / "ro.h5").string();
+  const auto cfg = file("ro.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 32\n");
+  auto r = run("run " + cfg + " --resume --overwrite --set output.path=" + h5);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--resume and --overwrite exclude each other"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(h5));
+  r = run("run " + cfg + " --resume");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--resume needs output.path"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[1/"), std::string::npos) << "a point ran: " << r.out;
+}
+
+// What a run says besides its table: the number of points and the config (and the shard, when sharded) on
+// stderr, and where the results went on stdout; a merge of one file says "1 file".
+TEST_F(CliTest, RunSaysWhatItRunsAndWhereItWrote) {
+  const std::string h5 = (dir_ / "said.h5").string(), s1 = (dir_ / "said_1.h5").string();
+  const auto cfg = file("said.ini", "[workload]\ntokens = 256\nsteps = 1\n[pool]\ngroup_size = 2, 4\n"
+                                    "[select]\ntopk_tokens = 32\n[cache]\nenabled = false\n");
+  auto r = run("run " + cfg + " --set output.path=" + h5);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\n2 points from " + cfg + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("results: " + h5 + " (2 points)\n"), std::string::npos) << r.out;
+  r = run("run " + cfg + " --shard 1/2 --set output.path=" + s1);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\n1 points from " + cfg + " (shard 1/2)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("results: " + s1 + " (1 points)\n"), std::string::npos) << r.out;
+  const std::string merged = (dir_ / "said_m.h5").string();
+  r = run("merge " + merged + " " + s1);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("merged 1 file into " + merged + ": 1 of the sweep's 2 points (partial)\n"), std::string::npos)
+      << r.out;
+}
+
+// output.path is checked before any work: a folder is refused as such, a path under a regular file cannot
+// have its folder created, and the config file is recognised under another spelling of its path (it would be
+// overwritten); each message names the path.
+TEST_F(CliTest, OutputPathThatIsAFolderOrCannotBeCreatedIsRefused) {
+  const auto cfg = file("where.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 32\n");
+  auto r = run("run " + cfg + " --set output.path=" + dir_.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("output.path '" + dir_.string() + "' is a folder, not a file"), std::string::npos) << r.out;
+  const std::string under = (dir_ / "where.ini" / "r.h5").string();
+  r = run("run " + cfg + " --set output.path=" + under);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("output.path '" + under + "': cannot create its folder: "), std::string::npos) << r.out;
+  const std::string self = (dir_ / "." / "where.ini").string(), text = slurp(cfg);
+  r = run("run " + cfg + " --overwrite --set output.path=" + self);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("output.path '" + self + "' is the config file of this run ('" + cfg +
+                       "'): writing there would destroy it; give output.path another name"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(cfg), text);
+  EXPECT_EQ(r.out.find("[1/"), std::string::npos) << "a point ran: " << r.out;
+}
+
+// list's notes: the sweep's memory limit with where it came from, a point over it, a request shorter than
+// select.topk_tokens among requests of spread lengths, and the fidelity references kept on the cpu.
+TEST_F(CliTest, ListNotesTheMemoryLimitAndShortRequests) {
+  const auto cfg = file("notes.ini", "[workload]\ntokens = 1Ki\nrequests = 4\nlength_spread = 0.5\nsteps = 2\n"
+                                     "[select]\ntopk_tokens = 64\n");
+  auto r = run("list " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# sweep.memory_limit = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" (default: 80% of "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# and on the cpu up to "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("will be skipped"), std::string::npos) << r.out;
+  r = run("list " + cfg + " --set sweep.memory_limit=1Ki");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(will be skipped: over sweep.memory_limit)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(default: 80% of "), std::string::npos) << r.out;  // set, not the default
+  // The shortest of the four requests decides: k above it but within workload.tokens.
+  const auto sweep = ip::exp::load_sweep(cfg, {});
+  ASSERT_EQ(sweep.points.size(), 1u);
+  ip::Index64 shortest = sweep.points[0].workload.tokens;
+  for (int i = 0; i < 4; ++i) shortest = std::min(shortest, ip::request_tokens(sweep.points[0].workload, i));
+  ASSERT_LT(shortest + 1, 1024);
+  r = run(fmt::format("list {} --set select.topk_tokens={}", cfg, shortest + 1));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("(will be skipped: select.topk_tokens > a request's context of {} tokens)",
+                                   shortest)),
+            std::string::npos)
+      << r.out;
+}
+
+// inspect lists the first 15 and the last 5 of more than 20 point groups, counting the rest; --all lists
+// every one.
+TEST_F(CliTest, InspectAllListsEveryPointGroup) {
+  const std::string h5 = (dir_ / "many.h5").string();
+  const auto cfg = file("insp.ini", "[workload]\ntokens = 256\nsteps = 1\n[pool]\ngroup_size = range:1..22\n"
+                                    "[select]\ntopk_tokens = 32\n[cache]\nenabled = false\n[output]\npath = " +
+                                        h5 + "\n");
+  ASSERT_EQ(run("run " + cfg + " --quiet").code, 0);
+  const auto some = run("inspect " + h5);
+  EXPECT_EQ(some.code, 0) << some.out;
+  EXPECT_NE(some.out.find("... 2 more point_<index> groups like these"), std::string::npos) << some.out;
+  EXPECT_EQ(some.out.find("point_000015/"), std::string::npos) << some.out;
+  EXPECT_NE(some.out.find("point_000021/"), std::string::npos) << some.out;
+  const auto all = run("inspect " + h5 + " --all");
+  EXPECT_EQ(all.code, 0) << all.out;
+  EXPECT_EQ(all.out.find("more point_<index> groups"), std::string::npos) << all.out;
+  for (int i = 0; i < 22; ++i)
+    EXPECT_NE(all.out.find(fmt::format("point_{:06d}/", i)), std::string::npos) << i << ": " << all.out;
+}
+
+// --overwrite replaces the old file (renamed over it) rather than copying it: only --resume needs the old
+// file's size free again beside it, so a disk that holds a large old file and room for the new one runs (a
+// 1 MiB tmpfs in a mount namespace of its own; needs root and unshare).
+TEST_F(CliTest, OverwriteNeedsNoRoomForACopyOfTheOldFile) {
+  if (::geteuid() != 0 || shell("unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs /mnt' >/dev/null 2>&1").code != 0)
+    GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs (not available here): not checked";
+  const auto cfg = file("ow.ini", "[workload]\ntokens = 256\nsteps = 1\n[select]\ntopk_tokens = 32\n"
+                                  "[cache]\nenabled = false\n");
+  const fs::path mnt = dir_ / "ow";
+  fs::create_directories(mnt);
+  const auto r = shell(fmt::format("unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs {0} && head -c 600000 /dev/zero "
+                                   "> {0}/q.h5 && {1} run {2} --quiet --overwrite --set output.path={0}/q.h5; echo "
+                                   "rc=$?' 2>&1",
+                                   mnt.string(), IP_INDEXPOOL_BIN, cfg));
+  EXPECT_EQ(r.out.find("free some space or write elsewhere"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("results: " + (mnt / "q.h5").string() + " (1 points)\nrc=0\n"), std::string::npos) << r.out;
+}
+
+// select.batched needs an attention stage, which an imported dump without attention arrays lacks: list says
+// that a cuda point will be skipped for it and that an auto point runs on the cpu.
+TEST_F(CliTest, ListSaysABatchedImportWithoutAttentionCannotBeBatched) {
+  const std::string dump = (dir_ / "noattn.h5").string();
+  {
+    ip::h5::File f(dump, "w");
+    ip::Tensor<float> keys({256, 16}), queries({2, 2, 16}), heads({2, 2});
+    for (ip::Index64 i = 0; i < keys.size(); ++i) keys.data()[i] = std::sin(0.37f * static_cast<float>(i));
+    for (ip::Index64 i = 0; i < queries.size(); ++i) queries.data()[i] = std::cos(0.5f * static_cast<float>(i));
+    for (ip::Index64 i = 0; i < heads.size(); ++i) heads.data()[i] = 0.5f;
+    f.write("index_keys", keys);
+    f.write("index_queries", queries);
+    f.write("head_weights", heads);
+  }
+  const auto cfg = file("noattn.ini", "[workload]\nsource = " + dump + "\n[cache]\nobject = index\n[select]\n"
+                                      "topk_tokens = 32\nbatched = true\n");
+  const auto cuda = run("list " + cfg + " --set backend=cuda");
+  EXPECT_EQ(cuda.code, 0) << cuda.out;
+  EXPECT_NE(cuda.out.find(" (will be skipped: select.batched: the workload has no attention stage, which the batched "
+                          "decoder needs)\n"),
+            std::string::npos)
+      << cuda.out;
+  const auto in_auto = run("list " + cfg + " --set backend=auto");
+  EXPECT_EQ(in_auto.code, 0) << in_auto.out;
+  EXPECT_NE(in_auto.out.find("; select.batched: the workload has no attention stage, which the batched decoder needs "
+                             "(backend = auto: runs on the cpu)\n"),
+            std::string::npos)
+      << in_auto.out;
 }
 
 }  // namespace
