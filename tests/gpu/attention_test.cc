@@ -36,6 +36,10 @@ struct Case {
   float atol = 1e-5f, rtol = 1e-4f;
   cuda::AttnKernel kernel = cuda::AttnKernel::tiles;
   bool inf_row0 = false;  // the batch's first key and value rows all +inf (a token no request attends)
+  // Nonzero (an integer): dim 0 of every query is +dim0 and of every key -dim0, which lowers every logit
+  // by about dim0^2 / sqrt(D) (exp of the raw logits underflows to 0; only after subtracting the max it
+  // does not); keys and queries are rounded to multiples of 1/16 then (check_one).
+  float dim0 = 0.0f;
 };
 
 bool lanes_dims(int D, int Dv) {
@@ -137,6 +141,14 @@ void check_one(const Case& c, std::uint64_t seed, Result* keep = nullptr) {
   std::vector<float> k(total * c.D), v(total * c.Dv), q(static_cast<std::size_t>(B) * c.H * c.D);
   for (auto* x : {&k, &v, &q})
     for (auto& e : *x) e = u(rng);
+  if (c.dim0 != 0.0f) {
+    // Keys and queries on a grid of 1/16 (dim0 an integer): every dot product is exact in float whatever
+    // the order of its sum, so the CPU's and the kernels' logits agree although dim 0's term is large.
+    for (auto* x : {&k, &q})
+      for (auto& e : *x) e = std::round(e * 16.0f) / 16.0f;
+    for (long long t = 0; t < total; ++t) k[t * c.D] = -c.dim0;
+    for (std::size_t h = 0; h < q.size() / c.D; ++h) q[h * c.D] = c.dim0;
+  }
   if (c.inf_row0) {
     std::fill(k.begin(), k.begin() + c.D, INFINITY);
     std::fill(v.begin(), v.begin() + c.Dv, INFINITY);
@@ -268,6 +280,23 @@ TEST(Attention, UnattendedRowsNeverReachTheOutput) {
   d.D = 19;
   d.Dv = 33;
   check_case(d, 10);
+}
+
+// Every logit near -200 (D = 128, dim0 = 48): exp(logit) underflows to 0 in float, so a running max that
+// starts at 0 instead of -inf (the split kernels' softmax, the combine's max over the splits) gives zero
+// sums and outputs. Sparse requests of several splits, and a dense one (many splits to combine).
+TEST(Attention, VeryNegativeLogits) {
+  IP_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  Case c = sparse_case({989, 111, 37}, 4, 25, rng);
+  c.dim0 = 48.0f;
+  c.H = 5;
+  check_case(c, 12);
+  Case d;
+  d.dense = true;
+  d.dim0 = 48.0f;
+  d.reqs = {{3001, {}}};
+  check_case(d, 13);
 }
 
 TEST(Attention, WithoutProbabilities) {

@@ -297,6 +297,27 @@ TEST(Score, LargeRequests) {
   check(Case{Precision::bf16, 256, 2, false, false, tiny, 11}, ScoreMath::fp32);
 }
 
+// Every kernel and math once, in small batches (the emu_long cases above cover them at length; without
+// these the short emulator run checks only the pipelined CUDA-core kernel at D = 128 and the f16 parts):
+// the generic kernel (D = 96), maxmin (its row pairs and their two scales), the CUDA-core kernel at D = 64
+// and 256, every tensor-core math at D = 64 and 256, over requests with empty ones and short tails. Then
+// LargeRequests' tensor-core tiles that end one entry into the next request (the staged-request bound).
+TEST(Score, EveryPathSmall) {
+  IP_REQUIRE_GPU();
+  for (Precision prec : kPrecisions)
+    for (int dim : {64, 96, 256})
+      for (int heads : {3, 8})
+        for (bool maxmin : {false, true}) {
+          const Case c{prec, dim, heads, maxmin, heads == 3, {0, 19, 1, 37, 0, 5},
+                       static_cast<unsigned>(7 * dim + heads)};
+          for (ScoreMath m : kMaths)
+            if (supported(c, m)) check(c, m);
+        }
+  std::vector<long long> edges(8, 128 * 40);
+  edges[0] -= 1;
+  check(Case{Precision::fp8, 128, 8, false, false, edges, 12}, ScoreMath::automatic);
+}
+
 // f16 parts scale each head's query by a power of two (core/score_math.h f16_query_factor) before its f16
 // parts are taken: requests whose queries lie far outside f16's range (1e30 overflows it, 1e-30 is below
 // its smallest subnormal), one of zeros, one mixing 1e4 and 1e-4 within each head, one ordinary, over fp16
