@@ -765,6 +765,37 @@ bool wait_for(F&& done) {
   return false;
 }
 
+// `indexpool run CFG` (stderr to `err`, INDEXPOOL_STOP_GRACE = `grace`) sent `sig` once `marker` is on its
+// stderr, then waited for: its wait status and the seconds from the signal to its end (status -1, and a
+// failure added, when it never printed the marker).
+struct SignalledRun {
+  int status = -1;
+  double seconds = 0;
+};
+SignalledRun signal_run_at(const std::string& cfg, const std::string& err, const std::string& marker, int sig,
+                           const char* grace) {
+  setenv("INDEXPOOL_STOP_GRACE", grace, 1);
+  const pid_t pid = spawn({"run", cfg}, err);
+  unsetenv("INDEXPOOL_STOP_GRACE");
+  SignalledRun r;
+  if (pid <= 0 || !wait_for([&] { return slurp(err).find(marker) != std::string::npos; })) {
+    ADD_FAILURE() << "no '" << marker << "' on stderr: " << slurp(err);
+    if (pid > 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    return r;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pid, sig);
+  waitpid(pid, &r.status, 0);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// How a process ended, for failure messages.
+std::string ended(int status) {
+  return WIFSIGNALED(status) ? fmt::format("died by signal {}", WTERMSIG(status))
+                             : fmt::format("exit status {}", WEXITSTATUS(status));
+}
+
 // Ctrl-C (SIGINT) during a sweep: the point under way finishes, every finished point is written, the
 // exit status is 130 and stderr says how to go on; --resume then runs only the rest.
 TEST_F(CliTest, InterruptedRunKeepsFinishedPointsAndResumes) {
@@ -922,20 +953,11 @@ TEST_F(CliTest, SigtermAbandonsAPointThatOutlastsTheGrace) {
   // Point 2 takes tens of seconds here (256Ki tokens, 256 steps); it is abandoned 0.3 s after the signal.
   const auto cfg = file("grace.ini", "[workload]\ntokens = 4096,256Ki\nsteps = 256\n[select]\ntopk_tokens = 256\n"
                                      "[output]\npath = " + h5 + "\n");
-  setenv("INDEXPOOL_STOP_GRACE", "0.3", 1);
-  const pid_t pid = spawn({"run", cfg}, err);
-  unsetenv("INDEXPOOL_STOP_GRACE");
-  ASSERT_GT(pid, 0);
-  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[2/2]") != std::string::npos; })) << slurp(err);
-  const auto t0 = std::chrono::steady_clock::now();
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const SignalledRun r = signal_run_at(cfg, err, "[2/2]", SIGTERM, "0.3");
   const std::string e = slurp(err);
-  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
-  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
-  EXPECT_LT(waited, 20.0) << e;  // not the point's own time
+  ASSERT_TRUE(WIFEXITED(r.status)) << ended(r.status) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(r.status), 143) << e;
+  EXPECT_LT(r.seconds, 20.0) << e;  // not the point's own time
   EXPECT_NE(e.find("or without it in 0.3 s (INDEXPOOL_STOP_GRACE)"), std::string::npos) << e;
   EXPECT_NE(e.find("did not finish within 0.3 s of SIGTERM (INDEXPOOL_STOP_GRACE): stopped without it; the results "
                    "file holds the 1 finished points of 2, --resume runs the rest"),
@@ -1074,20 +1096,11 @@ TEST_F(CliTest, NoGraceAbandonsAtOnceAndWritesTheHeldPoints) {
   const auto cfg = file("nograce.ini", "[workload]\ntokens = 64Ki, 256, 272, 288, 256Ki\nsteps = 1\n[select]\n"
                                        "topk_tokens = 32\n[cache]\nenabled = false\n[output]\npath = " + h5 +
                                        "\nsave_tensors = true\n");
-  setenv("INDEXPOOL_STOP_GRACE", "0", 1);
-  const pid_t pid = spawn({"run", cfg}, err);
-  unsetenv("INDEXPOOL_STOP_GRACE");
-  ASSERT_GT(pid, 0);
-  ASSERT_TRUE(wait_for([&] { return slurp(err).find("[5/5]") != std::string::npos; })) << slurp(err);
-  const auto t0 = std::chrono::steady_clock::now();
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const SignalledRun r = signal_run_at(cfg, err, "[5/5]", SIGTERM, "0");
   const std::string e = slurp(err);
-  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << e;
-  EXPECT_EQ(WEXITSTATUS(status), 143) << e;
-  EXPECT_LT(waited, 10.0) << e;  // at once: no grace period (the bound leaves room for a loaded machine)
+  ASSERT_TRUE(WIFEXITED(r.status)) << ended(r.status) << ": " << e;
+  EXPECT_EQ(WEXITSTATUS(r.status), 143) << e;
+  EXPECT_LT(r.seconds, 10.0) << e;  // at once: no grace period (the bound leaves room for a loaded machine)
   EXPECT_NE(e.find("did not finish within 0 s of SIGTERM (INDEXPOOL_STOP_GRACE): stopped without it; the results "
                    "file holds the 4 finished points of 5"),
             std::string::npos)

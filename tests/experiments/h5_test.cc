@@ -58,6 +58,20 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
   EXPECT_EQ(err, "") << "stderr: " << err;
 }
 
+// append_table's answer, which must come without an error and with nothing on stderr (a failure is added
+// otherwise, and true returned).
+bool append_answer(File& f, const std::string& name, const Table& t) {
+  bool appended = true;
+  ::testing::internal::CaptureStderr();
+  try {
+    appended = f.append_table(name, t);
+  } catch (const ip::Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  return appended;
+}
+
 Table sample(std::size_t rows, const std::string& prefix = "s") {
   Table t;
   t.add("key", Kind::kString);
@@ -408,15 +422,7 @@ TEST_F(H5Test, AppendToATableOfAnotherWriter) {
   Table row;
   row.add("index", Kind::kInt64).ints = {1};
   row.add("value", Kind::kFloat64).floats = {0.5};
-  bool appended = true;
-  ::testing::internal::CaptureStderr();
-  try {
-    appended = f.append_table("fixed", row);
-  } catch (const ip::Error& e) {
-    ADD_FAILURE() << e.what();
-  }
-  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
-  EXPECT_FALSE(appended);
+  EXPECT_FALSE(append_answer(f, "fixed", row));
   EXPECT_EQ(f.info("fixed").shape, std::vector<ip::Index64>{2});
   row.columns[0].ints = {std::int64_t{1} << 40};  // int32 would clamp it
   EXPECT_FALSE(f.append_table("grows", row));
@@ -442,13 +448,7 @@ TEST_F(H5Test, AppendToATableOfAnotherWriter) {
   H5Tclose(vstr);
   Table key;
   key.add("key", Kind::kString).strings = {"abc"};
-  appended = true;
-  try {
-    appended = f.append_table("vlen", key);
-  } catch (const ip::Error& e) {
-    ADD_FAILURE() << e.what();
-  }
-  EXPECT_FALSE(appended);
+  EXPECT_FALSE(append_answer(f, "vlen", key));
   EXPECT_EQ(f.info("vlen").shape, std::vector<ip::Index64>{2});
   expect_error([&] { f.read_table("vlen"); }, {p, "vlen", "'key'", "unsupported type"});
 }
@@ -739,15 +739,7 @@ TEST_F(H5Test, FixedShapeChunkedTableAndRankTwoCompound) {
   Table row;
   row.add("index", Kind::kInt64).ints = {1};
   row.add("value", Kind::kFloat64).floats = {0.5};
-  bool appended = true;
-  ::testing::internal::CaptureStderr();
-  try {
-    appended = f.append_table("fixed", row);
-  } catch (const ip::Error& e) {
-    ADD_FAILURE() << e.what();
-  }
-  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
-  EXPECT_FALSE(appended);
+  EXPECT_FALSE(append_answer(f, "fixed", row));
   EXPECT_EQ(f.read_table("fixed").rows(), 2u);
   expect_error([&] { f.read_table("rank2"); }, {p, "rank2", "rank 1"});
 }
