@@ -157,6 +157,7 @@ void File::close() {
 
 bool File::exists(const std::string& name) const {
   quiet_this_thread();
+  if (name.empty()) return false;  // no object has an empty name ("/" is the root group)
   // Check every prefix, as H5Lexists requires the intermediate groups to exist.
   std::size_t pos = 0;
   while (true) {

@@ -1,6 +1,7 @@
 // Tables of the HDF5 wrapper: 1-D compound datasets of fixed-length byte strings, int64 and float64.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "experiments/h5.h"
@@ -19,18 +20,20 @@ std::size_t string_width(const std::vector<std::string>& v) {
   return w;
 }
 
-Handle string_type(std::size_t width) {
+Handle string_type(std::size_t width, H5T_cset_t cset = H5T_CSET_UTF8) {
   Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(t.get(), width);
   H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
-  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  H5Tset_cset(t.get(), cset);
   return t;
 }
 
 // A packed compound type of the columns; string widths from `widths` (one per column, 0 for numbers).
 // `where` names the table in the error when a member cannot be added (a name empty or given twice: HDF5
-// refuses it, and the table lost that column without a word).
-Handle compound_type(const Table& t, const std::vector<std::size_t>& widths, bool file_type, const std::string& where) {
+// refuses it, and the table lost that column without a word). `csets`, when given, holds each string column's
+// character set (HDF5 has no conversion between ASCII and UTF-8 strings: a reader matches the file's).
+Handle compound_type(const Table& t, const std::vector<std::size_t>& widths, bool file_type, const std::string& where,
+                     const std::vector<H5T_cset_t>* csets = nullptr) {
   std::size_t size = 0;
   for (std::size_t c = 0; c < t.columns.size(); ++c) size += widths[c] ? widths[c] : 8;
   Handle type(H5Tcreate(H5T_COMPOUND, size), H5Tclose);
@@ -39,7 +42,8 @@ Handle compound_type(const Table& t, const std::vector<std::size_t>& widths, boo
     const Column& col = t.columns[c];
     herr_t ok;
     if (col.kind == Column::Kind::kString) {
-      ok = H5Tinsert(type.get(), col.name.c_str(), off, string_type(widths[c]).get());
+      ok = H5Tinsert(type.get(), col.name.c_str(), off,
+                     string_type(widths[c], csets ? (*csets)[c] : H5T_CSET_UTF8).get());
     } else {
       const bool i = col.kind == Column::Kind::kInt64;
       ok = H5Tinsert(type.get(), col.name.c_str(), off,
@@ -151,6 +155,12 @@ bool File::append_table(const std::string& name, const Table& t) {
     if (is_string ? H5Tis_variable_str(mt.get()) != 0
                   : H5Tget_size(mt.get()) != 8 || (cls == H5T_INTEGER && H5Tget_sign(mt.get()) != H5T_SGN_2))
       return false;
+    // A string member padded otherwise than ours (h5py and C writers use NULL-terminated ones): HDF5's
+    // conversion would cut a string that fills its whole width by its last byte, without an error. One in
+    // ASCII (numpy's 'S' through h5py): HDF5 converts no UTF-8 string to it (the write fails).
+    if (is_string &&
+        (H5Tget_strpad(mt.get()) != H5T_STR_NULLPAD || H5Tget_cset(mt.get()) != H5T_CSET_UTF8))
+      return false;
     widths.push_back(is_string ? H5Tget_size(mt.get()) : 0);
     if (is_string)
       for (const auto& s : col.strings)
@@ -194,6 +204,8 @@ Table File::read_table(const std::string& name) const {
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
   Table t;
   std::vector<std::size_t> widths;
+  std::vector<H5T_cset_t> csets;  // a string member's character set, read as it is stored
+  std::vector<std::size_t> wide_unsigned;  // unsigned members of 8 bytes or more (another writer's uint64)
   for (int m = 0; m < H5Tget_nmembers(ftype.get()); ++m) {
     char* mname = H5Tget_member_name(ftype.get(), m);
     const std::string cname = mname;
@@ -202,16 +214,35 @@ Table File::read_table(const std::string& name) const {
     const H5T_class_t cls = H5Tget_class(mt.get());
     IP_REQUIRE(cls == H5T_INTEGER || cls == H5T_FLOAT || (cls == H5T_STRING && H5Tis_variable_str(mt.get()) <= 0),
                "{}: column '{}' has an unsupported type", where(name), cname);
+    IP_REQUIRE(cls != H5T_INTEGER || H5Tget_size(mt.get()) <= 8,
+               "{}: column '{}' has integers of {} bytes, wider than the int64 it is read as", where(name), cname,
+               H5Tget_size(mt.get()));
+    if (cls == H5T_INTEGER && H5Tget_sign(mt.get()) == H5T_SGN_NONE && H5Tget_size(mt.get()) == 8)
+      wide_unsigned.push_back(static_cast<std::size_t>(m));
     t.add(cname, cls == H5T_STRING    ? Column::Kind::kString
                  : cls == H5T_INTEGER ? Column::Kind::kInt64
                                       : Column::Kind::kFloat64);
     widths.push_back(cls == H5T_STRING ? H5Tget_size(mt.get()) : 0);
+    csets.push_back(cls == H5T_STRING ? H5Tget_cset(mt.get()) : H5T_CSET_UTF8);
   }
-  Handle mtype = compound_type(t, widths, false, where(name));
+  Handle mtype = compound_type(t, widths, false, where(name), &csets);
   const std::size_t row = H5Tget_size(mtype.get());
   std::vector<char> buf(row * n);
   IP_REQUIRE(n == 0 || H5Dread(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0,
              "{}: read failed", where(name));
+  // HDF5 converts a uint64 above INT64_MAX to INT64_MAX without an error: read those members as they are
+  // stored and refuse such a value.
+  for (const std::size_t c : wide_unsigned) {
+    Handle one(H5Tcreate(H5T_COMPOUND, 8), H5Tclose);
+    H5Tinsert(one.get(), t.columns[c].name.c_str(), 0, H5T_NATIVE_UINT64);
+    std::vector<std::uint64_t> u(n);
+    IP_REQUIRE(n == 0 || H5Dread(ds.get(), one.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, u.data()) >= 0,
+               "{}: read failed", where(name));
+    for (hsize_t r = 0; r < n; ++r)
+      IP_REQUIRE(u[r] <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                 "{}: column '{}' row {} holds {}, outside int64's range, to which the table is read", where(name),
+                 t.columns[c].name, r, u[r]);
+  }
   std::size_t off = 0;
   for (std::size_t c = 0; c < t.columns.size(); ++c) {
     Column& col = t.columns[c];

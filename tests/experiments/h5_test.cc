@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -771,6 +772,104 @@ TEST_F(H5Test, FailedAppendLeavesTheTableAsItWas) {
   rows.add("index", Kind::kInt64).ints.assign(200000, 7);  // two chunks, one complete: written through the filter
   expect_error([&] { f.append_table("t", rows); }, {p, "t", "append failed"});
   EXPECT_EQ(f.info("t").shape, std::vector<ip::Index64>{0});
+}
+
+// A chunked, extendible table of one string member named "key" of `width` bytes, padded `pad`, in character
+// set `cset`, holding `rows` (each at most `width` bytes), as h5py or a C writer makes one.
+void raw_string_table(File& f, const std::string& name, std::size_t width, H5T_str_t pad, H5T_cset_t cset,
+                      const std::vector<std::string>& rows) {
+  const hid_t s = H5Tcopy(H5T_C_S1);
+  H5Tset_size(s, width);
+  H5Tset_strpad(s, pad);
+  H5Tset_cset(s, cset);
+  const hid_t type = H5Tcreate(H5T_COMPOUND, width);
+  H5Tinsert(type, "key", 0, s);
+  const hsize_t n = rows.size(), chunk = 4, unlimited = H5S_UNLIMITED;
+  const hid_t space = H5Screate_simple(1, &n, &unlimited);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, &chunk);
+  const hid_t ds = H5Dcreate2(f.id(), name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  std::vector<char> buf(width * rows.size(), 0);
+  for (std::size_t r = 0; r < rows.size(); ++r) std::memcpy(buf.data() + r * width, rows[r].data(), rows[r].size());
+  if (n > 0) EXPECT_GE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Tclose(s);
+}
+
+// A NULL-terminated string member (h5py's and C's fixed strings): appending a string that fills its width
+// would lose the last byte to HDF5's conversion, so such a member is not appended to (false: the caller
+// rewrites the table in its own types). Reading it gives every byte before the terminator.
+TEST_F(H5Test, NullTerminatedStringMemberIsNotAppendedTo) {
+  File f(path("nullterm.h5"), "w");
+  raw_string_table(f, "t", 8, H5T_STR_NULLTERM, H5T_CSET_UTF8, {"abc", "1234567"});
+  Table full;
+  full.add("key", Kind::kString).strings = {"abcdefgh"};
+  EXPECT_FALSE(append_answer(f, "t", full));
+  EXPECT_EQ(f.info("t").shape, std::vector<ip::Index64>{2});
+  EXPECT_EQ(f.read_table("t").columns[0].strings, (std::vector<std::string>{"abc", "1234567"}));
+  // The rewrite the caller then makes keeps every byte.
+  Table all = f.read_table("t");
+  all.columns[0].strings.push_back("abcdefgh");
+  f.remove("t");
+  f.write_table("t", all);
+  EXPECT_EQ(f.read_table("t").columns[0].strings, (std::vector<std::string>{"abc", "1234567", "abcdefgh"}));
+}
+
+// A NULL-padded member in ASCII (numpy's 'S' as h5py stores it): read as it is (HDF5 has no conversion between
+// ASCII and UTF-8, and the read failed), not appended to (false: the append failed with an error).
+TEST_F(H5Test, NullPaddedAsciiStringMemberIsReadNotAppendedTo) {
+  File f(path("ascii.h5"), "w");
+  raw_string_table(f, "t", 8, H5T_STR_NULLPAD, H5T_CSET_ASCII, {"abc", "12345678"});
+  EXPECT_EQ(f.read_table("t").columns[0].strings, (std::vector<std::string>{"abc", "12345678"}));
+  Table full;
+  full.add("key", Kind::kString).strings = {"abcdefgh"};
+  EXPECT_FALSE(append_answer(f, "t", full));
+  EXPECT_EQ(f.info("t").shape, std::vector<ip::Index64>{2});
+}
+
+// An unsigned 64-bit member of another writer: values up to INT64_MAX read exactly; a larger one is an error
+// naming the column, the row and the value, not INT64_MAX (HDF5's conversion clamps without an error).
+TEST_F(H5Test, Uint64MemberAboveInt64IsRefused) {
+  const auto p = path("u64.h5");
+  File f(p, "w");
+  const hid_t type = H5Tcreate(H5T_COMPOUND, 16);
+  H5Tinsert(type, "n", 0, H5T_STD_U64LE);
+  H5Tinsert(type, "x", 8, H5T_IEEE_F64LE);
+  struct Row {
+    std::uint64_t n;
+    double x;
+  };
+  const hsize_t two = 2;
+  const std::uint64_t big = std::uint64_t{1} << 63;
+  for (const auto& [name, last] : {std::pair<const char*, std::uint64_t>{"fits", big - 1}, {"over", big}}) {
+    const Row rows[2] = {{5, 0.5}, {last, 1.5}};
+    const hid_t space = H5Screate_simple(1, &two, nullptr);
+    const hid_t ds = H5Dcreate2(f.id(), name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    const hid_t mtype = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+    H5Tinsert(mtype, "n", HOFFSET(Row, n), H5T_NATIVE_UINT64);
+    H5Tinsert(mtype, "x", HOFFSET(Row, x), H5T_NATIVE_DOUBLE);
+    EXPECT_GE(H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), 0);
+    H5Tclose(mtype);
+    H5Dclose(ds);
+    H5Sclose(space);
+  }
+  H5Tclose(type);
+  const Table fits = f.read_table("fits");
+  EXPECT_EQ(fits.columns[0].ints, (std::vector<std::int64_t>{5, std::numeric_limits<std::int64_t>::max()}));
+  EXPECT_EQ(fits.columns[1].floats, (std::vector<double>{0.5, 1.5}));
+  expect_error([&] { f.read_table("over"); }, {p, "over", "'n'", "row 1", "9223372036854775808", "int64"});
+}
+
+// No object has an empty name; the root group exists.
+TEST_F(H5Test, EmptyNameIsNoObject) {
+  File f(path("names.h5"), "w");
+  EXPECT_FALSE(f.exists(""));
+  EXPECT_TRUE(f.exists("/"));
 }
 
 }  // namespace
