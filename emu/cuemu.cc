@@ -1721,12 +1721,16 @@ void run_grid(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block,
                  "dividing the grid)\n", site.kernel, site.file, site.line, cluster, grid.x, max_cluster);
     return;
   }
+  // The kernel's cudaFuncAttributeMaxDynamicSharedMemorySize bounds every launch of it, also when set below
+  // the 48 KiB a kernel gets unasked (cudaFuncAttributes::maxDynamicSharedSizeBytes, driver_types.h). (On a
+  // GPU the default is 48 KiB less the kernel's static shared memory, which the emulator does not know per
+  // kernel.)
   const auto attr = e.max_dyn_smem.find(kernel);
   const std::size_t allowed = attr == e.max_dyn_smem.end() ? kSmemDefault : static_cast<std::size_t>(attr->second);
-  if (smem > kSmemOptin || smem > std::max(allowed, kSmemDefault)) {
+  if (smem > kSmemOptin || smem > allowed) {
     set_error(cudaErrorInvalidValue);
     std::fprintf(stderr, "cuemu: %s (%s:%d): %zu bytes of dynamic shared memory, above the %zu allowed\n", site.kernel,
-                 site.file, site.line, smem, std::max(allowed, kSmemDefault));
+                 site.file, site.line, smem, allowed);
     return;
   }
   if (!valid_stream(stream)) {

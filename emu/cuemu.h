@@ -364,6 +364,8 @@ inline void __threadfence_block() {}
   ::cuemu::fatal_trap();
 }
 
+// Lane offsets as shfl.sync reads them (PTX ISA, shfl.sync: bval[4:0] = b[4:0]): srcLane, laneMask and delta
+// count modulo 32, so a delta of 33 is a delta of 1 (and 32 is 0: the caller's own value), as on a GPU.
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const int lane = static_cast<int>(::cuemu::lane_id());
@@ -373,7 +375,7 @@ T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   const int lane = static_cast<int>(::cuemu::lane_id());
-  int src = lane ^ lane_mask;
+  int src = lane ^ (lane_mask & 31);
   if ((src & ~(width - 1)) > (lane & ~(width - 1))) src = lane;  // a later segment: own value (an earlier one's lane
                                                                  // is read, as CUDA documents)
   return ::cuemu::shfl_from(mask, v, src);
@@ -381,13 +383,13 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
 template <class T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int lane = static_cast<int>(::cuemu::lane_id());
-  const int src = lane - static_cast<int>(delta);
+  const int src = lane - static_cast<int>(delta & 31u);
   return ::cuemu::shfl_from(mask, v, src < (lane & ~(width - 1)) ? lane : src);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int lane = static_cast<int>(::cuemu::lane_id());
-  const int src = lane + static_cast<int>(delta);
+  const int src = lane + static_cast<int>(delta & 31u);
   return ::cuemu::shfl_from(mask, v, src >= (lane & ~(width - 1)) + width ? lane : src);
 }
 
@@ -528,7 +530,8 @@ inline int __ffs(unsigned x) {
   return __builtin_ffs(static_cast<int>(x));
 }
 
-// CUDA's device min/max overloads for integers (the float ones come from <cmath> as fminf/fmaxf).
+// CUDA's device min/max overloads for integers; those for float and double are fminf/fmaxf and fmin/fmax
+// (crt/math_functions.hpp), which return the other argument when one is NaN.
 #define IP_CUEMU_MINMAX(T) \
   inline T min(T a, T b) { \
     return b < a ? b : a;  \
@@ -542,6 +545,8 @@ IP_CUEMU_MINMAX(long)
 IP_CUEMU_MINMAX(unsigned long)
 IP_CUEMU_MINMAX(long long)
 IP_CUEMU_MINMAX(unsigned long long)
-IP_CUEMU_MINMAX(float)
-IP_CUEMU_MINMAX(double)
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
 #undef IP_CUEMU_MINMAX

@@ -202,6 +202,125 @@ TEST(Cuemu, XorShufflesOfWidthBelow32ReadEarlierSegments) {
   cudaFree(d);
 }
 
+// shfl.sync reads its lane offset modulo 32 (PTX ISA, shfl.sync: bval[4:0] = b[4:0]): a delta or lane mask
+// of 33 is one of 1, a delta of 32 one of 0 (the caller's own value); past the warp's ends up and down
+// keep the caller's own value.
+__global__ void shfl_offsets_kernel(int* out) {
+  const int lane = static_cast<int>(threadIdx.x), v = 100 + lane;
+  out[lane] = __shfl_down_sync(0xFFFFFFFFu, v, 33u);
+  out[32 + lane] = __shfl_up_sync(0xFFFFFFFFu, v, 33u);
+  out[64 + lane] = __shfl_xor_sync(0xFFFFFFFFu, v, 33);
+  out[96 + lane] = __shfl_down_sync(0xFFFFFFFFu, v, 32u);
+}
+
+TEST(Cuemu, ShuffleOffsetsCountModulo32) {
+  int* d;
+  cudaMalloc(reinterpret_cast<void**>(&d), 128 * sizeof(int));
+  IP_LAUNCH(1, 32, 0, nullptr, shfl_offsets_kernel)(d);
+  int h[128];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  for (int l = 0; l < 32; ++l) {
+    EXPECT_EQ(h[l], l < 31 ? 101 + l : 131) << "down 33, lane " << l;
+    EXPECT_EQ(h[32 + l], l > 0 ? 99 + l : 100) << "up 33, lane " << l;
+    EXPECT_EQ(h[64 + l], 100 + (l ^ 1)) << "xor 33, lane " << l;
+    EXPECT_EQ(h[96 + l], 100 + l) << "down 32, lane " << l;
+  }
+  cudaFree(d);
+}
+
+// CUDA's min and max of floats (and doubles) are fminf and fmaxf: a NaN argument gives the other one.
+__global__ void float_minmax_kernel(const float* x, float* out) {
+  const float nan = x[0], one = x[1];
+  out[0] = min(nan, one);
+  out[1] = min(one, nan);
+  out[2] = max(nan, one);
+  out[3] = max(one, nan);
+  out[4] = static_cast<float>(max(static_cast<double>(nan), static_cast<double>(one)));
+  out[5] = min(one, -one);
+  out[6] = max(-one, one);
+}
+
+TEST(Cuemu, FloatMinAndMaxAreFminfAndFmaxf) {
+  const float x[2] = {__int_as_float(0x7FC00000), 1.0f};
+  float *dx, *d;
+  cudaMalloc(reinterpret_cast<void**>(&dx), sizeof x);
+  cudaMalloc(reinterpret_cast<void**>(&d), 7 * sizeof(float));
+  cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 1, 0, nullptr, float_minmax_kernel)(dx, d);
+  float h[7];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(h[i], 1.0f) << i;
+  EXPECT_EQ(h[5], -1.0f);
+  EXPECT_EQ(h[6], 1.0f);
+  cudaFree(dx);
+  cudaFree(d);
+}
+
+// __fmul_rn rounds its product: never contracted with the add after it into an fma (linear_attention's
+// feature map relies on it to match the host's). (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 rounds to 1 + 2^-11.
+__global__ void fmul_rn_kernel(const float* x, float* out) {
+  out[0] = __fmul_rn(x[0], x[0]) + x[1];
+  out[1] = fmaf(x[0], x[0], x[1]);
+}
+
+TEST(Cuemu, FmulRnRoundsTheProductBeforeAnAdd) {
+  const float x[2] = {1.0f + 0x1.0p-12f, -(1.0f + 0x1.0p-11f)};
+  float *dx, *d;
+  cudaMalloc(reinterpret_cast<void**>(&dx), sizeof x);
+  cudaMalloc(reinterpret_cast<void**>(&d), 2 * sizeof(float));
+  cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 1, 0, nullptr, fmul_rn_kernel)(dx, d);
+  float h[2];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(h[0], 0.0f);
+  EXPECT_EQ(h[1], 0x1.0p-24f);  // the fused result, to show the two differ here
+  cudaFree(dx);
+  cudaFree(d);
+}
+
+// atomicMin (unsigned long long) and atomicOr (int), as attn_prep_kernel uses them: each returns the value
+// before its update, and the updates of a warp all land.
+__global__ void atomic_min_or_kernel(unsigned long long* mn, int* bits, unsigned long long* old_mn, int* old_bits) {
+  const unsigned t = threadIdx.x;
+  old_mn[t] = atomicMin(mn, 1000ull + (t * 7) % 32);
+  old_bits[t] = atomicOr(bits, 1 << t);
+}
+
+TEST(Cuemu, AtomicMinAndOrReturnTheOldValue) {
+  unsigned long long *mn, *old_mn;
+  int *bits, *old_bits;
+  cudaMalloc(reinterpret_cast<void**>(&mn), sizeof(unsigned long long));
+  cudaMalloc(reinterpret_cast<void**>(&bits), sizeof(int));
+  cudaMalloc(reinterpret_cast<void**>(&old_mn), 31 * sizeof(unsigned long long));
+  cudaMalloc(reinterpret_cast<void**>(&old_bits), 31 * sizeof(int));
+  cudaMemset(mn, 0xFF, sizeof(unsigned long long));
+  cudaMemset(bits, 0, sizeof(int));
+  IP_LAUNCH(1, 31, 0, nullptr, atomic_min_or_kernel)(mn, bits, old_mn, old_bits);
+  unsigned long long h_mn, h_old_mn[31];
+  int h_bits, h_old_bits[31];
+  cudaMemcpy(&h_mn, mn, sizeof h_mn, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&h_bits, bits, sizeof h_bits, cudaMemcpyDeviceToHost);
+  cudaMemcpy(h_old_mn, old_mn, sizeof h_old_mn, cudaMemcpyDeviceToHost);
+  cudaMemcpy(h_old_bits, old_bits, sizeof h_old_bits, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(h_mn, 1000ull);
+  EXPECT_EQ(h_bits, 0x7FFFFFFF);
+  int first_min = 0, first_or = 0;
+  for (unsigned t = 0; t < 31; ++t) {
+    first_min += h_old_mn[t] == ~0ull;  // the first update saw the initial value
+    if (h_old_mn[t] != ~0ull) {
+      EXPECT_GE(h_old_mn[t], 1000ull) << t;
+    }
+    EXPECT_EQ(h_old_bits[t] & (1 << t), 0) << t;  // no other thread sets bit t
+    first_or += h_old_bits[t] == 0;
+  }
+  EXPECT_EQ(first_min, 1);
+  EXPECT_EQ(first_or, 1);
+  cudaFree(mn);
+  cudaFree(bits);
+  cudaFree(old_mn);
+  cudaFree(old_bits);
+}
+
 // One m16n8k16 tile: A and B are loaded into fragments from row-major host matrices with the
 // fragment layout written out element by element, independently of the emulator's.
 __global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float* D, bool f16) {
@@ -283,6 +402,22 @@ TEST(Cuemu, BadLaunchConfigurationsSetTheLaunchError) {
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
             cudaSuccess);
   IP_LAUNCH(1, 32, 64 * 1024, nullptr, empty_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// A kernel's cudaFuncAttributeMaxDynamicSharedMemorySize bounds its launches also below the 48 KiB a kernel
+// gets unasked ("any launch must have a dynamic shared memory size smaller than this value", driver_types.h).
+__global__ void small_smem_kernel() {}
+
+TEST(Cuemu, DynamicSharedMemoryAboveTheKernelsAttributeFailsTheLaunch) {
+  const void* f = reinterpret_cast<const void*>(&small_smem_kernel);
+  ASSERT_EQ(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024), cudaSuccess);
+  IP_LAUNCH(1, 32, 2048, nullptr, small_smem_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  IP_LAUNCH(1, 32, 1024, nullptr, small_smem_kernel)();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024), cudaSuccess);
+  IP_LAUNCH(1, 32, 2048, nullptr, small_smem_kernel)();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
