@@ -265,6 +265,18 @@ def _gpu_rows(rows):
     return rows[rows[RUN].isin(schema.GPU_BACKENDS)]
 
 
+def _timings_held(rows):
+    """What the timings of rows with no GPU point are, for a "not measured" reason: CPU-backend timings, or,
+    where a file written before run_backend existed says only backend = auto, timings of points whose
+    backend is not recorded (they may have run on a GPU or not)."""
+    unknown = int((~rows[RUN].isin(schema.GPU_BACKENDS + ("cpu",))).sum())
+    if not unknown:
+        return "CPU-backend timings only"
+    kinds = ", ".join(f"backend = {b}" for b in sorted(set(rows[RUN].astype(str))) if b != "cpu")
+    return (f"timings of {unknown} point{'s' if unknown != 1 else ''} whose backend is not recorded ({kinds}: "
+            f"the file predates the run_backend column), so not known to be GPU timings")
+
+
 def _forms_note(res, ref, lat):
     """When the GPU points vary [kernels] forms: the latency of every combination of forms (both indexers run
     with the same forms), fastest compressed indexer first; the verdict stays on the slice the claim took."""
@@ -330,7 +342,7 @@ def latency(res):
                                          f"(each the median over decode steps)")
     if not len(gpu):
         r.verdict = NOT_MEASURED
-        r.reason = ("The claim is about GPU latency; these results hold CPU-backend timings only (shown above as "
+        r.reason = (f"The claim is about GPU latency; these results hold {_timings_held(rows)} (shown above as "
                     "measured data, not judged: CPU and GPU latencies are not comparable). Needs points run with "
                     "backend = cuda.")
         return r
@@ -413,7 +425,7 @@ def throughput(res):
               "rebuilds, tokens pooled per second.")
     if not len(gpu):
         r.verdict = NOT_MEASURED
-        r.reason = ("The claim is about an A100 GPU; these results hold CPU-backend timings only (shown, not "
+        r.reason = (f"The claim is about an A100 GPU; these results hold {_timings_held(rows)} (shown, not "
                     "judged). Needs points run with backend = cuda. " + interp)
         return r
     d = gpu

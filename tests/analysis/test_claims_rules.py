@@ -148,6 +148,8 @@ def test_latency_claim_is_not_judged_off_a_gpu():
     # An old file's run_backend is the configured backend: "auto" does not say the points ran on a GPU.
     r = claim(latency_rows([(6.0, 6.0)], [(2.9, 0.1)], run=("auto", "")), "latency")
     assert r.verdict == NM, (r.verdict, r.reason)
+    # ... nor that they ran on the CPU: the reason says the backend is not recorded.
+    assert "CPU-backend" not in r.reason and "backend is not recorded (backend = auto" in r.reason, r.reason
 
 
 # --------------------------------------------------------------------------------------------- throughput
@@ -175,6 +177,15 @@ def test_throughput_claim_needs_every_device_an_a100():
                         schema.RUN_DEVICE: dev} for s, dev in enumerate((A100, "NVIDIA H100 80GB HBM3"))]),
               "throughput")
     assert r.verdict == P and "not an A100" in r.reason, (r.verdict, r.reason)
+
+
+def test_throughput_claim_is_not_judged_off_a_gpu():
+    # CPU rates: shown, not judged; an old file's backend = auto (run_backend not recorded) is not called CPU.
+    for run, says in ((("cpu", "x86 CPU"), "CPU-backend timings only"),
+                      (("auto", ""), "timings of 2 points whose backend is not recorded (backend = auto")):
+        r = claim(results([{"workload.seed": s, "pool_ms": 1000.0, "score_ms": 1.0, "tokens": 1.2e6, "backend": run[0],
+                            schema.RUN_BACKEND: run[0], schema.RUN_DEVICE: run[1]} for s in range(2)]), "throughput")
+        assert r.verdict == NM and says in r.reason, (run, r.verdict, r.reason)
 
 
 # ------------------------------------------------------------------------------------------------ hit rates
