@@ -114,6 +114,8 @@ TEST(GlaArgs, BadArgumentsThrowBeforeAnyCudaCall) {
   a = valid();
   a.chunk = 0;
   EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked(a, nullptr); }, "chunk = 0"));
+  a.chunk = 4097;
+  EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked(a, nullptr); }, "chunk = 4097 outside"));
   a = valid();
   a.gates = nullptr;
   EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::gla_chunked(a, nullptr); }, "gates"));
@@ -144,6 +146,20 @@ TEST(GlaArgs, BadArgumentsThrowBeforeAnyCudaCall) {
   li.dk = li.dv = 4;
   li.gates.decay = 1.5f;
   EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::local_inputs(li, nullptr); }, "decay"));
+  li.gates.decay = 0.9f;
+  li.dv = 1 << 16;  // dk may be 2^16, dv not: the values get a ones column
+  EXPECT_TRUE(iptest::throws_ip_error([&] { cuda::local_inputs(li, nullptr); }, "dv = 65536"));
+}
+
+// No tokens: nothing to do, and the token arrays may be null (no CUDA call is made).
+TEST(GlaArgs, ZeroTokensNeedNoInputs) {
+  static float state[16];
+  cuda::GlaArgs a;
+  a.state = state;
+  a.dk = a.dv = 4;
+  a.chunk = 2;
+  EXPECT_NO_THROW(cuda::gla_chunked(a, nullptr));
+  EXPECT_NO_THROW(cuda::gla_append(a, nullptr));
 }
 
 TEST(Gla, ChunkedKernelMatchesNaiveOnOddSizes) {

@@ -73,6 +73,9 @@ TEST(StatsArgs, BadArgumentsThrowBeforeAnyCudaCall) {
                      {"decay = nan", [](cuda::StatsArgs& a) { a.decay = NAN; }},
                      {"must not be null", [](cuda::StatsArgs& a) { a.step_mass = nullptr; }},
                      {"must not be null", [](cuda::StatsArgs& a) { a.count = nullptr; }},
+                     {"must not be null", [](cuda::StatsArgs& a) { a.mass = nullptr; }},
+                     {"n_ranges = -1", [](cuda::StatsArgs& a) { a.n_ranges = -1; }},
+                     {"decay = -0.25", [](cuda::StatsArgs& a) { a.decay = -0.25f; }},
                      {"ranges is null", [](cuda::StatsArgs& a) { a.ranges = nullptr; }}};
   for (const Bad& b : bad) {
     cuda::StatsArgs a = valid();
@@ -80,6 +83,25 @@ TEST(StatsArgs, BadArgumentsThrowBeforeAnyCudaCall) {
     EXPECT_IP_ERROR(cuda::validate_stats_args(a), b.needle);
     EXPECT_IP_ERROR(cuda::update_stats(a, nullptr), b.needle);
   }
+}
+
+// The edges of what is valid: decay 0 and 1, no tokens (then the arrays may be null), no ranges (then
+// ranges may be null). update_stats makes no CUDA call with nothing to do.
+TEST(StatsArgs, EdgesOfTheValidRangeAreAccepted) {
+  static float mass[1], step[1];
+  static std::uint32_t count[1];
+  for (float decay : {0.0f, 1.0f}) {
+    cuda::StatsArgs a;
+    a.mass = mass;
+    a.count = count;
+    a.tokens = 1;
+    a.step_mass = step;
+    a.decay = decay;
+    EXPECT_NO_THROW(cuda::validate_stats_args(a)) << decay;  // n_ranges = 0, ranges null
+  }
+  cuda::StatsArgs none;  // tokens = 0, every pointer null
+  EXPECT_NO_THROW(cuda::validate_stats_args(none));
+  EXPECT_NO_THROW(cuda::update_stats(none, nullptr));
 }
 
 TEST(StatsGpu, MatchesAccessStatsUpdateOverSteps) {
@@ -169,6 +191,69 @@ TEST(StatsGpu, ClippedAndOverlappingRanges) {
   const auto m = d_mass.to_host();
   for (Index64 i = 0; i < T; ++i) EXPECT_EQ(m[i], 0.75f) << i;  // 0.5 * 1 + 0.25 (not a fixed point)
   EXPECT_EQ(m[T], 1.0f);  // past the end: untouched
+}
+
+// More tokens than the decay kernel's largest grid (65536 blocks of 256 threads) and more ranges than
+// the count kernel's (65536 blocks): the threads and blocks stride, each token decayed once and each
+// range counted once.
+TEST(StatsGpu, MoreTokensAndRangesThanOneGrid) {
+  IP_REQUIRE_GPU();
+  const Index64 T = 65536LL * 256 + 300;
+  const int n_ranges = 65536 + 5;
+  auto d_mass = test::to_device(std::vector<float>(T, 2.0f));
+  auto d_count = test::to_device(std::vector<std::uint32_t>(T, 0u));
+  auto d_step = test::to_device(std::vector<float>(T, 0.0f));
+  std::vector<long long> flat;
+  for (long long r = 0; r < n_ranges; ++r) {  // token 2r alone, the last range at the end
+    const long long first = r + 1 < n_ranges ? 2 * r : T - 1;
+    flat.push_back(first);
+    flat.push_back(first + 1);
+  }
+  auto d_ranges = test::to_device(flat);
+  cuda::StatsArgs a;
+  a.mass = d_mass.data();
+  a.count = d_count.data();
+  a.tokens = T;
+  a.decay = 0.5f;
+  a.step_mass = d_step.data();
+  a.ranges = d_ranges.data();
+  a.n_ranges = n_ranges;
+  cuda::update_stats(a, nullptr);
+  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto m = d_mass.to_host();
+  const auto c = d_count.to_host();
+  int bad = 0;
+  for (Index64 i = 0; i < T && bad < 8; ++i) {
+    const std::uint32_t want = (i % 2 == 0 && i < 2LL * (n_ranges - 1)) || i == T - 1 ? 1u : 0u;
+    bad += m[i] != 1.0f || c[i] != want;
+    EXPECT_EQ(m[i], 1.0f) << "mass of token " << i;  // 0.5 * 2 + 0, once
+    EXPECT_EQ(c[i], want) << "count of token " << i;
+  }
+}
+
+// A range starting below 0 is clipped there: nothing is written before the arrays either (the counts
+// sit inside a larger allocation whose first elements must stay as they were).
+TEST(StatsGpu, RangeBelowZeroWritesNothingBeforeTheArray) {
+  IP_REQUIRE_GPU();
+  const Index64 T = 6, pad = 8;
+  auto d_mass = test::to_device(std::vector<float>(T, 1.0f));
+  auto d_count = test::to_device(std::vector<std::uint32_t>(pad + T, 7u));
+  auto d_step = test::to_device(std::vector<float>(T, 0.0f));
+  auto d_ranges = test::to_device(std::vector<long long>{-pad, 2, -3, 1});
+  cuda::StatsArgs a;
+  a.mass = d_mass.data();
+  a.count = d_count.data() + pad;
+  a.tokens = T;
+  a.decay = 1.0f;
+  a.step_mass = d_step.data();
+  a.ranges = d_ranges.data();
+  a.n_ranges = 2;
+  cuda::update_stats(a, nullptr);
+  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::uint32_t> want(pad + T, 7u);
+  want[pad] = 9;  // token 0: both ranges
+  want[pad + 1] = 8;
+  EXPECT_EQ(d_count.to_host(), want);
 }
 
 }  // namespace
