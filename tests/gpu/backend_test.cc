@@ -179,6 +179,51 @@ TEST(CudaBackend, UpdateStatsLikeCpu) {
   for (Index64 t = 0; t < T; ++t) EXPECT_NEAR(b.mass[t], a.mass[t], 1e-6f + 1e-6f * a.mass[t]);
 }
 
+// Under a hold the device statistics are reused while the host address, token count and step count
+// match (cuda_backend.cc): after this backend's update_stats they are its own result, with the new
+// step count (tfidf reads it); after statistics advanced elsewhere (here on the host) the new step count
+// makes the next build upload them. Each build against the CPU's from the same statistics.
+TEST(CudaBackend, HeldStatisticsFollowTheirStepCount) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(1001), 0);
+  const Index64 T = w.tokens();
+  PoolParams p{};
+  p.group_size = 4;
+  p.weights.scheme = Weighting::tfidf;
+  auto cpu = make_cpu_backend(), gpu = cuda::make_cuda_backend();
+  const HeldInputs held(*gpu);
+  AccessStats stats(T, 0.9f);
+  std::mt19937 rng(3);
+  auto advance = [&](bool on_gpu) {
+    std::vector<float> m(T, 0.0f);
+    const Index64 f = static_cast<Index64>(rng() % 900);
+    const std::vector<std::pair<Index64, Index64>> ranges = {{f + 1, f + 6}, {f + 50, f + 59}};
+    for (const auto& [a, b] : ranges)
+      for (Index64 t = a; t < b; ++t) m[t] = 0.1f + static_cast<float>(rng() % 100) / 100.0f;
+    if (on_gpu) {
+      gpu->update_stats(stats, m, ranges);
+    } else {
+      stats.update(m, ranges);
+    }
+  };
+  auto expect_cpu_index = [&](const char* what) {
+    SCOPED_TRACE(what);
+    PooledIndex g, c;
+    gpu->build_index(w.index_keys.mat(), p, &stats, nullptr, g);
+    cpu->build_index(w.index_keys.mat(), p, &stats, nullptr, c);
+    const Tensor<float> a = dequantize(c.rows), b = dequantize(g.rows);
+    ASSERT_EQ(a.size(), b.size());
+    for (Index64 i = 0; i < a.size(); ++i) ASSERT_NEAR(b.data()[i], a.data()[i], 1e-4f + 1e-4f * std::fabs(a.data()[i])) << i;
+  };
+  expect_cpu_index("no steps yet");
+  for (int i = 0; i < 2; ++i) {
+    advance(true);
+    expect_cpu_index("after the backend's update_stats");
+  }
+  advance(false);
+  expect_cpu_index("after an update on the host");
+}
+
 TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
   IP_REQUIRE_GPU();
   Workload w = generate_request(small_spec(777), 0);
@@ -205,6 +250,62 @@ TEST(CudaBackend, ResidentCopiesOnlyWhileHeld) {
   gpu->score_tokens(half, iq, got.data());
   score_tokens(half, iq, ref.data());
   for (Index64 t = 0; t < half.rows; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t]));
+}
+
+// Inputs given as strided views (ld > cols: here the first 32 of 64 columns of the keys and the query
+// heads) are read row by row as the CPU reads them: the build, the scoring of tokens and of the index.
+TEST(CudaBackend, StridedViewsLikeCpu) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(501), 0);
+  const Index64 T = w.tokens(), D = 32;
+  const MatrixView<const float> keys(w.index_keys.data(), T, D, w.dim());
+  const MatrixView<const float> heads(w.index_queries.slice(0).data, w.index_heads(), D, w.dim());
+  const IndexQuery iq{heads, w.head_weights.data()};
+  auto cpu = make_cpu_backend(), gpu = cuda::make_cuda_backend();
+  PoolParams p{};
+  p.group_size = 4;
+  PooledIndex c, g;
+  cpu->build_index(keys, p, nullptr, nullptr, c);
+  gpu->build_index(keys, p, nullptr, nullptr, g);
+  const Tensor<float> a = dequantize(c.rows), b = dequantize(g.rows);
+  ASSERT_EQ(a.size(), b.size());
+  for (Index64 i = 0; i < a.size(); ++i) ASSERT_NEAR(b.data()[i], a.data()[i], 1e-5f + 1e-5f * std::fabs(a.data()[i])) << i;
+  std::vector<float> ref(T), got(T);
+  cpu->score_tokens(keys, iq, ref.data());
+  gpu->score_tokens(keys, iq, got.data());
+  for (Index64 t = 0; t < T; ++t) ASSERT_NEAR(got[t], ref[t], 1e-4f + 1e-5f * std::fabs(ref[t])) << "token " << t;
+  cpu->score_index(c, iq, ref.data());
+  gpu->score_index(c, iq, got.data());
+  for (Index64 q = 0; q < c.groups(); ++q) ASSERT_NEAR(got[q], ref[q], 1e-4f + 1e-5f * std::fabs(ref[q])) << "group " << q;
+}
+
+// Non-finite inputs are refused as the CPU refuses them: an index key with NaN even when the same keys
+// went to the device before, unchecked, for token scoring under the same hold; a NaN score given to topk.
+TEST(CudaBackend, NonFiniteInputsRefusedLikeCpu) {
+  IP_REQUIRE_GPU();
+  Workload w = generate_request(small_spec(301), 0);
+  w.index_keys.data()[5 * w.dim() + 7] = std::numeric_limits<float>::quiet_NaN();  // token 5
+  const IndexQuery iq{w.index_queries.slice(0), w.head_weights.data()};
+  auto refused = [](auto&& call, const std::string& what) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  auto gpu = cuda::make_cuda_backend();
+  const HeldInputs held(*gpu);
+  std::vector<float> s(w.tokens());
+  gpu->score_tokens(w.index_keys.mat(), iq, s.data());  // uploads the keys, unchecked
+  PooledIndex idx;
+  EXPECT_TRUE(refused([&] { gpu->build_index(w.index_keys.mat(), PoolParams{}, nullptr, nullptr, idx); },
+                      "of token 5 contains NaN"));
+  EXPECT_TRUE(refused([&] { build_index(w.index_keys.mat(), PoolParams{}, nullptr, nullptr); }, "of token 5 contains NaN"));
+  std::vector<float> scores(100, 1.0f);
+  scores[42] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(refused([&] { gpu->topk(scores.data(), 100, 10); }, "NaN"));
+  EXPECT_TRUE(refused([&] { topk(scores.data(), 100, 10); }, "NaN"));
 }
 
 // stage_keys copies the keys before a pool stage's clock starts (Backend::stage_keys): under a hold the
@@ -298,6 +399,80 @@ TEST(CudaBackend, ScoresForTopkStayOnTheDeviceUnderAHold) {
   EXPECT_EQ(unheld->topk(written.data(), n, k), unheld->topk(host.data(), n, k));
 }
 
+// Under a hold the rows of an index scored before are not uploaded again while the index (its host
+// object) has the same rows address and shape; a new address (front and back states swapped, as the
+// decode loop does) or more rows in the same storage are another index, and an index an update
+// rewrote is not the one built before (here read back after two other updates took both of the
+// updater's slots). Each score against the CPU's score of the index as the host holds it.
+TEST(CudaBackend, HeldIndexIsKnownByItsRowsAddressAndShape) {
+  IP_REQUIRE_GPU();
+  WorkloadSpec other = small_spec(1001);
+  other.seed = 43;
+  const Workload w = generate_request(small_spec(1001), 0), v = generate_request(other, 0);
+  PoolParams p{};
+  p.group_size = 4;
+  const Index64 T = w.tokens(), half = T / 2 / 4 * 4;
+  const IndexQuery iq{w.index_queries.slice(0), w.head_weights.data()};
+  auto gpu = cuda::make_cuda_backend();
+  const HeldInputs held(*gpu);
+  auto expect_cpu_scores = [&](const PooledIndex& x, const char* what) {
+    SCOPED_TRACE(what);
+    std::vector<float> got(x.groups()), ref(x.groups());
+    gpu->score_index(x, iq, got.data());
+    score_index(x, iq, ref.data());
+    for (Index64 g = 0; g < x.groups(); ++g) ASSERT_NEAR(got[g], ref[g], 1e-4f + 1e-5f * std::fabs(ref[g])) << g;
+  };
+  PooledIndex a, b = build_index(v.index_keys.mat(), p, nullptr, nullptr);
+  gpu->build_index(w.index_keys.mat(), p, nullptr, nullptr, a);
+  expect_cpu_scores(a, "built");
+  std::swap(a.rows, b.rows);  // a's rows now at another address
+  expect_cpu_scores(a, "rows swapped in");
+  PooledIndex c;
+  c.rows.payload.reserve(a.rows.payload.size());  // room to grow in place
+  gpu->build_index(w.index_keys.mat().rows_range(0, half), p, nullptr, nullptr, c);
+  expect_cpu_scores(c, "half the tokens");
+  const void* storage = c.rows.payload.data();
+  const PooledIndex whole = build_index(w.index_keys.mat(), p, nullptr, nullptr);
+  c.tokens = whole.tokens;
+  c.rows.rows = whole.rows.rows;
+  c.rows.payload.assign(whole.rows.payload.begin(), whole.rows.payload.end());
+  ASSERT_EQ(c.rows.payload.data(), storage);
+  expect_cpu_scores(c, "grown in place");
+  IndexState st, s1, s2;
+  gpu->build_index(w.index_keys.mat(), p, nullptr, nullptr, st.index);
+  expect_cpu_scores(st.index, "built into a state");
+  gpu->update_index(v.index_keys.mat(), p, nullptr, nullptr, 0.0f, st);  // no weights: rebuilt from v
+  gpu->update_index(w.index_keys.mat(), p, nullptr, nullptr, 0.0f, s1);
+  gpu->update_index(w.index_keys.mat(), p, nullptr, nullptr, 0.0f, s2);
+  expect_cpu_scores(st.index, "updated, its slot taken since");
+}
+
+// Under a hold topk reads the device copy of scores score_index_for_topk left for a host array only
+// for that array at that length; a new hold drops it (the host may have written the array since).
+TEST(CudaBackend, HeldScoresAreKnownByLengthAndDroppedByANewHold) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(small_spec(3001), 0);
+  PoolParams p{};
+  p.group_size = 4;
+  auto gpu = cuda::make_cuda_backend();
+  gpu->hold_inputs(true);
+  PooledIndex idx;
+  gpu->build_index(w.index_keys.mat(), p, nullptr, nullptr, idx);
+  const Index64 n = idx.groups(), k = 32;
+  const IndexQuery iq{w.index_queries.slice(0), w.head_weights.data()};
+  std::vector<float> scores(static_cast<std::size_t>(n));
+  gpu->score_index_for_topk(idx, iq, scores.data());  // on the device only
+  std::mt19937 rng(5);
+  for (float& x : scores) x = static_cast<float>(rng() % 1000);  // the host's own scores
+  EXPECT_EQ(gpu->topk(scores.data(), n / 2, k), topk(scores.data(), n / 2, k)) << "a shorter array";
+  gpu->score_index_for_topk(idx, iq, scores.data());
+  gpu->hold_inputs(false);
+  gpu->hold_inputs(true);
+  for (float& x : scores) x = static_cast<float>(rng() % 1000);
+  EXPECT_EQ(gpu->topk(scores.data(), n, k), topk(scores.data(), n, k)) << "after a new hold";
+  gpu->hold_inputs(false);
+}
+
 // spec.requests generated requests as the batched decoder takes them: its configuration (G = 4), the
 // contexts per request and the first step's queries, back to back.
 struct BatchInputs {
@@ -347,11 +522,14 @@ struct BatchInputs {
 
 // One decode step of spec.requests requests in one launch sequence against per-request CPU results:
 // the selected groups (up to near ties: check_selection), the attention output and probabilities.
-void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Index64 expect_k_groups) {
-  const BatchInputs in(spec, topk_tokens);
+void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Index64 expect_k_groups,
+                           Weighting scheme = Weighting::uniform) {
+  BatchInputs in(spec, topk_tokens);
+  in.c.pool.weights.scheme = scheme;
   const std::vector<Workload>& ws = in.ws;
   const cuda::BatchedDecodeConfig& c = in.c;
-  EXPECT_GT(cuda::estimate_device_bytes(c), static_cast<std::size_t>(c.total_tokens) * 192 * sizeof(float));
+  EXPECT_GT(cuda::estimate_device_bytes(c),
+            static_cast<std::size_t>(c.total_tokens) * (spec.dim + spec.attn_dim + spec.value_dim) * sizeof(float));
   EXPECT_EQ(cuda::check_fits(c), "");
   auto cat = [&](auto get) {
     std::vector<float> v;
@@ -389,10 +567,21 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
     EXPECT_THROW(per.load(ctx), Error);
   }
   int same = 0;  // requests whose selection is the CPU's as a set
+  const std::vector<std::uint8_t> rows = dec.index_payload();
+  std::size_t at = 0;  // the request's first byte in `rows`
   for (int b = 0; b < spec.requests; ++b) {
     SCOPED_TRACE(testing::Message() << "request " << b);
     const Workload& w = ws[b];
     const PooledIndex idx = build_index(w.index_keys.mat(), c.pool, nullptr, nullptr);
+    // The request's rows in the batch's index, packed after the previous request's (fp32 rows).
+    const Tensor<float> cpu_rows = dequantize(idx.rows);
+    ASSERT_LE(at + cpu_rows.size() * sizeof(float), rows.size()) << "the batch's index is too short";
+    for (Index64 i = 0; i < cpu_rows.size(); ++i) {
+      float x;
+      std::memcpy(&x, rows.data() + at + i * sizeof(float), sizeof x);
+      ASSERT_NEAR(x, cpu_rows.data()[i], 1e-5f + 1e-5f * std::fabs(cpu_rows.data()[i])) << "index element " << i;
+    }
+    at += cpu_rows.size() * sizeof(float);
     std::vector<float> scores(idx.groups());
     score_index(idx, {w.index_queries.slice(0), w.head_weights.data()}, scores.data());
     const std::vector<std::int32_t> gsel(st.selected.begin() + b * kg, st.selected.begin() + (b + 1) * kg);
@@ -415,6 +604,7 @@ void check_batched_decoder(const WorkloadSpec& spec, long long topk_tokens, Inde
       for (; i < len; ++i) EXPECT_EQ(row[i], 0.0f);
     }
   }
+  EXPECT_EQ(at, rows.size()) << "index bytes beyond the requests' rows";
   std::printf("requests selecting the CPU's groups: %d of %d\n", same, spec.requests);
   // Near ties may go the other way on a device's sums (check_selection allows it): most requests, not all.
   EXPECT_GE(same, (3 * spec.requests + 3) / 4) << "requests whose selection is the CPU's as a set";
@@ -462,6 +652,82 @@ TEST(BatchedDecoder, DeviceMemoryIsTheEstimateAndAllOfItIsTakenAtConstruction) {
 TEST(BatchedDecoder, MatchesPerRequestCpu) {
   IP_REQUIRE_GPU();
   check_batched_decoder(small_spec(3000, 5), 253, 64);  // 253 tokens: 64 groups of 4
+}
+
+// Three different widths (index keys 32, attention keys 48, values 24) and head counts (3 index, 2
+// attention heads), so a context or query copied at another array's width shows, and maxmin (two rows
+// per group): packed and per-request contexts, the index rows against the CPU's, and on the emulator
+// the device memory against the estimate (which counts every array at its own width).
+TEST(BatchedDecoder, DistinctWidthsAndHeadCountsMaxmin) {
+  IP_REQUIRE_GPU();
+  WorkloadSpec spec = small_spec(1001, 3);
+  spec.dim = 32;
+  spec.attn_dim = 48;
+  spec.value_dim = 24;
+  spec.index_heads = 3;
+  spec.attn_heads = 2;
+  check_batched_decoder(spec, 101, 26, Weighting::maxmin);  // 101 tokens: 26 groups of 4
+  BatchInputs in(spec, 101);
+  in.c.pool.weights.scheme = Weighting::maxmin;
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (std::string(prop.name).find("cuemu") == std::string::npos) return;  // exact counts: the emulator's
+  const std::size_t before = free_device_bytes();
+  cuda::BatchedDecoder dec(in.c);
+  EXPECT_EQ(before - free_device_bytes(), cuda::estimate_device_bytes(in.c));
+}
+
+// load() refuses a non-finite index key (packed and per-request contexts), a request shorter than
+// topk_tokens by one token and a context one token over total_tokens; the configuration check refuses
+// more requests than a launch's grid takes.
+TEST(BatchedDecoder, LoadAndConfigurationRefuseWhatCannotRun) {
+  IP_REQUIRE_GPU();
+  BatchInputs in(small_spec(400, 2), 64);
+  auto refused = [](cuda::BatchedDecoder& dec, const cuda::BatchedContext& ctx, const std::string& what) {
+    try {
+      dec.load(ctx);
+    } catch (const Error& e) {
+      return std::string(e.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  std::vector<float> ik;
+  for (const auto& w : in.ws) ik.insert(ik.end(), w.index_keys.data(), w.index_keys.data() + w.index_keys.size());
+  std::vector<float> ak(in.c.total_tokens * in.c.attn_dim), vv(in.c.total_tokens * in.c.value_dim);
+  cuda::BatchedContext packed;
+  packed.token_offset = in.off;
+  packed.index_keys = ik.data();
+  packed.attn_keys = ak.data();
+  packed.values = vv.data();
+  {
+    cuda::BatchedDecoder dec(in.c);
+    ik[ik.size() - 7] = std::numeric_limits<float>::quiet_NaN();  // the last request's last token
+    EXPECT_TRUE(refused(dec, packed, "contains NaN or infinity"));
+    std::vector<float> last(in.ws[1].index_keys.data(), in.ws[1].index_keys.data() + in.ws[1].index_keys.size());
+    last[3] = std::numeric_limits<float>::infinity();
+    cuda::BatchedContext ctx = in.per_request();
+    std::vector<const float*> keys = in.ik;
+    keys[1] = last.data();
+    ctx.request_index_keys = keys;
+    EXPECT_TRUE(refused(dec, ctx, "contains NaN or infinity"));
+  }
+  // topk_tokens one more than the shortest request has; one token more than total_tokens.
+  const long long shortest = std::min(in.off[1] - in.off[0], in.off[2] - in.off[1]);
+  cuda::BatchedDecodeConfig c = in.c;
+  c.topk_tokens = shortest + 1;
+  cuda::BatchedDecoder dec(c);
+  EXPECT_TRUE(refused(dec, in.per_request(), "fewer than topk_tokens"));
+  c = in.c;
+  c.total_tokens = in.off.back() - 1;
+  cuda::BatchedDecoder small(c);
+  EXPECT_TRUE(refused(small, in.per_request(), "more than total_tokens"));
+  // More requests than one launch's grid takes (65535) are refused.
+  c = in.c;
+  c.requests = 65536;
+  c.total_tokens = c.max_tokens * 65536;
+  EXPECT_THROW(cuda::estimate_device_bytes(c), Error);
+  c.requests = 65535;
+  EXPECT_NO_THROW(cuda::estimate_device_bytes(c));
 }
 
 // Issue 5's batch size: 1024 requests of 64 to 256 tokens in one step (31 tokens: 8 groups of 4).

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -211,6 +212,147 @@ TEST(IncrementalGpu, EqualsCpuAndFullBuilds) {
   for (const Case& c : cases)
     for (Index64 T0 : {Index64{1}, Index64{19}, Index64{111}, Index64{989}})
       for (bool hold : {false, true}) check_case(c, T0, hold);
+}
+
+// An update of a state it cannot extend re-pools everything, as the CPU does (core/incremental.cc):
+// a state of another scheme, group size, precision or key width, of more tokens than the keys have
+// now, or an index without its weights (build_index's). Each: the update of that state equals the
+// update of an empty one, bit for bit, every group re-pooled; held and not (the slots differ then).
+TEST(IncrementalGpu, AStateItCannotExtendIsRebuilt) {
+  IP_REQUIRE_GPU();
+  const Case base{Weighting::tfidf, 4, 64, Precision::fp32};
+  const Index64 T = 203;
+  const auto kv = random_keys(T, base.D, 17);
+  const MatrixView<const float> keys(kv.data(), T, base.D);
+  const AccessStats stats = random_stats(T, 6);
+  struct Change {
+    const char* what;
+    Case c;
+    Index64 tokens = T;
+    int cols = 64;
+    bool from_build = false;
+    bool no_steps = false;  // the state from statistics of no steps: tfidf weights all 1, as uniform's
+  };
+  const Change changes[] = {
+      {"scheme", {Weighting::maxmin, 4, 64, Precision::fp32}},
+      {"scheme, the same weights", {Weighting::uniform, 4, 64, Precision::fp32}, T, 64, false, true},
+      {"group size", {Weighting::tfidf, 8, 64, Precision::fp32}},
+      {"precision", {Weighting::tfidf, 4, 64, Precision::int8}},
+      {"key width", {Weighting::tfidf, 4, 32, Precision::fp32}, T, 32},  // the first 32 columns
+      {"fewer tokens", base, T - 6},
+      {"index without weights", base, T, 64, true},
+  };
+  for (const Change& ch : changes)
+    for (bool hold : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}, hold {}", ch.what, hold));
+      const PoolParams p0 = params_of(base), p1 = params_of(ch.c);
+      const MatrixView<const float> k1(kv.data(), ch.tokens, ch.cols, base.D);
+      const AccessStats s1 = random_stats(ch.tokens, 6);  // the same values for the first tokens
+      auto gpu = make_gpu(), ref = make_gpu();
+      if (hold) gpu->hold_inputs(true);
+      IndexState st, cs, fresh;
+      AccessStats s0 = stats;
+      if (ch.no_steps) s0.steps = 0;
+      if (ch.from_build) {
+        gpu->build_index(keys, p0, &s0, nullptr, st.index);
+        cs.index = build_index(keys, p0, &s0, nullptr);
+      } else {
+        gpu->update_index(keys, p0, &s0, nullptr, 0.0f, st);
+        update_index(keys, p0, &s0, nullptr, 0.0f, cs);
+      }
+      const RepoolCount rg = gpu->update_index(k1, p1, &s1, nullptr, 0.05f, st);
+      const RepoolCount rc = update_index(k1, p1, &s1, nullptr, 0.05f, cs);
+      ref->update_index(k1, p1, &s1, nullptr, 0.05f, fresh);
+      EXPECT_TRUE(same_index(st.index, fresh.index)) << "vs the update of an empty state";
+      EXPECT_TRUE(st.weights == fresh.weights);
+      EXPECT_EQ(rg.groups, rc.groups);
+      EXPECT_EQ(rg.repooled, rg.groups) << "groups re-pooled";
+      EXPECT_EQ(rc.repooled, rc.groups) << "groups re-pooled on the CPU";
+      if (hold) gpu->hold_inputs(false);
+    }
+}
+
+// Outside a hold an update starts from the host state and keys as they are, even at the addresses its
+// last update read and wrote, and so does the first update of a new hold (the design's rule: nothing is
+// trusted across holds). Here the state's rows and the keys are changed in place between two updates:
+// the second one keeps the changed rows and pools the changed keys (the partial last group), as the
+// update of a copy of the changed state (another address) on another backend does. Within one hold,
+// a state whose weights are another vector (swapped in: another address) is not the state updated
+// before either.
+TEST(IncrementalGpu, UnheldOrNewlyHeldUpdatesReadTheHostStateAndKeys) {
+  IP_REQUIRE_GPU();
+  for (bool rehold : {false, true})
+    for (Precision prec : {Precision::fp32, Precision::int8}) {
+      const Case c{Weighting::uniform, 4, 64, prec};
+      SCOPED_TRACE(c.name() + (rehold ? " held, released, held again" : " not held"));
+      const PoolParams p = params_of(c);
+      const Index64 T0 = 101, T1 = 110;  // group 25 (tokens 100-103) is partial, then fresh again
+      auto kv = random_keys(T1, c.D, 23);
+      const MatrixView<const float> all(kv.data(), T1, c.D);
+      auto gpu = make_gpu(), ref = make_gpu();
+      if (rehold) gpu->hold_inputs(true);
+      IndexState st;
+      gpu->update_index(all.rows_range(0, T0), p, nullptr, nullptr, 0.0f, st);
+      if (rehold) gpu->hold_inputs(false);
+      for (std::size_t i = 0; i < st.index.rows.payload.size(); i += 3) st.index.rows.payload[i] ^= 0x5A;
+      for (float& x : st.index.rows.scales) x *= 2.0f;
+      for (float& x : kv) x = -x;
+      if (rehold) gpu->hold_inputs(true);
+      IndexState copy = st;
+      const RepoolCount rc = ref->update_index(all, p, nullptr, nullptr, 0.05f, copy);
+      const RepoolCount rg = gpu->update_index(all, p, nullptr, nullptr, 0.05f, st);
+      if (rehold) gpu->hold_inputs(false);
+      EXPECT_LT(rg.repooled, rg.groups);  // the first groups are kept
+      EXPECT_EQ(rg.repooled, rc.repooled);
+      EXPECT_TRUE(same_index(st.index, copy.index)) << "not the host's rows and keys";
+    }
+  const Case c{Weighting::tfidf, 4, 64, Precision::fp32};
+  SCOPED_TRACE(c.name() + " weights swapped in under one hold");
+  const PoolParams p = params_of(c);
+  const auto kv = random_keys(101, c.D, 29);
+  const MatrixView<const float> keys(kv.data(), 101, c.D);
+  const AccessStats stats = random_stats(101, 8);
+  auto gpu = make_gpu(), ref = make_gpu();
+  const HeldInputs held(*gpu);
+  IndexState st;
+  gpu->update_index(keys, p, &stats, nullptr, 0.0f, st);
+  std::vector<float> other(st.weights.size());
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = 1.0f + static_cast<float>(i % 3);
+  std::swap(st.weights, other);
+  IndexState copy = st;
+  const RepoolCount rc = ref->update_index(keys, p, &stats, nullptr, 0.05f, copy);
+  const RepoolCount rg = gpu->update_index(keys, p, &stats, nullptr, 0.05f, st);
+  EXPECT_GT(rc.repooled, 0);  // the swapped-in weights moved
+  EXPECT_EQ(rg.repooled, rc.repooled);
+  EXPECT_TRUE(same_index(st.index, copy.index));
+  EXPECT_TRUE(st.weights == copy.weights);
+}
+
+// A non-finite key among the tokens an update adds is refused as the CPU refuses it: here the first one
+// past what the state covers (token 101, in the partial group 25 that becomes whole).
+TEST(IncrementalGpu, NonFiniteNewKeyRefusedLikeCpu) {
+  IP_REQUIRE_GPU();
+  const PoolParams p = params_of({Weighting::uniform, 4, 64, Precision::fp32});
+  auto kv = random_keys(110, 64, 31);
+  const MatrixView<const float> all(kv.data(), 110, 64);
+  auto gpu = make_gpu();
+  IndexState gs, cs;
+  gpu->update_index(all.rows_range(0, 101), p, nullptr, nullptr, 0.0f, gs);
+  update_index(all.rows_range(0, 101), p, nullptr, nullptr, 0.0f, cs);
+  kv[101 * 64 + 3] = std::numeric_limits<float>::quiet_NaN();
+  for (Backend* be : {gpu.get(), static_cast<Backend*>(nullptr)}) {
+    SCOPED_TRACE(be ? "gpu" : "cpu");
+    try {
+      if (be) {
+        be->update_index(all, p, nullptr, nullptr, 0.0f, gs);
+      } else {
+        update_index(all, p, nullptr, nullptr, 0.0f, cs);
+      }
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("of token 101 contains NaN"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(IncrementalGpu, LargeContext) {

@@ -314,6 +314,27 @@ TEST(Gla, BackendLocalBranchMatchesCpu) {
     }
 }
 
+// One backend, two local branches of different windows appended in turn: each append continues its own
+// state (lb.state, host-visible), not the device copy the other branch's call left behind.
+TEST(Gla, BackendAppendsTwoBranchesInTurn) {
+  IP_REQUIRE_GPU();
+  const Workload w = generate_request(hybrid_spec(3001, 3), 0);
+  auto cpu = make_cpu_backend(), gpu = cuda::make_cuda_backend();
+  LocalBranch ca, cb, ga, gb;
+  cpu->local_prefill(w, 0, 2000, 64, ca);
+  gpu->local_prefill(w, 0, 2000, 64, ga);
+  cpu->local_prefill(w, 2500, 3001, 64, cb);
+  gpu->local_prefill(w, 2500, 3001, 64, gb);
+  for (Index64 end : {Index64{2003}, Index64{2010}}) {
+    cpu->local_append(w, end, ca);
+    gpu->local_append(w, end, ga);
+    expect_close(ga.state, ca.state, "branch a");
+    cpu->local_append(w, end + 1001, cb);
+    gpu->local_append(w, end + 1001, gb);
+    expect_close(gb.state, cb.state, "branch b");
+  }
+}
+
 TEST(Gla, HybridRunRequestMatchesCpu) {
   IP_REQUIRE_GPU();
   auto cpu = make_cpu_backend(), gpu = cuda::make_cuda_backend();
