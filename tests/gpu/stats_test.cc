@@ -168,6 +168,21 @@ TEST(StatsGpu, MatchesAccessStatsUpdateOverSteps) {
   }
 }
 
+// update_stats over device arrays (count may point inside a larger allocation), then a device sync.
+void update_on_device(float* mass, std::uint32_t* count, Index64 tokens, float decay, const float* step,
+                      const long long* ranges, int n_ranges) {
+  cuda::StatsArgs a;
+  a.mass = mass;
+  a.count = count;
+  a.tokens = tokens;
+  a.decay = decay;
+  a.step_mass = step;
+  a.ranges = ranges;
+  a.n_ranges = n_ranges;
+  cuda::update_stats(a, nullptr);
+  IP_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // Device-only behaviour: ranges are clipped to [0, tokens), overlapping ranges count twice.
 TEST(StatsGpu, ClippedAndOverlappingRanges) {
   IP_REQUIRE_GPU();
@@ -176,16 +191,7 @@ TEST(StatsGpu, ClippedAndOverlappingRanges) {
   auto d_count = test::to_device(std::vector<std::uint32_t>(T + 1, 0u));
   auto d_step = test::to_device(std::vector<float>(T, 0.25f));
   auto d_ranges = test::to_device(std::vector<long long>{-5, 2, 8, 25, 1, 4, 6, 6});
-  cuda::StatsArgs a;
-  a.mass = d_mass.data();
-  a.count = d_count.data();
-  a.tokens = T;
-  a.decay = 0.5f;
-  a.step_mass = d_step.data();
-  a.ranges = d_ranges.data();
-  a.n_ranges = 4;
-  cuda::update_stats(a, nullptr);
-  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  update_on_device(d_mass.data(), d_count.data(), T, 0.5f, d_step.data(), d_ranges.data(), 4);
   const std::vector<std::uint32_t> want = {1, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0};  // last: past the end
   EXPECT_EQ(d_count.to_host(), want);
   const auto m = d_mass.to_host();
@@ -210,16 +216,7 @@ TEST(StatsGpu, MoreTokensAndRangesThanOneGrid) {
     flat.push_back(first + 1);
   }
   auto d_ranges = test::to_device(flat);
-  cuda::StatsArgs a;
-  a.mass = d_mass.data();
-  a.count = d_count.data();
-  a.tokens = T;
-  a.decay = 0.5f;
-  a.step_mass = d_step.data();
-  a.ranges = d_ranges.data();
-  a.n_ranges = n_ranges;
-  cuda::update_stats(a, nullptr);
-  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  update_on_device(d_mass.data(), d_count.data(), T, 0.5f, d_step.data(), d_ranges.data(), n_ranges);
   const auto m = d_mass.to_host();
   const auto c = d_count.to_host();
   int bad = 0;
@@ -240,16 +237,7 @@ TEST(StatsGpu, RangeBelowZeroWritesNothingBeforeTheArray) {
   auto d_count = test::to_device(std::vector<std::uint32_t>(pad + T, 7u));
   auto d_step = test::to_device(std::vector<float>(T, 0.0f));
   auto d_ranges = test::to_device(std::vector<long long>{-pad, 2, -3, 1});
-  cuda::StatsArgs a;
-  a.mass = d_mass.data();
-  a.count = d_count.data() + pad;
-  a.tokens = T;
-  a.decay = 1.0f;
-  a.step_mass = d_step.data();
-  a.ranges = d_ranges.data();
-  a.n_ranges = 2;
-  cuda::update_stats(a, nullptr);
-  IP_CUDA_CHECK(cudaDeviceSynchronize());
+  update_on_device(d_mass.data(), d_count.data() + pad, T, 1.0f, d_step.data(), d_ranges.data(), 2);
   std::vector<std::uint32_t> want(pad + T, 7u);
   want[pad] = 9;  // token 0: both ranges
   want[pad + 1] = 8;
