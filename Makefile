@@ -40,8 +40,17 @@ test: build venv
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -LE emu_long
 	INDEXPOOL_BIN=$(abspath $(INDEXPOOL)) $(VENV_PY) -m pytest -q -p no:cacheprovider tests/analysis
 
+# The emulator and the GPU suites are built only when configure found the CUDA toolkit: without it the
+# targets that run them stop here, before building, instead of running no test and passing.
+# $(call need_cuda,DIR,TARGET)
+need_cuda = @grep -q "^-- IndexPool: CUDA .* found" $(1).configure.log || { echo "make $(2): $(1) was \
+  configured without the CUDA toolkit (no nvcc found, or INDEXPOOL_CUDA=OFF), so it has no kernel emulator \
+  and no GPU suites to run; see $(1).configure.log" >&2; exit 1; }
+
 # Every GPU suite on the CPU emulator (emu/), the long cases too (about 10 CPU-minutes).
-test-emu: build
+test-emu: configure
+	$(call need_cuda,$(BUILD_DIR),test-emu)
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L emu
 
 # The CPU suites and every GPU suite on the CPU emulator (the long cases too), built again in
@@ -77,6 +86,7 @@ test-race: deps
 	  -DCMAKE_CUDA_ARCHITECTURES=90 -DINDEXPOOL_CUPTI=OFF > $(RACE_DIR).configure.log 2>&1 \
 	  || { cat $(RACE_DIR).configure.log; exit 1; }
 	@grep -E "^-- IndexPool" $(RACE_DIR).configure.log || true
+	$(call need_cuda,$(RACE_DIR),test-race)
 	@cmake --build $(RACE_DIR) -j $(JOBS) --target $(RACE_TARGETS)
 	OMP_NUM_THREADS=1 ctest --test-dir $(RACE_DIR) --output-on-failure -j $(JOBS) -L emu -LE emu_long \
 	  -E '^emu\.KernelBench\.CaseTimeoutStopsTheRun$$'
