@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/pool.h"
+#include "kernels/pool_tuning.h"
 #include "tests/core/test_helpers.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/pool_ref.h"
@@ -300,15 +301,61 @@ TEST(PoolArgs, BadArgumentsThrowBeforeAnyCudaCall) {
       {"payload is null", [](cuda::PoolArgs& a) { a.payload = nullptr; }},
       {"needs scales", [](cuda::PoolArgs& a) { a.precision = Precision::int8; a.scales = nullptr; }},
       {"needs stats_mass", [](cuda::PoolArgs& a) { a.scheme = Weighting::tfidf; a.stats_steps = nullptr; }},
+      {"needs stats_mass", [](cuda::PoolArgs& a) { a.scheme = Weighting::tfidf; a.stats_count = nullptr; }},
+      {"needs stats_mass", [](cuda::PoolArgs& a) { a.scheme = Weighting::hybrid; a.stats_mass = nullptr; }},
       {"lambda", [](cuda::PoolArgs& a) { a.lambda = INFINITY; }},
       {"lambda", [](cuda::PoolArgs& a) { a.lambda = 81.0f; }},
-      {"eps", [](cuda::PoolArgs& a) { a.eps = 0.0f; }},
+      {"eps = 0 (must be > 0)", [](cuda::PoolArgs& a) { a.eps = 0.0f; }},
       {"power", [](cuda::PoolArgs& a) { a.power = -1.0f; }},
       {"underflows", [](cuda::PoolArgs& a) { a.eps = 1e-3f; a.power = 40.0f; }},
       {"unsupported dim", [](cuda::PoolArgs& a) { a.dim = 6000; a.group_size = 200; a.batch.total_entries = 1; }},
       {"unsupported precision", [](cuda::PoolArgs& a) { a.precision = static_cast<Precision>(9); }},
       {"unsupported key_type", [](cuda::PoolArgs& a) { a.key_type = static_cast<cuda::KeyType>(7); }},
       {"unsupported scheme", [](cuda::PoolArgs& a) { a.scheme = static_cast<Weighting>(12); }},
+      {"token_offset", [](cuda::PoolArgs& a) { a.batch.token_offset = nullptr; }},
+      {"total_tokens = -1", [](cuda::PoolArgs& a) { a.batch.total_tokens = -1; }},
+      // G = 1: 11 entries for 10 tokens is within T / G + B but more than one entry a token.
+      {"total_entries = 11", [](cuda::PoolArgs& a) { a.group_size = 1; a.batch.total_entries = 11; }},
+      {"payload not aligned", [](cuda::PoolArgs& a) { a.payload = reinterpret_cast<char*>(g_host_floats) + 2; }},
+      {"needs scales", [](cuda::PoolArgs& a) {
+         a.precision = Precision::fp8;
+         a.scales = reinterpret_cast<float*>(reinterpret_cast<char*>(g_host_floats) + 2);
+       }},
+      {"weights not aligned", [](cuda::PoolArgs& a) {
+         a.weights = reinterpret_cast<float*>(reinterpret_cast<char*>(g_host_floats) + 2);
+       }},
+      {"bias not aligned", [](cuda::PoolArgs& a) {
+         a.bias = reinterpret_cast<const float*>(reinterpret_cast<const char*>(g_host_floats) + 2);
+       }},
+      {"query_ref not aligned", [](cuda::PoolArgs& a) {
+         a.query_ref = reinterpret_cast<const float*>(reinterpret_cast<const char*>(g_host_floats) + 2);
+       }},
+      {"misaligned", [](cuda::PoolArgs& a) {
+         a.scheme = Weighting::hybrid;
+         a.stats_steps = reinterpret_cast<const long long*>(reinterpret_cast<const char*>(g_host_offsets) + 4);
+       }},
+      {"update mode", [](cuda::PoolArgs& a) {  // fresh_from 4-byte aligned (needs 8)
+         a.prev_weights = g_host_floats;
+         a.fresh_from = reinterpret_cast<const long long*>(reinterpret_cast<const char*>(g_host_offsets) + 4);
+         a.repooled = reinterpret_cast<unsigned long long*>(g_host_offsets);
+       }},
+      {"update mode", [](cuda::PoolArgs& a) {  // repooled 4-byte aligned (needs 8)
+         a.prev_weights = g_host_floats;
+         a.fresh_from = g_host_offsets;
+         a.repooled = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(g_host_offsets) + 4);
+       }},
+      {"eps = inf", [](cuda::PoolArgs& a) { a.eps = INFINITY; }},
+      {"eps = nan", [](cuda::PoolArgs& a) { a.eps = NAN; }},
+      {"power = inf", [](cuda::PoolArgs& a) { a.power = INFINITY; }},
+      {"power = 0 ", [](cuda::PoolArgs& a) { a.power = 0.0f; }},
+      {"lambda = -81", [](cuda::PoolArgs& a) { a.lambda = -81.0f; }},
+      {"lambda = nan", [](cuda::PoolArgs& a) { a.lambda = NAN; }},
+      // The generic kernel's shared memory: 8 (G + D) bytes must fit kGenericMaxSmemBytes (one past it here).
+      {"unsupported dim", [](cuda::PoolArgs& a) {
+         a.group_size = 1;
+         a.dim = cuda::pool_tuning::kGenericMaxSmemBytes / 8;
+         a.batch.total_entries = 10;
+       }},
   };
   for (const Bad& b : bad) {
     cuda::PoolArgs a = valid_args();
@@ -316,6 +363,65 @@ TEST(PoolArgs, BadArgumentsThrowBeforeAnyCudaCall) {
     EXPECT_IP_ERROR(cuda::validate_pool_args(a), b.needle);
     // pool() validates first: the same error, on machines without a GPU too (any CUDA call there fails).
     EXPECT_IP_ERROR(cuda::pool(a, nullptr), b.needle);
+  }
+}
+
+// What the checks must let through: each argument at the edge of what is allowed, and the pointers a
+// case does not need left null.
+TEST(PoolArgs, ArgumentsAtTheEdgesPass) {
+  struct Good {
+    const char* what;
+    void (*edit)(cuda::PoolArgs&);
+  };
+  const Good good[] = {
+      {"no tokens: keys and payload null", [](cuda::PoolArgs& a) {
+         a.batch.total_tokens = 0;
+         a.batch.total_entries = 0;
+         a.keys = nullptr;
+         a.payload = nullptr;
+         a.scales = nullptr;
+       }},
+      {"G = 1: one entry a token", [](cuda::PoolArgs& a) { a.group_size = 1; a.batch.total_entries = 10; }},
+      {"fp32 without scales", [](cuda::PoolArgs& a) { a.scales = nullptr; }},
+      {"fp16 without scales", [](cuda::PoolArgs& a) { a.precision = Precision::fp16; a.scales = nullptr; }},
+      {"bf16 without scales", [](cuda::PoolArgs& a) { a.precision = Precision::bf16; a.scales = nullptr; }},
+      {"int8", [](cuda::PoolArgs& a) { a.precision = Precision::int8; }},
+      {"fp8", [](cuda::PoolArgs& a) { a.precision = Precision::fp8; }},
+      {"fp16 keys", [](cuda::PoolArgs& a) { a.key_type = cuda::KeyType::fp16; }},
+      {"bf16 keys", [](cuda::PoolArgs& a) { a.key_type = cuda::KeyType::bf16; }},
+      {"uniform without statistics", [](cuda::PoolArgs& a) {
+         a.stats_mass = nullptr;
+         a.stats_count = nullptr;
+         a.stats_steps = nullptr;
+       }},
+      {"positional", [](cuda::PoolArgs& a) { a.scheme = Weighting::positional; }},
+      {"cosine", [](cuda::PoolArgs& a) { a.scheme = Weighting::cosine; }},
+      {"maxmin", [](cuda::PoolArgs& a) { a.scheme = Weighting::maxmin; }},
+      {"tfidf", [](cuda::PoolArgs& a) { a.scheme = Weighting::tfidf; }},
+      {"hybrid", [](cuda::PoolArgs& a) { a.scheme = Weighting::hybrid; }},
+      // An explicit bias replaces lambda, which is then not looked at.
+      {"bias with lambda inf", [](cuda::PoolArgs& a) { a.bias = g_host_floats; a.lambda = INFINITY; }},
+      {"lambda = -80", [](cuda::PoolArgs& a) { a.lambda = -80.0f; }},
+      {"weights, bias, query_ref aligned", [](cuda::PoolArgs& a) {
+         a.weights = g_host_floats + 1;
+         a.bias = g_host_floats + 1;
+         a.query_ref = g_host_floats + 1;
+       }},
+      {"update mode", [](cuda::PoolArgs& a) {
+         a.prev_weights = g_host_floats + 1;
+         a.fresh_from = g_host_offsets + 1;
+         a.repooled = reinterpret_cast<unsigned long long*>(g_host_offsets + 2);
+       }},
+      {"8 (G + D) = kGenericMaxSmemBytes", [](cuda::PoolArgs& a) {
+         a.group_size = 1;
+         a.dim = cuda::pool_tuning::kGenericMaxSmemBytes / 8 - 1;
+         a.batch.total_entries = 10;
+       }},
+  };
+  for (const Good& g : good) {
+    cuda::PoolArgs a = valid_args();
+    g.edit(a);
+    EXPECT_NO_THROW(cuda::validate_pool_args(a)) << g.what;
   }
 }
 
