@@ -935,6 +935,11 @@ TEST_F(CliTest, MergeOfMoreShardsThanTheSoftFileLimit) {
     GTEST_SKIP() << "the shell cannot lower the soft limit: " << soft.out;
   EXPECT_EQ(soft.code, 0) << soft.out;
   EXPECT_NE(soft.out.find("40 of the sweep's 40 points (complete)"), std::string::npos) << soft.out;
+#ifdef IP_UBSAN_VPTR
+  // Out of descriptors, UBSan's vptr check cannot open the pipe it probes memory with and reports the
+  // catch's e.what() as a call through an invalid vptr (a 9-line program does the same): not checkable here.
+  GTEST_SKIP() << "UBSan build: the hard-limit half (merge out of file descriptors) runs in the plain build only";
+#endif
   const auto hard =
       shell(fmt::format("sh -c 'ulimit -n 30 && exec {} merge {}{}' 2>&1", IP_INDEXPOOL_BIN, out2, inputs));
   EXPECT_EQ(hard.code, 1) << hard.out;
