@@ -183,6 +183,13 @@ TEST(Score, F16QueryFactorPutsTheLargestMagnitudeJustBelowTwoToThe15) {
     EXPECT_EQ(ip::f16_query_factor(v, &inv), 1.0f) << v;
     EXPECT_EQ(inv, 1.0f) << v;
   }
+  // A negative amax is no magnitude (the kernel's is a max of |q|): 1, as for zeros, at every size.
+  for (float v : {-1.0f, -std::ldexp(1.0f, 40), -std::ldexp(1.0f, -40), -std::numeric_limits<float>::denorm_min(),
+                  -std::numeric_limits<float>::infinity()}) {
+    inv = 0.0f;
+    EXPECT_EQ(ip::f16_query_factor(v, &inv), 1.0f) << v;
+    EXPECT_EQ(inv, 1.0f) << v;
+  }
   // Below 2^-112 the factor stays at 2^126 (inverse 2^-126, still normal): less headroom, no overflow.
   for (float v : {std::ldexp(1.0f, -120), std::numeric_limits<float>::denorm_min(), std::ldexp(1.0f, -127)}) {
     EXPECT_EQ(ip::f16_query_factor(v, &inv), std::ldexp(1.0f, 126)) << v;

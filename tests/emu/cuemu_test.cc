@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -384,6 +386,80 @@ TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dD);
+  }
+}
+
+// One m16n8k16 tile through mma_kernel (f16 halves): the 16x8 result, row major.
+std::vector<float> mma_f16_tile(const std::vector<std::uint16_t>& A, const std::vector<std::uint16_t>& B) {
+  std::uint16_t *dA, *dB;
+  float* dD;
+  cudaMalloc(reinterpret_cast<void**>(&dA), 512);
+  cudaMalloc(reinterpret_cast<void**>(&dB), 256);
+  cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
+  cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD, true);
+  std::vector<float> D(128);
+  cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dD);
+  return D;
+}
+
+// The f16 mma reads every f16 code as IEEE half (core/numeric.h's decode): subnormals (m 2^-24, which the
+// scoring kernel's lo parts reach), infinities of either sign (inf x -1, inf x 0 = NaN) and NaN, each in a
+// row of its own; the other rows are C alone.
+TEST(Cuemu, MmaF16ReadsSubnormalsInfinitiesAndNaN) {
+  std::vector<std::uint16_t> A(256, 0), B(128, 0);
+  A[0 * 16 + 0] = 0x0001;   // 2^-24, the smallest subnormal
+  A[0 * 16 + 1] = 0x03FF;   // 1023 2^-24, the largest
+  A[0 * 16 + 2] = 0x8005;   // -5 2^-24
+  A[1 * 16 + 3] = 0x7C00;   // +inf
+  A[2 * 16 + 3] = 0xFC00;   // -inf
+  A[3 * 16 + 4] = 0x7E00;   // NaN
+  A[12 * 16 + 5] = 0x7C00;  // +inf, times 0 in the even columns
+  for (int n = 0; n < 8; ++n) {
+    B[0 * 8 + n] = 0x6400;                                  // 2^10
+    B[1 * 8 + n] = ip::fp16_from_float(std::ldexp(1.0f, n));  // 2^n
+    B[2 * 8 + n] = 0x6C00;                                  // 2^12
+    B[3 * 8 + n] = n % 2 ? 0xBC00 : 0x3C00;                 // -1, 1
+    B[4 * 8 + n] = 0x3C00;
+    B[5 * 8 + n] = n % 2 ? 0x3C00 : 0x0000;
+  }
+  const std::vector<float> D = mma_f16_tile(A, B);
+  const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      double s = c[(m >= 8 ? 2 : 0) + (n & 1)];
+      for (int k = 0; k < 16; ++k)
+        if (A[m * 16 + k] != 0 && B[k * 8 + n] != 0)  // (inf x 0 only where the test puts it)
+          s += static_cast<double>(ip::fp16_to_float(A[m * 16 + k])) * ip::fp16_to_float(B[k * 8 + n]);
+      if (m == 12 && n % 2 == 0) s = std::numeric_limits<double>::quiet_NaN();  // inf x 0
+      const float want = static_cast<float>(s);
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(D[m * 8 + n])) << m << "," << n << ": " << D[m * 8 + n];
+      else
+        EXPECT_EQ(D[m * 8 + n], want) << m << "," << n;
+    }
+  EXPECT_EQ(D[0 * 8 + 0], 0.5f + 0x1p-14f + 1023 * 0x1p-24f - 5 * 0x1p-12f);
+  EXPECT_EQ(D[1 * 8 + 0], HUGE_VALF);
+  EXPECT_EQ(D[1 * 8 + 1], -HUGE_VALF);
+  EXPECT_EQ(D[2 * 8 + 0], -HUGE_VALF);
+  EXPECT_TRUE(std::isnan(D[3 * 8 + 0]));
+}
+
+// The emulator's mma result is the exact sum of C and the 16 products, rounded to fp32 once (its model; a
+// GPU's tensor cores may round or truncate otherwise, which the scoring tests' tolerances allow): 16
+// products of 2^-25 add 2^-21 to C = 2 (and to -1), where adding them to an fp32 sum one by one would
+// leave 2 (each 2^-25 below half of 2's ulp, 2^-22).
+TEST(Cuemu, MmaF16SumsExactlyAndRoundsOnce) {
+  std::vector<std::uint16_t> A(256, 0), B(128, 0x0C00);  // B: 2^-12 everywhere
+  for (int k = 0; k < 16; ++k) A[9 * 16 + k] = 0x0800;    // row 9 (C: -1, 2): 2^-13
+  const std::vector<float> D = mma_f16_tile(A, B);
+  for (int n = 0; n < 8; ++n) {
+    EXPECT_EQ(D[9 * 8 + n], (n % 2 ? 2.0f : -1.0f) + 0x1p-21f) << n;
+    EXPECT_EQ(D[8 * 8 + n], n % 2 ? 2.0f : -1.0f) << n;
   }
 }
 

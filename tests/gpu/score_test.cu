@@ -12,6 +12,7 @@
 #include "core/numeric.h"
 #include "core/quant.h"
 #include "core/score_math.h"
+#include "kernels/forms.h"
 #include "kernels/launch.h"
 #include "kernels/score.h"
 #include "kernels/score.cuh"
@@ -323,7 +324,9 @@ TEST(Score, EveryPathSmall) {
 // its smallest subnormal), one of zeros, one mixing 1e4 and 1e-4 within each head, one ordinary, over fp16
 // rows up to some 4e4 (f16's largest is 65504) and int8 and fp8 rows. Each request is judged relative to its
 // own magnitude (no absolute allowance, which would pass anything at 1e-30), and the zero request must
-// score exactly 0. Without the scaling the first request is inf or NaN and the second all zeros.
+// score exactly 0. Without the scaling the first request's f16 parts overflow and the third's are all zeros
+// (a NaN dot product, as from inf - inf, scores 0 after the ReLU, as on the CPU: the check compares values
+// and does not look for NaN).
 TEST(Score, F16PartsScaleEachHeadsQuery) {
   IP_REQUIRE_GPU();
   const float mult[] = {1e30f, 1.0f, 1e-30f, 0.0f, -1.0f /* mixed */, 1.0f};
@@ -337,6 +340,35 @@ TEST(Score, F16PartsScaleEachHeadsQuery) {
           p.q[b][i] *= mult[b] >= 0.0f ? mult[b] : (i % 2 ? 1e4f : 1e-4f);
       for (ScoreMath m : {ScoreMath::f16x2, ScoreMath::f16}) check_prepared(c, p, m, false, 0.0);
     }
+}
+
+// f16 parts take each head's factor from that head's own largest magnitude (one warp a head, the lanes'
+// maxima reduced over the whole warp) and multiply its dot products back by that head's own inverse: the
+// heads of a request lie 2^4 apart (head j times 2^(4j - 40)), their weights the inverse, so that every
+// head weighs alike; each head's largest magnitude is one element 2^10 above the rest, negative in odd
+// heads, in a lane that moves from head to head (odd lanes, upper half-warp), with the significand
+// 2 - 2^-13, which a factor one binade too high takes to 65532, past f16's largest finite (65504). H = 24
+// has three n-tiles. A factor or inverse of another head, or of a partial maximum, is wrong by 2^4 or
+// more, or overflows f16.
+TEST(Score, F16PartsTakeEachHeadsOwnFactor) {
+  IP_REQUIRE_GPU();
+  for (Precision prec : {Precision::fp16, Precision::int8, Precision::fp8})
+    for (int dim : {64, 256})
+      for (int heads : {8, 24}) {
+        Case c{prec, dim, heads, false, false, {45, 0, 20}, static_cast<unsigned>(300 + dim + heads)};
+        Prepared p = prepare(c);
+        const int per_lane = dim / 32;
+        for (std::size_t b = 0; b < p.q.size(); ++b)
+          for (int j = 0; j < heads; ++j) {
+            const int e = 4 * j - 40;
+            float* q = p.q[b].data() + j * dim;
+            for (int d = 0; d < dim; ++d) q[d] = std::ldexp(std::tanh(q[d]), e);  // |q| < 2^e
+            const int lane = (7 * j + 5 * static_cast<int>(b) + 1) % 32;
+            q[lane * per_lane + j % per_lane] = std::ldexp(j % 2 ? -(2.0f - 0x1p-13f) : 2.0f - 0x1p-13f, e + 10);
+            p.hw[b][j] = std::ldexp(0.5f + p.hw[b][j], -e);
+          }
+        for (ScoreMath m : {ScoreMath::f16x2, ScoreMath::f16}) check_prepared(c, p, m, false, 0.0);
+      }
 }
 
 // ScoreArgs::pipelined (the CUDA-core kernel that loads a warp's next step before scoring the current
@@ -430,6 +462,20 @@ TEST(Score, AutomaticMathChoice) {
   a.maxmin = false;
   a.dim = 96;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+}
+
+// kernels/forms.h: ScoreForm split is ScoreMath split (resolved by the rows: f16x2, bf16x2 or bf16x3), and
+// every math has its own name (what a point's results say it ran).
+TEST(Score, FormsNameEveryMath) {
+  EXPECT_EQ(cuda::score_math(ScoreForm::split), ScoreMath::split);
+  EXPECT_EQ(cuda::score_math(ScoreForm::fp32), ScoreMath::fp32);
+  EXPECT_EQ(cuda::score_math(ScoreForm::bf16), ScoreMath::bf16);
+  EXPECT_EQ(cuda::score_math(ScoreForm::automatic), ScoreMath::automatic);
+  const std::pair<ScoreMath, const char*> names[] = {
+      {ScoreMath::automatic, "automatic"}, {ScoreMath::fp32, "fp32"}, {ScoreMath::bf16x2, "bf16x2"},
+      {ScoreMath::bf16, "bf16"},           {ScoreMath::bf16x3, "bf16x3"}, {ScoreMath::f16x2, "f16x2"},
+      {ScoreMath::f16, "f16"},             {ScoreMath::split, "split"}};
+  for (const auto& [m, want] : names) EXPECT_EQ(cuda::to_string(m), want) << static_cast<int>(m);
 }
 
 TEST(Score, BadArgumentsAreRejectedOnTheHost) {
