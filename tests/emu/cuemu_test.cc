@@ -348,6 +348,25 @@ __global__ void mma_kernel(const std::uint16_t* A, const std::uint16_t* B, float
   D[(g + 8) * 8 + 2 * t + 1] = c[3];
 }
 
+// One m16n8k16 tile through mma_kernel (bf16 or f16 halves, A 16 x 16 and B 16 x 8 row major, C = the
+// kernel's {0.5, 0.25, -1, 2}): the 16 x 8 result, row major.
+std::vector<float> mma_tile(const std::vector<std::uint16_t>& A, const std::vector<std::uint16_t>& B, bool f16) {
+  std::uint16_t *dA, *dB;
+  float* dD;
+  cudaMalloc(reinterpret_cast<void**>(&dA), 512);
+  cudaMalloc(reinterpret_cast<void**>(&dB), 256);
+  cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
+  cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
+  IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD, f16);
+  std::vector<float> D(128);
+  cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dD);
+  return D;
+}
+
 // bf16 and f16 (one value of each table is past bf16's 8 bits, so the f16 layout's values must be read
 // as f16: 1.00390625 = 1 + 2^-8, exact in f16, 1 in bf16).
 TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
@@ -366,16 +385,7 @@ TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
       if (f16 && i == 21) Bf[i] = -1.00390625f;
       B[i] = enc(Bf[i]);
     }
-    std::uint16_t *dA, *dB;
-    float* dD;
-    cudaMalloc(reinterpret_cast<void**>(&dA), 512);
-    cudaMalloc(reinterpret_cast<void**>(&dB), 256);
-    cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
-    cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
-    cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
-    IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD, f16);
-    std::vector<float> D(128);
-    cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
+    const std::vector<float> D = mma_tile(A, B, f16);
     const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 8; ++n) {
@@ -383,28 +393,7 @@ TEST(Cuemu, MmaFollowsThePtxFragmentLayout) {
         for (int k = 0; k < 16; ++k) s += static_cast<double>(Af[m * 16 + k]) * Bf[k * 8 + n];
         EXPECT_EQ(D[m * 8 + n], static_cast<float>(s)) << m << "," << n;  // short sums of short values: exact
       }
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dD);
   }
-}
-
-// One m16n8k16 tile through mma_kernel (f16 halves): the 16x8 result, row major.
-std::vector<float> mma_f16_tile(const std::vector<std::uint16_t>& A, const std::vector<std::uint16_t>& B) {
-  std::uint16_t *dA, *dB;
-  float* dD;
-  cudaMalloc(reinterpret_cast<void**>(&dA), 512);
-  cudaMalloc(reinterpret_cast<void**>(&dB), 256);
-  cudaMalloc(reinterpret_cast<void**>(&dD), 128 * sizeof(float));
-  cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
-  cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
-  IP_LAUNCH(1, 32, 0, nullptr, mma_kernel)(dA, dB, dD, true);
-  std::vector<float> D(128);
-  cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
-  cudaFree(dA);
-  cudaFree(dB);
-  cudaFree(dD);
-  return D;
 }
 
 // The f16 mma reads every f16 code as IEEE half (core/numeric.h's decode): subnormals (m 2^-24, which the
@@ -427,7 +416,7 @@ TEST(Cuemu, MmaF16ReadsSubnormalsInfinitiesAndNaN) {
     B[4 * 8 + n] = 0x3C00;
     B[5 * 8 + n] = n % 2 ? 0x3C00 : 0x0000;
   }
-  const std::vector<float> D = mma_f16_tile(A, B);
+  const std::vector<float> D = mma_tile(A, B, true);
   const float c[4] = {0.5f, 0.25f, -1.0f, 2.0f};
   for (int m = 0; m < 16; ++m)
     for (int n = 0; n < 8; ++n) {
@@ -456,7 +445,7 @@ TEST(Cuemu, MmaF16ReadsSubnormalsInfinitiesAndNaN) {
 TEST(Cuemu, MmaF16SumsExactlyAndRoundsOnce) {
   std::vector<std::uint16_t> A(256, 0), B(128, 0x0C00);  // B: 2^-12 everywhere
   for (int k = 0; k < 16; ++k) A[9 * 16 + k] = 0x0800;    // row 9 (C: -1, 2): 2^-13
-  const std::vector<float> D = mma_f16_tile(A, B);
+  const std::vector<float> D = mma_tile(A, B, true);
   for (int n = 0; n < 8; ++n) {
     EXPECT_EQ(D[9 * 8 + n], (n % 2 ? 2.0f : -1.0f) + 0x1p-21f) << n;
     EXPECT_EQ(D[8 * 8 + n], n % 2 ? 2.0f : -1.0f) << n;
