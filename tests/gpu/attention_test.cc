@@ -423,5 +423,97 @@ TEST(Attention, ValidatesArgumentsOnTheHost) {
   }
 }
 
+// Each host-side check names what it refuses, and refuses it before any CUDA call; the edges are let
+// through (attention_workspace_bytes validates the shape as attention() does). Host buffers stand in
+// for device memory: nothing is launched unless a check is missing.
+TEST(Attention, EachBadArgumentIsNamed) {
+  constexpr int kTokens = 8, kDim = 64, kHeads = 4;
+  const long long off[2] = {0, kTokens};
+  alignas(16) static float keys[kTokens * kDim], values[kTokens * kDim], queries[kHeads * kDim], out[kHeads * kDim];
+  alignas(16) static unsigned char ws[1 << 16];
+  auto good = [&] {
+    cuda::AttentionArgs a;
+    a.batch.requests = 1;
+    a.batch.token_offset = off;
+    a.batch.total_tokens = kTokens;
+    a.keys = keys;
+    a.values = values;
+    a.dim = a.vdim = kDim;
+    a.queries = queries;
+    a.heads = kHeads;
+    a.max_attended = kTokens;
+    a.out = out;
+    a.workspace = ws;
+    a.workspace_bytes = cuda::attention_workspace_bytes(a, kTokens);
+    EXPECT_LE(a.workspace_bytes, sizeof ws);
+    return a;
+  };
+  static const long long block_off[2] = {0, 1};
+  static const std::int32_t block_ids[1] = {0};
+  constexpr int kHeadsPerBlock = 8;  // kernels/attention.cuh, kAttnHeads: a grid dimension counts blocks of 8 heads
+  struct Bad {
+    const char* needle;
+    void (*edit)(cuda::AttentionArgs&);
+  };
+  const Bad bad[] = {
+      {"batch.requests = 0", [](cuda::AttentionArgs& a) { a.batch.requests = 0; }},
+      {"batch.requests = 65536", [](cuda::AttentionArgs& a) { a.batch.requests = 65536; }},
+      {"token_offset is null", [](cuda::AttentionArgs& a) { a.batch.token_offset = nullptr; }},
+      {"total_tokens = -1", [](cuda::AttentionArgs& a) { a.batch.total_tokens = -1; }},
+      {"dim = 0", [](cuda::AttentionArgs& a) { a.dim = 0; }},
+      {"vdim = 0", [](cuda::AttentionArgs& a) { a.vdim = 0; }},
+      {"heads = 0", [](cuda::AttentionArgs& a) { a.heads = 0; }},
+      {"(too many)", [](cuda::AttentionArgs& a) { a.heads = kHeadsPerBlock * 65535 + 1; }},
+      {"max_attended = 0", [](cuda::AttentionArgs& a) { a.max_attended = 0; }},
+      {"blocks given without block_offset", [](cuda::AttentionArgs& a) { a.blocks = block_ids; }},
+      {"block_size = 0", [](cuda::AttentionArgs& a) {
+         a.blocks = block_ids;
+         a.block_offset = block_off;
+         a.block_size = 0;
+       }},
+      {"probs given without prob_offset", [](cuda::AttentionArgs& a) { a.probs = a.out; }},
+      {"keys or values is null", [](cuda::AttentionArgs& a) { a.keys = nullptr; }},
+      {"keys or values is null", [](cuda::AttentionArgs& a) { a.values = nullptr; }},
+      {"queries is null", [](cuda::AttentionArgs& a) { a.queries = nullptr; }},
+      {"out is null", [](cuda::AttentionArgs& a) { a.out = nullptr; }},
+      {"workspace is null", [](cuda::AttentionArgs& a) { a.workspace = nullptr; }},
+      {"bytes needed", [](cuda::AttentionArgs& a) { a.workspace_bytes -= 1; }},
+      {"16-byte aligned", [](cuda::AttentionArgs& a) {  // values 4-byte aligned, keys aligned
+         a.kernel = cuda::AttnKernel::lanes;
+         a.values += 1;
+       }},
+      {"16-byte aligned", [](cuda::AttentionArgs& a) {  // keys 4-byte aligned, values aligned
+         a.kernel = cuda::AttnKernel::lanes;
+         a.keys += 1;
+       }},
+      {"fewer than 2^31 tokens", [](cuda::AttentionArgs& a) {
+         a.kernel = cuda::AttnKernel::lanes;
+         a.batch.total_tokens = 1LL << 31;
+       }},
+  };
+  for (const Bad& b : bad) {
+    cuda::AttentionArgs a = good();
+    b.edit(a);
+    try {
+      cuda::attention(a, nullptr);
+      ADD_FAILURE() << "accepted: " << b.needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.needle), std::string::npos) << b.needle << ": " << e.what();
+    }
+  }
+  // Blocks with their offsets and the default block size (1) are let through.
+  cuda::AttentionArgs a = good();
+  a.blocks = block_ids;
+  a.block_offset = block_off;
+  EXPECT_NO_THROW(cuda::attention_workspace_bytes(a, kTokens));
+  // The largest batch and head counts one launch takes.
+  a = good();
+  a.batch.requests = 65535;
+  EXPECT_NO_THROW(cuda::attention_workspace_bytes(a, 1));
+  a = good();
+  a.heads = kHeadsPerBlock * 65535;
+  EXPECT_NO_THROW(cuda::attention_workspace_bytes(a, 1));
+}
+
 }  // namespace
 }  // namespace ip

@@ -462,6 +462,27 @@ TEST(Score, AutomaticMathChoice) {
   a.maxmin = false;
   a.dim = 96;
   EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  // The edges of automatic: tensor cores from 8 heads on, at D = 64, 128 and 256 only, on 16-byte aligned rows.
+  a.precision = Precision::fp16;
+  for (int dim : {32, 64, 128, 192, 256, 512})
+    for (int heads : {7, 8}) {
+      a.dim = dim;
+      a.heads = heads;
+      const bool mma = heads >= 8 && (dim == 64 || dim == 128 || dim == 256);
+      EXPECT_EQ(cuda::resolve_score_math(a), mma ? cuda::ScoreMath::f16x2 : cuda::ScoreMath::fp32)
+          << "D=" << dim << " H=" << heads;
+    }
+  a.dim = 128;
+  a.heads = 8;
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{264});  // 8-byte aligned: the fp32 kernels take it
+  EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::fp32);
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{256});
+  // fp8 rows are exact in bf16 too: bf16x3 becomes bf16x2 and bf16x2 is let through.
+  a.precision = Precision::fp8;
+  for (auto m : {cuda::ScoreMath::bf16x3, cuda::ScoreMath::bf16x2}) {
+    a.math = m;
+    EXPECT_EQ(cuda::resolve_score_math(a), cuda::ScoreMath::bf16x2) << cuda::to_string(m);
+  }
 }
 
 // kernels/forms.h: ScoreForm split is ScoreMath split (resolved by the rows: f16x2, bf16x2 or bf16x3), and
@@ -533,8 +554,20 @@ TEST(Score, BadArgumentsAreRejectedOnTheHost) {
   a.scores = nullptr;
   expect_error(a, "scores");
   a = good();
-  a.precision = Precision::int8;
-  expect_error(a, "scales");
+  a.batch.total_entries = -1;
+  expect_error(a, "total_entries = -1");
+  for (Precision p : {Precision::int8, Precision::fp8}) {
+    a = good();
+    a.precision = p;
+    expect_error(a, "scales is null (precision " + std::string(to_string(p)));
+  }
+  a = good();
+  a.precision = Precision::fp16;
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{4097});
+  expect_error(a, "rows is not aligned to its 2-byte elements");
+  a = good();
+  a.rows = reinterpret_cast<const void*>(std::uintptr_t{4098});  // fp32 rows
+  expect_error(a, "rows is not aligned to its 4-byte elements");
   a = good();
   a.math = cuda::ScoreMath::bf16x2;
   a.precision = Precision::fp16;

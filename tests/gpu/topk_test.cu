@@ -8,6 +8,7 @@
 // (padded); argument checks run without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -545,6 +546,12 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.workspace_bytes -= 1;
   expect_error(a, "workspace_bytes");
   a = good();
+  a.workspace = ws + 8;  // 8-byte aligned only
+  expect_error(a, "workspace is not 16-byte aligned");
+  a = good();
+  a.sampling = static_cast<cuda::TopkSampling>(9);
+  expect_error(a, "sampling = 9");
+  a = good();
   a.order = static_cast<cuda::TopkOrder>(7);
   expect_error(a, "order = 7");
   a = good();
@@ -566,10 +573,38 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.launch = cuda::TopkLaunch::block;
   a.order = cuda::TopkOrder::bitonic;
   expect_error(a, "launch block orders by ranks");
-  a = good();
-  a.launch = cuda::TopkLaunch::cluster;
-  a.cluster_blocks = 3;
-  expect_error(a, "cluster_blocks = 3");
+  for (int blocks : {3, 1, -2, 17, 32}) {
+    a = good();
+    a.launch = cuda::TopkLaunch::cluster;
+    a.cluster_blocks = blocks;
+    expect_error(a, "cluster_blocks = " + std::to_string(blocks) + " (must be 0 for the default");
+  }
+  // Every valid value of each setting passes its own check and reaches the next one (here the null
+  // workspace, checked after them all).
+  auto expect_valid = [&](const char* what, auto edit) {
+    a = good();
+    edit(a);
+    a.workspace = nullptr;
+    try {
+      cuda::topk(a, nullptr);
+      ADD_FAILURE() << what << ": no error for the null workspace";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("workspace is null"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  for (auto s : {cuda::TopkSampling::automatic, cuda::TopkSampling::off, cuda::TopkSampling::on})
+    expect_valid("sampling", [s](cuda::TopkArgs& x) { x.sampling = s; });
+  for (auto o : {cuda::TopkOrder::automatic, cuda::TopkOrder::bitonic, cuda::TopkOrder::rank})
+    expect_valid("order", [o](cuda::TopkArgs& x) { x.order = o; });
+  for (auto l : {cuda::TopkLaunch::automatic, cuda::TopkLaunch::chain, cuda::TopkLaunch::single,
+                 cuda::TopkLaunch::cluster, cuda::TopkLaunch::block})
+    expect_valid("launch", [l](cuda::TopkArgs& x) { x.launch = l; });
+  for (int blocks : {0, 2, 4, 8, 16})
+    expect_valid("cluster_blocks", [blocks](cuda::TopkArgs& x) {
+      x.launch = cuda::TopkLaunch::cluster;
+      x.cluster_blocks = blocks;
+    });
+  expect_valid("min_chunk = 256", [](cuda::TopkArgs& x) { x.min_chunk = 256; });  // kTopkThreads, the least
   a = good();
   a.min_chunk = 100;
   expect_error(a, "min_chunk = 100");
@@ -577,6 +612,12 @@ TEST(Topk, BadArgumentsAreRejectedOnTheHost) {
   a.min_chunk = -1;
   expect_error(a, "min_chunk = -1");
   EXPECT_THROW(cuda::topk_workspace_bytes(1, 5, 10), Error);
+  // The edges of the shape checks are let through (topk_workspace_bytes validates as topk() does).
+  EXPECT_NO_THROW(cuda::topk_workspace_bytes(1, 10, 10));                // max_row = k
+  EXPECT_NO_THROW(cuda::topk_workspace_bytes(1, 4096, cuda::kTopkMaxK));  // the largest k
+  EXPECT_NO_THROW(cuda::topk_workspace_bytes(1, INT32_MAX, 10));          // the longest row
+  EXPECT_THROW(cuda::topk_workspace_bytes(1, 4096, cuda::kTopkMaxK + 1), Error);
+  EXPECT_THROW(cuda::topk_workspace_bytes(1, 9, 10), Error);
   EXPECT_GE(cuda::topk_workspace_bytes(64, 1 << 20, 2048), 64u * 2048 * 8);
 }
 
