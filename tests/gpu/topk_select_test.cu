@@ -1,6 +1,7 @@
-// The shared-memory radix select of kernels/topk.cuh (block_radix_select: the sampling step's threshold)
-// against std::sort. A program of its own: it includes topk.cuh, whose
-// __shared__ statics would clash with the library's copy on the emulator if this program also called topk().
+// The shared-memory radix select of kernels/block_select.cuh (block_radix_select: top-k's sampling step
+// finds its threshold with it) against std::sort. It includes none of the library's kernels, which a
+// program that also links the library would then define twice. A program of its own (made one when it
+// included topk.cuh, whose shared statics clashed with the library's on the emulator).
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "kernels/launch.h"
-#include "kernels/topk.cuh"
+#include "kernels/block_select.cuh"
 #include "tests/gpu/gpu_test.h"
 
 namespace ip {
@@ -18,7 +19,7 @@ namespace {
 template <class T>
 __global__ void radix_select_kernel(const T* in, int n, const std::uint32_t* ranks, int m, T* out) {
   __shared__ T v[4096];
-  __shared__ std::uint32_t h[cuda::detail::kTopkHistBins];
+  __shared__ std::uint32_t h[cuda::detail::kBlockSelectBins];
   for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = in[i];
   __syncthreads();
   for (int j = 0; j < m; ++j) {
