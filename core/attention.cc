@@ -51,13 +51,21 @@ std::vector<Index64> tokens_of_groups(std::span<const std::int32_t> groups, int 
   return out;
 }
 
-AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> values, MatrixView<const float> queries,
-                          std::span<const Index64> tokens, bool want_probs) {
-  const Index64 T = keys.rows, Da = keys.cols, Dv = values.cols, Ha = queries.rows;
+void validate_attention_inputs(MatrixView<const float> keys, MatrixView<const float> values,
+                               MatrixView<const float> queries, std::span<const Index64> tokens) {
+  const Index64 T = keys.rows;
   IP_REQUIRE(T > 0, "attention: empty context");
   IP_REQUIRE(values.rows == T, "attention: {} values for {} keys", values.rows, T);
-  IP_REQUIRE(queries.cols == Da, "attention: query dimension {} does not match key dimension {}", queries.cols, Da);
-  IP_REQUIRE(Ha >= 1, "attention: no query heads");
+  IP_REQUIRE(queries.cols == keys.cols, "attention: query dimension {} does not match key dimension {}", queries.cols,
+             keys.cols);
+  IP_REQUIRE(queries.rows >= 1, "attention: no query heads");
+  for (const Index64 t : tokens) IP_REQUIRE(t >= 0 && t < T, "attention: token {} outside [0, {})", t, T);
+}
+
+AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> values, MatrixView<const float> queries,
+                          std::span<const Index64> tokens, bool want_probs) {
+  validate_attention_inputs(keys, values, queries, tokens);
+  const Index64 T = keys.rows, Da = keys.cols, Dv = values.cols, Ha = queries.rows;
   const bool dense = tokens.empty();
   const Index64 n = dense ? T : static_cast<Index64>(tokens.size());
   auto token = [&](Index64 i) { return dense ? i : tokens[i]; };
@@ -72,8 +80,6 @@ AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> 
   with_dim(static_cast<int>(Da), [&](auto D) {
     parallel_for(n, kChunk, [&](Index64 b, Index64 e) {
       const Index64 c = b / kChunk;
-      for (Index64 i = b; i < e; ++i)
-        IP_REQUIRE(token(i) >= 0 && token(i) < T, "attention: token {} outside [0, {})", token(i), T);
       Index64 i = b;
       for (; i + 4 <= e; i += 4) {
         const float* rows[4] = {keys.row(token(i)), keys.row(token(i + 1)), keys.row(token(i + 2)),

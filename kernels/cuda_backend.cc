@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/attention.h"
 #include "core/topk.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_backend.h"
@@ -260,11 +261,8 @@ class CudaBackend final : public Backend {
 
   AttentionOutput attention(MatrixView<const float> keys, MatrixView<const float> values, MatrixView<const float> queries,
                             std::span<const Index64> tokens, bool want_probs) override {
+    validate_attention_inputs(keys, values, queries, tokens);
     const Index64 T = keys.rows, Da = keys.cols, Dv = values.cols, Ha = queries.rows;
-    IP_REQUIRE(T > 0, "attention: empty context");
-    IP_REQUIRE(values.rows == T, "attention: {} values for {} keys", values.rows, T);
-    IP_REQUIRE(queries.cols == Da, "attention: query dimension {} does not match key dimension {}", queries.cols, Da);
-    IP_REQUIRE(Ha >= 1, "attention: no query heads");
     const bool dense = tokens.empty();
     const Index64 n = dense ? T : static_cast<Index64>(tokens.size());
     select_device();
@@ -272,10 +270,7 @@ class CudaBackend final : public Backend {
     if (!dense) {
       IP_REQUIRE(T <= std::numeric_limits<std::int32_t>::max(), "attention: {} tokens exceed int32 block ids", T);
       host_blocks_.resize(tokens.size());
-      for (std::size_t i = 0; i < tokens.size(); ++i) {
-        IP_REQUIRE(tokens[i] >= 0 && tokens[i] < T, "attention: token {} outside [0, {})", tokens[i], T);
-        host_blocks_[i] = static_cast<std::int32_t>(tokens[i]);
-      }
+      for (std::size_t i = 0; i < tokens.size(); ++i) host_blocks_[i] = static_cast<std::int32_t>(tokens[i]);
       blocks_.upload(host_blocks_, s());
     }
     const float* dk = resident(keys, false, nullptr);

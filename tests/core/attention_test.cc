@@ -195,6 +195,12 @@ TEST(Attention, BadShapesThrow) {
   EXPECT_IP_ERROR(ip::attention(c.K(), c.V(), view(c.q, 1, 3), {}, false), "query dimension 3");
   const std::vector<float> none;
   EXPECT_IP_ERROR(ip::attention(view(none, 0, 4), view(none, 0, 2), c.Q(), {}, false), "empty context");
+  EXPECT_IP_ERROR(ip::attention(c.K(), c.V(), view(none, 0, 4), {}, false), "no query heads");
+  // A listed token outside the context, at either end or after valid ones: the first such is named.
+  EXPECT_IP_ERROR(ip::attention(c.K(), c.V(), c.Q(), Tok{-1}, false), "token -1 outside [0, 3)");
+  EXPECT_IP_ERROR(ip::attention(c.K(), c.V(), c.Q(), Tok{0, 2, 3}, false), "token 3 outside [0, 3)");
+  EXPECT_IP_ERROR(ip::attention(c.K(), c.V(), c.Q(), Tok{0, 5, -2}, false), "token 5 outside [0, 3)");
+  EXPECT_NO_THROW(ip::attention(c.K(), c.V(), c.Q(), Tok{0, 2}, false));
 }
 
 }  // namespace

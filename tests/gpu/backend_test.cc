@@ -145,8 +145,23 @@ TEST(CudaBackend, AttentionOverAnyTokenListAndDense) {
     for (Index64 i = 0; i < ref.probs.size(); ++i)
       EXPECT_NEAR(got.probs.data()[i], ref.probs.data()[i], 1e-7f + 2e-4f * ref.probs.data()[i]);
   }
-  EXPECT_THROW(gpu->attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), std::vector<Index64>{989}, false),
-               Error);
+  // A token outside the context is refused before any work, with the CPU's message (both backends call
+  // validate_attention_inputs, core/attention.h).
+  for (const std::vector<Index64>& bad : {std::vector<Index64>{989}, std::vector<Index64>{0, 5, -1}}) {
+    std::string cpu_error, gpu_error;
+    try {
+      attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), bad, false);
+    } catch (const Error& e) {
+      cpu_error = e.what();
+    }
+    try {
+      gpu->attention(w.attn_keys.mat(), w.values.mat(), w.attn_queries.slice(0), bad, false);
+    } catch (const Error& e) {
+      gpu_error = e.what();
+    }
+    EXPECT_NE(cpu_error.find(fmt::format("token {} outside [0, 989)", bad.back())), std::string::npos) << cpu_error;
+    EXPECT_EQ(gpu_error, cpu_error);
+  }
 }
 
 TEST(CudaBackend, TopkTiesToLowerIdLikeCpu) {
