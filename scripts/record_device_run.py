@@ -9,15 +9,19 @@ GC is scripts/gpu-check.sh's output folder, or the archive of it the device call
 run's files (summary.txt, kernel_bench.json, nvidia-smi.txt, forms_*.points.tsv): the
 device, the commit and bundle, the check's settings, each step's status, the copy bandwidth, the template's
 figures, the targets met and not met, the forms through the runner, and the A/B variants. What changed since the last run and what the
-figures mean are left for the author (marked TO FILL). With --write, also copies kernel_bench.json to
+figures mean are left for the author (marked TO FILL). A run without benchmark figures (a call with
+GPU_CHECK_BENCH=0, such as the second of a split check; a benchmark that skipped or did not start) gets
+the same draft without them, saying why. With --write, also copies kernel_bench.json to
 bench/device-runs/DATE-TAG-COMMIT-kernel_bench.json (DATE from the run's start, TAG from the device
 name, e.g. h100; never over an existing file) and adds its row to bench/device-runs/README.md's table, so
 that `make kernel-figures` and the next gpu-check compare with it. --root is the repository (default: this
-script's). Standard library only. Exit status 2 when GC holds no kernel_bench.json or a file is bad.
+script's). Standard library only. Exit status 2 when GC holds neither summary.txt nor kernel_bench.json,
+when a file is bad, or with --write when the run has no benchmark figures to file.
 """
 import argparse
 import datetime
 import io
+import json
 import os
 import re
 import shutil
@@ -51,10 +55,29 @@ def open_gc(path, tmp):
         d = tmp
     else:
         raise Bad(f"'{path}' is neither a folder nor a tar archive")
-    for dirpath, _, files in os.walk(d):  # the archive holds gc/...; a folder may be given one level up
-        if "kernel_bench.json" in files:
+    for dirpath, _, files in sorted(os.walk(d)):  # the archive holds gc/...; a folder may be given one level up
+        if "kernel_bench.json" in files or "summary.txt" in files:
             return dirpath
-    raise Bad(f"no kernel_bench.json under '{path}' (did the benchmark step run?)")
+    raise Bad(f"neither summary.txt nor kernel_bench.json under '{path}' (is it scripts/gpu-check.sh's output?)")
+
+
+def load_bench(d):
+    """kernel_bench's JSON ({} when there is none) and why it has no figures ('' when it has)."""
+    p = os.path.join(d, "kernel_bench.json")
+    if not os.path.isfile(p):
+        return {}, ("no kernel_bench.json: the benchmark step did not run (GPU_CHECK_BENCH=0, or the check "
+                    "stopped before it)")
+    try:
+        return kbc.load(p), ""
+    except SystemExit as e:
+        try:
+            with open(p) as f:
+                raw = json.load(f)
+        except (OSError, ValueError):
+            raw = {}
+        if isinstance(raw, dict) and raw.get("tool") == "kernel_bench" and raw.get("skipped"):
+            return raw, f"kernel_bench skipped the run ({raw['skipped']})"
+        raise Bad(str(e)) from None
 
 
 def read(d, name):
@@ -91,9 +114,16 @@ def run_date(data, summary):
     return datetime.date.today().isoformat()
 
 
-def draft(d, data, tag):
+def summary_device(steps):
+    """The GPU's name from the preflight step's figures (gpu-check.sh puts nvidia-smi's name last), or ''."""
+    pre = next((line for line in steps if line.startswith("preflight")), "")
+    last = pre.split(";")[-1].strip() if ";" in pre else ""
+    return last if re.match(r"(NVIDIA|Tesla|Quadro)\b", last) else ""
+
+
+def draft(d, data, tag, no_figures=""):
     summary = read(d, "summary.txt")
-    cases = [c for c in data["cases"] if c.get("runs", 0) > 0]
+    cases = [c for c in data.get("cases", []) if c.get("runs", 0) > 0]
     steps = [line for line in summary.splitlines()
              if re.match(r"^.{22} (ok|FAIL|skip|partial|not run|stopped) ", line)]
     settings = next((line[len("settings: "):] for line in summary.splitlines() if line.startswith("settings: ")),
@@ -102,18 +132,27 @@ def draft(d, data, tag):
     verdict = next((line for line in summary.splitlines() if line.startswith("gpu-check: ")), "")
     smi = " ".join(read(d, "nvidia-smi.txt").split())
     bundle = next((re.sub(r"\s+", " ", line) for line in steps if line.startswith("bundle")), "")
-    git = data.get("git_revision", "?")
+    m = re.search(r"commit ([0-9a-f]{7,40})", bundle)
+    git = data.get("git_revision") or (m.group(1) if m else "?")
+    device = (data.get("device") if not no_figures else "") or summary_device(steps) or data.get("device") or "?"
     date = run_date(data, summary)
     out = io.StringIO()
     w = lambda s="": print(s, file=out)  # noqa: E731
-    w(f"### {date} — {data.get('device', '?').split(',')[0]} (TO FILL: why this run)")
-    w(f"- device: {data.get('device', '?')}" + (f"; nvidia-smi: {smi}" if smi else ""))
+    w(f"### {date} — {device.split(',')[0]} (TO FILL: why this run)")
+    w(f"- device: {device}" + (f"; nvidia-smi: {smi}" if smi else ""))
     w(f"- commit: {git}; {bundle or 'bundle: not in summary.txt'}")
-    w(f"- command: gpu-check.sh with {settings}; {total}; {verdict or 'no verdict line'}; kernel_bench: "
-      f"`{data.get('command', 'not recorded')}` ({data.get('timing', 'unqueued')} timing, {data.get('runs', '?')} runs)")
-    w("- steps:")
+    bench = (f"`{data.get('command', 'not recorded')}` ({data.get('timing', 'unqueued')} timing, "
+             f"{data.get('runs', '?')} runs)") if not no_figures else f"no figures: {no_figures}"
+    w(f"- command: gpu-check.sh with {settings}; {total}; {verdict or 'no verdict line'}; kernel_bench: {bench}")
+    w("- steps:" if steps else "- steps: none found (no summary.txt, or none of its lines is a step)")
     for line in steps:
         w(f"  - {re.sub(r'  +', ' ', line.strip())}")
+    w("- files of the run: " + ", ".join(sorted(f for f in os.listdir(d) if os.path.isfile(os.path.join(d, f)))))
+    if no_figures:
+        w("- what changed since the last run: TO FILL")
+        w("- problems seen: TO FILL (sanitizer reports, failed or skipped tests: ctest-gpu.log, sanitizer-*.log)")
+        forms_block(d, w)
+        return out.getvalue(), None, date
     copies = [c for c in cases if c["group"] == "copy" and "case-sized" not in c["name"]]
     w(f"- copy bandwidth: {data.get('copy_gbs', 0):.0f} GB/s (" +
       ", ".join(f"{c['name']} {c.get('gbs', 0):.0f} GB/s" for c in copies) + ")")
@@ -151,13 +190,7 @@ def draft(d, data, tag):
         w(f"- STOPPED EARLY: {data['stopped']} (the cases after it did not run)")
     w("- what changed since the last run: TO FILL")
     w("- problems seen: TO FILL (sanitizer reports, failed or skipped tests: ctest-gpu.log, sanitizer-*.log)")
-    forms = forms_lines(d)
-    if forms:
-        w()
-        w("The forms through the runner (GPU_CHECK_FORMS=1; medians per step, ms):")
-        w()
-        for line in forms:
-            w(f"  {line}")
+    forms_block(d, w)
     rows = kbc.variants(data, out=io.StringIO())
     if rows:
         w()
@@ -167,6 +200,16 @@ def draft(d, data, tag):
             w(f"  {g} {name} | {params}: {kbc.fmt_time(tb)} -> {kbc.fmt_time(tv)}, {sp:.2f}x")
     name = f"{date}-{tag}-{git.split('-')[0][:7]}-kernel_bench.json"
     return out.getvalue(), name, date
+
+
+def forms_block(d, w):
+    forms = forms_lines(d)
+    if forms:
+        w()
+        w("The forms through the runner (GPU_CHECK_FORMS=1; medians per step, ms):")
+        w()
+        for line in forms:
+            w(f"  {line}")
 
 
 def read_tsv(path):
@@ -251,16 +294,18 @@ def main(argv):
     try:
         with tempfile.TemporaryDirectory() as tmp:
             d = open_gc(args.gc, tmp)
-            try:
-                data = kbc.load(os.path.join(d, "kernel_bench.json"))
-            except SystemExit as e:
-                raise Bad(str(e)) from None
+            data, no_figures = load_bench(d)
             tag = args.tag or device_tag(data.get("device", ""))
             if not re.fullmatch(r"[a-z0-9_]+", tag):
                 raise Bad(f"--tag '{tag}': lower-case letters, digits and _ only")
-            text, name, date = draft(d, data, tag)
+            text, name, date = draft(d, data, tag, no_figures)
             print(text, end="")
-            if args.write:
+            if no_figures:
+                if args.write:
+                    raise Bad(f"nothing to file in bench/device-runs/: {no_figures}")
+                print(f"\nrecord_device_run: no kernel_bench figures in this run ({no_figures}); the draft has the "
+                      "check's steps")
+            elif args.write:
                 dest, readme = write(d, data, name, date, args.root)
                 print(f"\nrecord_device_run: wrote {dest} and its row in {readme}")
             else:

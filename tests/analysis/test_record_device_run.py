@@ -97,26 +97,75 @@ def test_write_files_the_json_and_its_row_once(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("setup, message", [
-    ("empty", "no kernel_bench.json under"),
+    ("empty", "neither summary.txt nor kernel_bench.json under"),
     ("not json", "cannot read"),
-    ("skipped", "is a skipped run"),
+    ("not kernel_bench", "is not a kernel_bench JSON file"),
+    ("skipped, --write", "nothing to file in bench/device-runs/: kernel_bench skipped the run (no CUDA device)"),
     ("unsafe archive", "refusing the archive member"),
 ])
 def test_bad_input_is_refused(tmp_path, capsys, setup, message):
     gc = tmp_path / "gc"
     gc.mkdir()
     arg = gc
+    extra = []
     if setup == "not json":
         (gc / "kernel_bench.json").write_text("{")
-    elif setup == "skipped":
+    elif setup == "not kernel_bench":
+        (gc / "kernel_bench.json").write_text(json.dumps({"tool": "other", "skipped": "no CUDA device"}))
+    elif setup == "skipped, --write":
         (gc / "kernel_bench.json").write_text(json.dumps({"tool": "kernel_bench", "cases": [], "skipped": "no CUDA device"}))
+        extra = ["--write", "--root", str(tmp_path / "no-repo")]
     elif setup == "unsafe archive":
         (gc / "x.txt").write_text("x")
         arg = tmp_path / "bad.tar"
         with tarfile.open(arg, "w") as t:
             t.add(gc / "x.txt", arcname="../x.txt")
-    assert rdr.main(["rdr", str(arg)]) == 2
+    assert rdr.main(["rdr", str(arg)] + extra) == 2
     assert message in capsys.readouterr().err
+
+
+SECOND_CALL = """
+step                   status       time  key figures
+--------------------------------------------------------------------------------------------
+preflight              ok             0s  prebuilt bundle; nvcc 13.0; cmake 4.4; 16 cores; NVIDIA H100 80GB HBM3
+bundle                 ok             2s  commit 74d2aa328d83, sm_90, made 2026-12-08; sources match
+gpu-tests              skip           0s  GPU_CHECK_TESTS=0 (not asked for)
+sanitizer              ok            38s  1 program: 1 clean
+kernel-bench           skip           0s  GPU_CHECK_BENCH=0 (not asked for)
+ncu                    ok            61s  topk pool: 40 kernels (see ncu_summary.txt)
+
+total 120s (budget 300s); output in /tmp/gc2
+settings: GPU_CHECK_BENCH=0 GPU_CHECK_FORMS=1 GPU_CHECK_TESTS=0; started 2026-12-08T10:00:00Z on dev
+gpu-check: passed
+"""
+
+
+def test_a_run_without_benchmark_figures_is_drafted_but_not_filed(tmp_path, capsys):
+    """The second call of a split check (GPU_CHECK_BENCH=0: sanitizer, ncu, the forms) writes no
+    kernel_bench.json; its steps and forms still make a draft, and --write has nothing to file."""
+    gc = tmp_path / "gc2"
+    gc.mkdir()
+    (gc / "summary.txt").write_text(SECOND_CALL)
+    (gc / "ncu_summary.txt").write_text("kernels\n")
+    (gc / "forms_batched.points.tsv").write_text(
+        "index\tkey\tstatus\tscore_ms\ttopk_ms\tattention_ms\tlayer_ms\n"
+        "0\tkernels.topk=block\tok\t0.8\t0.05\t0.6\t1.5\n")
+    assert rdr.main(["rdr", str(gc)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### 2026-12-08 — NVIDIA H100 80GB HBM3 (TO FILL: why this run)")
+    assert "- commit: 74d2aa328d83; bundle ok 2s commit 74d2aa328d83" in out
+    assert "kernel_bench: no figures: no kernel_bench.json: the benchmark step did not run (GPU_CHECK_BENCH=0" in out
+    assert "  - ncu ok 61s topk pool: 40 kernels" in out and "  - sanitizer ok 38s 1 program: 1 clean" in out
+    assert "- files of the run: forms_batched.points.tsv, ncu_summary.txt, summary.txt" in out
+    assert "kernels.topk=block: score 0.800, top-k 0.050, attention 0.600, layer 1.500" in out
+    assert "targets met" not in out and "would file it" not in out
+    assert "record_device_run: no kernel_bench figures in this run" in out
+    root = fake_root(tmp_path)
+    readme = root / "bench" / "device-runs" / "README.md"
+    before = readme.read_text()
+    assert rdr.main(["rdr", str(gc), "--write", "--root", str(root)]) == 2
+    assert "nothing to file in bench/device-runs/: no kernel_bench.json" in capsys.readouterr().err
+    assert readme.read_text() == before and sorted(os.listdir(readme.parent)) == ["README.md"]
 
 
 def test_device_tags():
