@@ -134,7 +134,8 @@ def draft(d, data, tag, no_figures=""):
     bundle = next((re.sub(r"\s+", " ", line) for line in steps if line.startswith("bundle")), "")
     m = re.search(r"commit ([0-9a-f]{7,40})", bundle)
     git = data.get("git_revision") or (m.group(1) if m else "?")
-    device = (data.get("device") if not no_figures else "") or summary_device(steps) or data.get("device") or "?"
+    # (a skipped benchmark's "device" is why it found none)
+    device = (summary_device(steps) or data.get("device") if no_figures else data.get("device")) or "?"
     date = run_date(data, summary)
     out = io.StringIO()
     w = lambda s="": print(s, file=out)  # noqa: E731
@@ -148,49 +149,53 @@ def draft(d, data, tag, no_figures=""):
     for line in steps:
         w(f"  - {re.sub(r'  +', ' ', line.strip())}")
     w("- files of the run: " + ", ".join(sorted(f for f in os.listdir(d) if os.path.isfile(os.path.join(d, f)))))
-    if no_figures:
-        w("- what changed since the last run: TO FILL")
-        w("- problems seen: TO FILL (sanitizer reports, failed or skipped tests: ctest-gpu.log, sanitizer-*.log)")
-        forms_block(d, w)
-        return out.getvalue(), None, date
-    copies = [c for c in cases if c["group"] == "copy" and "case-sized" not in c["name"]]
-    w(f"- copy bandwidth: {data.get('copy_gbs', 0):.0f} GB/s (" +
-      ", ".join(f"{c['name']} {c.get('gbs', 0):.0f} GB/s" for c in copies) + ")")
-    w("- figures (median; target):")
-    p = find(cases, "pool", "uniform bf16 keys", "T=1Mi")
-    mtok = f", {p['tokens_per_s'] / 1e6:.0f} Mtok/s" if p and p.get("tokens_per_s") else ""
-    w(f"  - pooling T=1Mi D=128 G=4 bf16 uniform: {us(p)}, {pct(p)} (>= 85%){mtok} (>= 100)")
-    s = find(cases, "score", "compressed (G=4)", "T=1Mi D=128 H=64 fp8")
-    w(f"  - compressed scoring T=1Mi H=64 fp8: {us(s)}, {pct(s)} (>= 75%)")
-    ic = find(cases, "indexer", "compressed score+top-k", "T=1Mi D=128 H=64 fp8")
-    ie = find(cases, "indexer", "exact score+top-k", "T=1Mi D=128 H=64 fp8")
-    ratio = f" = {ic['speedup_vs_exact']:.2f}x" if ic and ic.get("speedup_vs_exact") else ""
-    w(f"  - indexer T=1Mi H=64 fp8: compressed {us(ic)} vs exact {us(ie)}{ratio} (>= 3.6x)")
-    t1, t64 = find(cases, "topk", "top-2048", "1 row of 1Mi"), find(cases, "topk", "top-2048", "64 rows of 1Mi")
-    w(f"  - top-2048: 1 x 1Mi {us(t1)} (<= 60 us); 64 x 1Mi {us(t64)} (<= 150 us)")
-    parts = {n: find(cases, "decode", n, "B=1024") for n in ("whole step", "score (all requests)",
-                                                             "top-k (per request)", "block-sparse attention")}
-    w(f"  - decode step B=1024 x 32Ki: {us(parts['whole step'])} (score {us(parts['score (all requests)'])}, top-k "
-      f"{us(parts['top-k (per request)'])}, attention {us(parts['block-sparse attention'])})")
-    ad, ab = find(cases, "attention", "dense", "T=1024Ki"), find(cases, "attention", "block-sparse", "T=1024Ki")
-    w(f"  - attention T=1Mi: dense {us(ad)}, block-sparse {us(ab)}")
-    w("  - runner, configs/batched.ini: TO FILL from runner_batched.txt (layer ms column, B = 1 and 64)")
-    judged = [c for c in cases if c.get("verdict") in ("met", "not met")]
-    met = [c for c in judged if c["verdict"] == "met"]
-    not_met = [c for c in judged if c["verdict"] == "not met"]
-    groups = []
-    for c in judged:
-        if c["group"] not in groups:
-            groups.append(c["group"])
-    by = [(g, sum(c["group"] == g for c in not_met), sum(c["group"] == g for c in judged)) for g in groups]
-    w(f"- targets met: {len(met)} of {len(judged)}; not met by group: " +
-      (", ".join(f"{g} {n} of {m}" for g, n, m in by if n) or "none") +
-      " (each case: `make kernel-figures BENCH_JSON=...`, kernels.md)")
-    if data.get("stopped"):
-        w(f"- STOPPED EARLY: {data['stopped']} (the cases after it did not run)")
+    if not no_figures:
+        copies = [c for c in cases if c["group"] == "copy" and "case-sized" not in c["name"]]
+        w(f"- copy bandwidth: {data.get('copy_gbs', 0):.0f} GB/s (" +
+          ", ".join(f"{c['name']} {c.get('gbs', 0):.0f} GB/s" for c in copies) + ")")
+        w("- figures (median; target):")
+        p = find(cases, "pool", "uniform bf16 keys", "T=1Mi")
+        mtok = f", {p['tokens_per_s'] / 1e6:.0f} Mtok/s" if p and p.get("tokens_per_s") else ""
+        w(f"  - pooling T=1Mi D=128 G=4 bf16 uniform: {us(p)}, {pct(p)} (>= 85%){mtok} (>= 100)")
+        s = find(cases, "score", "compressed (G=4)", "T=1Mi D=128 H=64 fp8")
+        w(f"  - compressed scoring T=1Mi H=64 fp8: {us(s)}, {pct(s)} (>= 75%)")
+        ic = find(cases, "indexer", "compressed score+top-k", "T=1Mi D=128 H=64 fp8")
+        ie = find(cases, "indexer", "exact score+top-k", "T=1Mi D=128 H=64 fp8")
+        ratio = f" = {ic['speedup_vs_exact']:.2f}x" if ic and ic.get("speedup_vs_exact") else ""
+        w(f"  - indexer T=1Mi H=64 fp8: compressed {us(ic)} vs exact {us(ie)}{ratio} (>= 3.6x)")
+        t1, t64 = find(cases, "topk", "top-2048", "1 row of 1Mi"), find(cases, "topk", "top-2048", "64 rows of 1Mi")
+        w(f"  - top-2048: 1 x 1Mi {us(t1)} (<= 60 us); 64 x 1Mi {us(t64)} (<= 150 us)")
+        parts = {n: find(cases, "decode", n, "B=1024") for n in ("whole step", "score (all requests)",
+                                                                 "top-k (per request)", "block-sparse attention")}
+        w(f"  - decode step B=1024 x 32Ki: {us(parts['whole step'])} (score {us(parts['score (all requests)'])}, top-k "
+          f"{us(parts['top-k (per request)'])}, attention {us(parts['block-sparse attention'])})")
+        ad, ab = find(cases, "attention", "dense", "T=1024Ki"), find(cases, "attention", "block-sparse", "T=1024Ki")
+        w(f"  - attention T=1Mi: dense {us(ad)}, block-sparse {us(ab)}")
+        w("  - runner, configs/batched.ini: TO FILL from runner_batched.txt (layer ms column, B = 1 and 64)")
+        judged = [c for c in cases if c.get("verdict") in ("met", "not met")]
+        met = [c for c in judged if c["verdict"] == "met"]
+        not_met = [c for c in judged if c["verdict"] == "not met"]
+        groups = []
+        for c in judged:
+            if c["group"] not in groups:
+                groups.append(c["group"])
+        by = [(g, sum(c["group"] == g for c in not_met), sum(c["group"] == g for c in judged)) for g in groups]
+        w(f"- targets met: {len(met)} of {len(judged)}; not met by group: " +
+          (", ".join(f"{g} {n} of {m}" for g, n, m in by if n) or "none") +
+          " (each case: `make kernel-figures BENCH_JSON=...`, kernels.md)")
+        if data.get("stopped"):
+            w(f"- STOPPED EARLY: {data['stopped']} (the cases after it did not run)")
     w("- what changed since the last run: TO FILL")
     w("- problems seen: TO FILL (sanitizer reports, failed or skipped tests: ctest-gpu.log, sanitizer-*.log)")
-    forms_block(d, w)
+    forms = forms_lines(d)
+    if forms:
+        w()
+        w("The forms through the runner (GPU_CHECK_FORMS=1; medians per step, ms):")
+        w()
+        for line in forms:
+            w(f"  {line}")
+    if no_figures:
+        return out.getvalue(), None, date
     rows = kbc.variants(data, out=io.StringIO())
     if rows:
         w()
@@ -200,16 +205,6 @@ def draft(d, data, tag, no_figures=""):
             w(f"  {g} {name} | {params}: {kbc.fmt_time(tb)} -> {kbc.fmt_time(tv)}, {sp:.2f}x")
     name = f"{date}-{tag}-{git.split('-')[0][:7]}-kernel_bench.json"
     return out.getvalue(), name, date
-
-
-def forms_block(d, w):
-    forms = forms_lines(d)
-    if forms:
-        w()
-        w("The forms through the runner (GPU_CHECK_FORMS=1; medians per step, ms):")
-        w()
-        for line in forms:
-            w(f"  {line}")
 
 
 def read_tsv(path):
